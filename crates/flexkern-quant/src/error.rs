@@ -1,0 +1,18 @@
+//! Typed errors: every bad argument is named, nothing panics.
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum QuantError {
+    #[error("argument `{arg}`: {msg}")]
+    InvalidArgument { arg: &'static str, msg: String },
+    #[error("unknown format name `{0}`")]
+    UnknownFormat(String),
+    #[error("format {format:?} does not support {what}")]
+    Unsupported { format: crate::format::Format, what: &'static str },
+}
+
+pub type Result<T, E = QuantError> = std::result::Result<T, E>;
+
+/// Shorthand for an `InvalidArgument` error.
+pub(crate) fn invalid(arg: &'static str, msg: impl Into<String>) -> QuantError {
+    QuantError::InvalidArgument { arg, msg: msg.into() }
+}
