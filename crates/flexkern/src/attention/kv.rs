@@ -1,0 +1,122 @@
+//! Where keys and values come from. Kernels read KV rows through `KvSource`, so contiguous,
+//! strided, paged and quantized caches share one kernel path; mods always see logical positions.
+
+use super::problem::Operand;
+use half::{bf16, f16};
+
+/// One K or V row of one head (`dim` elements), as stored.
+#[derive(Clone, Copy, Debug)]
+pub enum KvRow<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+    BF16(&'a [bf16]),
+    /// fp8 e4m3fn codes; value = decode(code) * scale.
+    Fp8E4M3(&'a [u8], f32),
+    /// fp8 e5m2 codes; value = decode(code) * scale.
+    Fp8E5M2(&'a [u8], f32),
+    /// int8; value = code * scale.
+    I8(&'a [i8], f32),
+}
+
+impl KvRow<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            KvRow::F32(s) => s.len(),
+            KvRow::F16(s) => s.len(),
+            KvRow::BF16(s) => s.len(),
+            KvRow::Fp8E4M3(s, _) | KvRow::Fp8E5M2(s, _) => s.len(),
+            KvRow::I8(s, _) => s.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Widens the row into `dst` (same length).
+    #[inline]
+    pub fn to_f32(&self, dst: &mut [f32]) {
+        match *self {
+            KvRow::F32(s) => dst.copy_from_slice(s),
+            KvRow::F16(s) => {
+                for (d, x) in dst.iter_mut().zip(s) {
+                    *d = x.to_f32();
+                }
+            }
+            KvRow::BF16(s) => {
+                for (d, x) in dst.iter_mut().zip(s) {
+                    *d = x.to_f32();
+                }
+            }
+            KvRow::Fp8E4M3(s, scale) => {
+                let lut = crate::kv_quant_lut::e4m3();
+                for (d, &x) in dst.iter_mut().zip(s) {
+                    *d = lut[x as usize] * scale;
+                }
+            }
+            KvRow::Fp8E5M2(s, scale) => {
+                let lut = crate::kv_quant_lut::e5m2();
+                for (d, &x) in dst.iter_mut().zip(s) {
+                    *d = lut[x as usize] * scale;
+                }
+            }
+            KvRow::I8(s, scale) => {
+                for (d, &x) in dst.iter_mut().zip(s) {
+                    *d = x as f32 * scale;
+                }
+            }
+        }
+    }
+}
+
+/// Read access to the keys and values of every sequence of a batch.
+pub trait KvSource: Sync {
+    fn num_kv_heads(&self) -> usize;
+    fn head_dim(&self) -> usize;
+    fn head_dim_v(&self) -> usize;
+    /// KV length of sequence `seq`.
+    fn kv_len(&self, seq: usize) -> usize;
+    /// Key row at logical position `pos < kv_len(seq)` of kv head `head`.
+    fn k_row(&self, seq: usize, head: usize, pos: usize) -> KvRow<'_>;
+    /// Value row at logical position `pos < kv_len(seq)` of kv head `head`.
+    fn v_row(&self, seq: usize, head: usize, pos: usize) -> KvRow<'_>;
+}
+
+/// K and V as strided tensors (contiguous, ragged or batch-major).
+#[derive(Clone, Debug)]
+pub struct StridedKv<'a> {
+    pub k: Operand<'a>,
+    pub v: Operand<'a>,
+    pub kv_lens: Vec<usize>,
+}
+
+fn row<'a>(o: &Operand<'a>, seq: usize, head: usize, pos: usize) -> KvRow<'a> {
+    let at = o.offset(seq, pos, head);
+    match o.data {
+        crate::tensor::HostData::F32(s) => KvRow::F32(&s[at..at + o.dim]),
+        crate::tensor::HostData::F16(s) => KvRow::F16(&s[at..at + o.dim]),
+        crate::tensor::HostData::BF16(s) => KvRow::BF16(&s[at..at + o.dim]),
+    }
+}
+
+impl KvSource for StridedKv<'_> {
+    fn num_kv_heads(&self) -> usize {
+        self.k.heads
+    }
+    fn head_dim(&self) -> usize {
+        self.k.dim
+    }
+    fn head_dim_v(&self) -> usize {
+        self.v.dim
+    }
+    fn kv_len(&self, seq: usize) -> usize {
+        self.kv_lens[seq]
+    }
+    #[inline]
+    fn k_row(&self, seq: usize, head: usize, pos: usize) -> KvRow<'_> {
+        row(&self.k, seq, head, pos)
+    }
+    #[inline]
+    fn v_row(&self, seq: usize, head: usize, pos: usize) -> KvRow<'_> {
+        row(&self.v, seq, head, pos)
+    }
+}

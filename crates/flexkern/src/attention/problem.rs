@@ -1,0 +1,305 @@
+//! The validated description of one attention call: ragged lengths, head geometry, Q access.
+
+use crate::error::{invalid, mismatch, Error, Result};
+use crate::tensor::{HostData, TensorView};
+use crate::variant::expr::Expr;
+use crate::variant::interval::{check_bounds, Domain};
+use crate::variant::CompiledVariant;
+
+/// Per-sequence query and KV lengths of a ragged batch. Query `i` of sequence `s` sits at
+/// position `kv_len(s) - q_len(s) + i` (queries are the last tokens of their KV).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeqLens {
+    q_start: Vec<usize>,
+    kv_lens: Vec<usize>,
+}
+
+impl SeqLens {
+    /// From `cu_q_lens` (n+1 cumulative offsets starting at 0) and per-sequence KV lengths.
+    pub fn new(cu_q_lens: &[u64], kv_lens: &[u64]) -> Result<SeqLens> {
+        let q_start = check_cumulative("cu_q_lens", cu_q_lens)?;
+        if kv_lens.len() + 1 != cu_q_lens.len() {
+            return Err(mismatch(
+                "cu_q_lens",
+                "kv_lens",
+                format!("{} sequences vs {}", cu_q_lens.len() - 1, kv_lens.len()),
+            ));
+        }
+        let kv_lens = kv_lens
+            .iter()
+            .map(|&x| {
+                usize::try_from(x).map_err(|_| invalid("kv_lens", "length does not fit in usize"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(SeqLens { q_start, kv_lens })
+    }
+
+    /// From cumulative offsets of both Q and KV (SGLang-JAX's `cu_q_lens` / `cu_kv_lens`).
+    pub fn from_cu(cu_q_lens: &[u64], cu_kv_lens: &[u64]) -> Result<SeqLens> {
+        let kv = check_cumulative("cu_kv_lens", cu_kv_lens)?;
+        let kv_lens: Vec<u64> = kv.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
+        SeqLens::new(cu_q_lens, &kv_lens)
+    }
+
+    /// One sequence.
+    pub fn single(q_len: usize, kv_len: usize) -> SeqLens {
+        SeqLens {
+            q_start: vec![0, q_len],
+            kv_lens: vec![kv_len],
+        }
+    }
+
+    /// `batch` sequences of equal lengths.
+    pub fn uniform(batch: usize, q_len: usize, kv_len: usize) -> SeqLens {
+        SeqLens {
+            q_start: (0..=batch).map(|b| b * q_len).collect(),
+            kv_lens: vec![kv_len; batch],
+        }
+    }
+
+    pub fn num_seqs(&self) -> usize {
+        self.kv_lens.len()
+    }
+    pub fn q_len(&self, s: usize) -> usize {
+        self.q_start[s + 1] - self.q_start[s]
+    }
+    pub fn kv_len(&self, s: usize) -> usize {
+        self.kv_lens[s]
+    }
+    /// Row of this sequence's first query in the packed Q / O tensors.
+    pub fn q_start(&self, s: usize) -> usize {
+        self.q_start[s]
+    }
+    pub fn total_q(&self) -> usize {
+        *self.q_start.last().unwrap()
+    }
+    /// Position of query 0 (may be negative when q is longer than KV: those rows see nothing
+    /// under causal masks).
+    pub fn q_pos0(&self, s: usize) -> i64 {
+        self.kv_lens[s] as i64 - self.q_len(s) as i64
+    }
+}
+
+fn check_cumulative(arg: &'static str, cu: &[u64]) -> Result<Vec<usize>> {
+    if cu.is_empty() {
+        return Err(invalid(arg, "needs at least one entry (0)"));
+    }
+    if cu[0] != 0 {
+        return Err(invalid(
+            arg,
+            format!("must start at 0, starts at {}", cu[0]),
+        ));
+    }
+    if let Some(i) = cu.windows(2).position(|w| w[1] < w[0]) {
+        return Err(invalid(
+            arg,
+            format!(
+                "not monotonic at index {}: {} then {}",
+                i + 1,
+                cu[i],
+                cu[i + 1]
+            ),
+        ));
+    }
+    cu.iter()
+        .map(|&x| usize::try_from(x).map_err(|_| invalid(arg, "offset does not fit in usize")))
+        .collect()
+}
+
+/// Strided access to one operand: element (seq, token i, head, d) lives at
+/// `seq_base[seq] + i * tok_stride + head * head_stride + d`.
+#[derive(Clone, Debug)]
+pub struct Operand<'a> {
+    pub data: HostData<'a>,
+    pub seq_base: Vec<usize>,
+    pub tok_stride: usize,
+    pub head_stride: usize,
+    pub heads: usize,
+    pub dim: usize,
+}
+
+impl Operand<'_> {
+    /// Offset of the first element of (seq, token, head).
+    #[inline(always)]
+    pub fn offset(&self, seq: usize, tok: usize, head: usize) -> usize {
+        self.seq_base[seq] + tok * self.tok_stride + head * self.head_stride
+    }
+}
+
+/// Builds an operand from a rank-3 view (ragged: `starts` per sequence) or a rank-4 view
+/// (`[batch, seq, heads, dim]`: one sequence per batch entry). `lens(s)` is the token count the
+/// view must hold for sequence `s`.
+pub(crate) fn operand<'a>(
+    arg: &'static str,
+    v: &TensorView<'a>,
+    num_seqs: usize,
+    starts: &dyn Fn(usize) -> usize,
+    lens: &dyn Fn(usize) -> usize,
+) -> Result<Operand<'a>> {
+    v.validate(arg)?;
+    let r = v.rank();
+    let (heads, dim) = (v.shape[r - 2], v.shape[r - 1]);
+    let (tok_stride, head_stride) = (v.strides[r - 3], v.strides[r - 2]);
+    let mut seq_base = Vec::with_capacity(num_seqs);
+    if r == 3 {
+        let end = if num_seqs == 0 {
+            0
+        } else {
+            starts(num_seqs - 1) + lens(num_seqs - 1)
+        };
+        if end > v.shape[0] {
+            return Err(invalid(
+                arg,
+                format!(
+                    "the lengths need {end} tokens but the tensor holds {}",
+                    v.shape[0]
+                ),
+            ));
+        }
+        for s in 0..num_seqs {
+            seq_base.push(starts(s) * tok_stride);
+        }
+    } else {
+        if v.shape[0] != num_seqs {
+            return Err(invalid(
+                arg,
+                format!("batch dimension {} but {num_seqs} sequences", v.shape[0]),
+            ));
+        }
+        for s in 0..num_seqs {
+            if lens(s) > v.shape[1] {
+                return Err(invalid(
+                    arg,
+                    format!(
+                        "sequence {s} needs {} tokens but the tensor holds {}",
+                        lens(s),
+                        v.shape[1]
+                    ),
+                ));
+            }
+            seq_base.push(s * v.strides[0]);
+        }
+    }
+    Ok(Operand {
+        data: v.data,
+        seq_base,
+        tok_stride,
+        head_stride,
+        heads,
+        dim,
+    })
+}
+
+/// Largest head size supported (DeepSeek MLA decode uses 576).
+pub const MAX_HEAD_DIM: usize = 576;
+
+/// Everything a backend needs besides the KV source: lengths, heads, scale, Q, the variant.
+#[derive(Clone, Debug)]
+pub struct Problem<'a> {
+    pub lens: SeqLens,
+    pub q: Operand<'a>,
+    pub num_q_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub head_dim_v: usize,
+    /// Multiplies q . k (natural-log units).
+    pub scale: f32,
+    pub variant: CompiledVariant,
+}
+
+impl Problem<'_> {
+    /// q heads per kv head.
+    pub fn group_size(&self) -> usize {
+        self.num_q_heads / self.num_kv_heads
+    }
+    /// Rows of the output O `[total_q, Hq, Dv]`.
+    pub fn total_q(&self) -> usize {
+        self.lens.total_q()
+    }
+}
+
+/// Checks head geometry, scale, and every capture index of the variant over each sequence's domain.
+pub(crate) fn check_geometry(
+    hq: usize,
+    hkv: usize,
+    dk: usize,
+    dv: usize,
+    q_dim: usize,
+    scale: f32,
+) -> Result<()> {
+    if hkv == 0 || hq == 0 {
+        return Err(invalid("k", "head counts must be positive"));
+    }
+    if hq % hkv != 0 {
+        return Err(mismatch(
+            "q",
+            "k",
+            format!("{hq} query heads are not a multiple of {hkv} kv heads"),
+        ));
+    }
+    if q_dim != dk {
+        return Err(mismatch("q", "k", format!("head size {q_dim} vs {dk}")));
+    }
+    for (arg, d) in [("k", dk), ("v", dv)] {
+        if d == 0 || d > MAX_HEAD_DIM {
+            return Err(Error::InvalidArgument {
+                arg,
+                msg: format!("head size {d} is outside 1..={MAX_HEAD_DIM}"),
+            });
+        }
+    }
+    if !scale.is_finite() {
+        return Err(invalid("scale", format!("must be finite, got {scale}")));
+    }
+    Ok(())
+}
+
+/// Proves every capture load of the variant in bounds for every element of the problem.
+pub(crate) fn check_captures(v: &CompiledVariant, lens: &SeqLens, hq: usize) -> Result<()> {
+    let exprs: Vec<&Expr> = v
+        .mask
+        .iter()
+        .chain(v.score.iter())
+        .map(|p| p.expr())
+        .collect();
+    if let Some(s) = &v.sinks {
+        if s.len() != hq {
+            return Err(invalid(
+                "sinks",
+                format!("{} sink logits for {hq} query heads", s.len()),
+            ));
+        }
+    }
+    for e in exprs {
+        if e.captures().is_empty() {
+            continue;
+        }
+        for s in 0..lens.num_seqs() {
+            let (ql, kl) = (lens.q_len(s) as i64, lens.kv_len(s) as i64);
+            if ql == 0 || kl == 0 {
+                continue;
+            }
+            let p0 = lens.q_pos0(s);
+            let t0 = lens.q_start(s) as i64;
+            let d = Domain {
+                batch: (s as i64, s as i64),
+                head: (0, hq as i64 - 1),
+                q_pos: (p0, p0 + ql - 1),
+                kv_pos: (0, kl - 1),
+                q_len: (ql, ql),
+                kv_len: (kl, kl),
+                q_token: (t0, t0 + ql - 1),
+            };
+            if let Some(o) = check_bounds(e, &d).first() {
+                return Err(Error::InvalidArgument {
+                    arg: "variant",
+                    msg: format!(
+                        "capture `{}` has {} elements but sequence {s} may index it at {}..={} (expression `{e}`)",
+                        o.capture, o.len, o.index.0, o.index.1
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! The f64 oracle: materialized scores and a two-pass softmax, exactly the documented semantics.
+//! Used by tests and `flexkern verify` only; it never imports a backend.
+
+use crate::attention::kv::KvSource;
+use crate::attention::problem::Problem;
+use crate::variant::program::{Scratch, TileCtx};
+use rayon::prelude::*;
+
+/// Reference output: `o` `[total_q, Hq, Dv]` and natural-log `lse` `[total_q, Hq]`.
+pub struct Reference {
+    pub o: Vec<f64>,
+    pub lse: Vec<f64>,
+}
+
+/// Computes attention in f64 from the same (already rounded) inputs the kernel reads.
+pub fn attention(p: &Problem, kv: &dyn KvSource) -> Reference {
+    let (hq, dk, dv) = (p.num_q_heads, p.head_dim, p.head_dim_v);
+    let total = p.total_q();
+    let mut o = vec![0f64; total * hq * dv];
+    let mut lse = vec![f64::NEG_INFINITY; total * hq];
+    let rows: Vec<(usize, usize)> = (0..p.lens.num_seqs())
+        .flat_map(|s| (0..p.lens.q_len(s)).map(move |i| (s, i)))
+        .collect();
+    let results: Vec<(Vec<f64>, Vec<f64>)> = rows
+        .par_iter()
+        .map_init(
+            || (Scratch::<f64>::default(), vec![0f32; dk.max(dv)]),
+            |(scratch, rowbuf), &(s, i)| {
+                let kl = p.lens.kv_len(s);
+                let mut out_o = vec![0f64; hq * dv];
+                let mut out_l = vec![f64::NEG_INFINITY; hq];
+                for h in 0..hq {
+                    let kh = h / p.group_size();
+                    let qo = p.q.offset(s, i, h);
+                    let q: Vec<f64> = (0..dk).map(|d| p.q.data.get_f32(qo + d) as f64).collect();
+                    let mut sc = vec![0f64; kl];
+                    for (j, x) in sc.iter_mut().enumerate() {
+                        kv.k_row(s, kh, j).to_f32(&mut rowbuf[..dk]);
+                        *x = q
+                            .iter()
+                            .zip(&rowbuf[..dk])
+                            .map(|(a, &b)| a * b as f64)
+                            .sum::<f64>()
+                            * p.scale as f64;
+                    }
+                    let t = TileCtx {
+                        batch: s as i64,
+                        head: h as i64,
+                        q_len: p.lens.q_len(s) as i64,
+                        kv_len: kl as i64,
+                        q_pos0: p.lens.q_pos0(s) + i as i64,
+                        q_token0: (p.lens.q_start(s) + i) as i64,
+                        rows: 1,
+                        kv_pos0: 0,
+                        cols: kl,
+                    };
+                    if let Some(sp) = &p.variant.score {
+                        sp.apply_score(&t, scratch, &mut sc);
+                    }
+                    let mut keep = vec![true; kl];
+                    if let Some(mp) = &p.variant.mask {
+                        mp.eval_mask(&t, scratch, &mut keep);
+                    }
+                    let sink = p.variant.sinks.as_ref().map(|v| v[h] as f64);
+                    let m = sc
+                        .iter()
+                        .zip(&keep)
+                        .filter(|(_, &k)| k)
+                        .map(|(&x, _)| x)
+                        .chain(sink)
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    if m == f64::NEG_INFINITY {
+                        continue; // fully masked (and no sink): O = 0, LSE = -inf
+                    }
+                    let mut denom = sink.map_or(0.0, |x| (x - m).exp());
+                    let acc = &mut out_o[h * dv..][..dv];
+                    for j in 0..kl {
+                        if !keep[j] {
+                            continue;
+                        }
+                        let w = (sc[j] - m).exp();
+                        denom += w;
+                        kv.v_row(s, kh, j).to_f32(&mut rowbuf[..dv]);
+                        for (a, &x) in acc.iter_mut().zip(&rowbuf[..dv]) {
+                            *a += w * x as f64;
+                        }
+                    }
+                    for a in acc.iter_mut() {
+                        *a /= denom;
+                    }
+                    out_l[h] = m + denom.ln();
+                }
+                (out_o, out_l)
+            },
+        )
+        .collect();
+    for (&(s, i), (ro, rl)) in rows.iter().zip(results) {
+        let t = p.lens.q_start(s) + i;
+        o[t * hq * dv..][..hq * dv].copy_from_slice(&ro);
+        lse[t * hq..][..hq].copy_from_slice(&rl);
+    }
+    Reference { o, lse }
+}

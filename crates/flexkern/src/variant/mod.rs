@@ -1,0 +1,103 @@
+//! The programmable variant layer: `mask_mod` and `score_mod` as typed IR expressions, plus
+//! attention sinks, compiled once and run by every backend.
+
+pub mod block_mask;
+pub mod builtins;
+pub mod expr;
+pub mod interval;
+pub mod program;
+
+use crate::error::{Error, Result};
+use expr::{Expr, Ty, Var};
+use program::Program;
+use std::sync::Arc;
+
+pub use block_mask::BlockMask;
+pub use expr::Tensor;
+
+/// What a user writes: an optional mask (Bool), an optional score transform (Float, reads
+/// `score`), optional per-head sink logits. Masks compose with `and`; score mods chain in order.
+#[derive(Clone, Debug, Default)]
+pub struct Variant {
+    pub mask: Option<Expr>,
+    pub score: Option<Expr>,
+    pub sinks: Option<Arc<Vec<f32>>>,
+}
+
+impl Variant {
+    /// Plain softmax attention: no mask, no score mod.
+    pub fn full() -> Variant {
+        Variant::default()
+    }
+
+    /// ANDs `m` into the mask.
+    pub fn mask(mut self, m: Expr) -> Variant {
+        self.mask = Some(match self.mask.take() {
+            Some(old) => old.and(m),
+            None => m,
+        });
+        self
+    }
+
+    /// Chains `s` after the current score mod (`s` reads the previous result as `score`).
+    pub fn score(mut self, s: Expr) -> Variant {
+        self.score = Some(match self.score.take() {
+            Some(old) => s.substitute_score(&old),
+            None => s,
+        });
+        self
+    }
+
+    /// One learned logit per query head added to the softmax denominator (gpt-oss sinks).
+    pub fn sinks(mut self, sinks: Vec<f32>) -> Variant {
+        self.sinks = Some(Arc::new(sinks));
+        self
+    }
+
+    /// Type-checks and compiles both mods.
+    pub fn compile(&self) -> Result<CompiledVariant> {
+        let mask = self
+            .mask
+            .as_ref()
+            .map(|m| Program::compile(m, Ty::Bool))
+            .transpose()?;
+        if let Some(m) = &self.mask {
+            if m.uses(Var::Score) {
+                return Err(Error::Expr(format!("mask_mod cannot read `score`: `{m}`")));
+            }
+        }
+        let score = self
+            .score
+            .as_ref()
+            .map(|s| Program::compile(s, Ty::Float))
+            .transpose()?;
+        if let Some(s) = &self.sinks {
+            if s.iter().any(|x| x.is_nan() || *x == f32::INFINITY) {
+                return Err(crate::error::invalid(
+                    "sinks",
+                    "sink logits must be finite or -inf",
+                ));
+            }
+        }
+        Ok(CompiledVariant {
+            mask,
+            score,
+            sinks: self.sinks.clone(),
+        })
+    }
+}
+
+/// A variant ready to run: compiled programs and sinks.
+#[derive(Clone, Debug)]
+pub struct CompiledVariant {
+    pub mask: Option<Program>,
+    pub score: Option<Program>,
+    pub sinks: Option<Arc<Vec<f32>>>,
+}
+
+impl CompiledVariant {
+    /// Whether the BlockMask must be built per head (else one entry broadcasts over heads).
+    pub fn mask_per_head(&self) -> bool {
+        self.mask.as_ref().is_some_and(|m| m.uses(Var::Head))
+    }
+}
