@@ -101,3 +101,6 @@ impl CompiledVariant {
         self.mask.as_ref().is_some_and(|m| m.uses(Var::Head))
     }
 }
+
+#[cfg(test)]
+mod tests;
