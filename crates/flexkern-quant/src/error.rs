@@ -8,6 +8,9 @@ pub enum QuantError {
     UnknownFormat(String),
     #[error("format {format:?} does not support {what}")]
     Unsupported { format: crate::format::Format, what: &'static str },
+    /// `quantize` rejects NaN and ±Inf: no format can represent them faithfully in its scales.
+    #[error("argument `{arg}`: non-finite value {value} at element {index}")]
+    NonFinite { arg: &'static str, index: usize, value: f32 },
 }
 
 pub type Result<T, E = QuantError> = std::result::Result<T, E>;

@@ -1,8 +1,25 @@
 //! flexkern-quant: GGUF block formats and MLX affine quantization, byte-identical to the files,
 //! with quantize / dequantize and a generic CPU GEMV driver.
+//!
+//! Layout: `format` (catalogue and the `QuantBlock` trait), one module per format family
+//! (`float`, `legacy`, `mlx`, and `k_quants`), `gemv` (the driver), `matrix` (the public
+//! `QuantMatrix`), `codec` (whole-tensor quantize / dequantize).
 
+pub mod codec;
+pub mod cpu;
+mod dispatch;
 pub mod error;
+pub mod float;
 pub mod format;
+mod gemv;
+pub mod legacy;
+pub mod matrix;
+pub mod mlx;
+#[cfg(target_arch = "x86_64")]
+mod simd;
+mod storage;
 
+pub use codec::{dequantize, quantize};
 pub use error::{QuantError, Result};
-pub use format::{Format, QuantBlock};
+pub use format::{Format, MlxScale, QuantBlock};
+pub use matrix::{down_with_swiglu, swiglu_gate_up, Activation, QuantMatrix};

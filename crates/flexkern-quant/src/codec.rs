@@ -1,0 +1,58 @@
+//! `quantize` / `dequantize` of whole `[N, K]` tensors for every format.
+//!
+//! Non-finite input: `quantize` rejects NaN and ±Inf with `QuantError::NonFinite` naming the
+//! first offending element, for every format (F32 included), so a stored tensor never carries
+//! them. Finite values beyond a format's scale range (|x| > 65504 * 127 for Q8_0's f16 scale, or
+//! > 65504 for F16) become ±Inf in the output, as in ggml and gguf-py.
+
+use crate::dispatch::with_block;
+use crate::error::{invalid, QuantError, Result};
+use crate::format::{Format, QuantBlock};
+use crate::mlx;
+use crate::storage::{blocks, Storage};
+
+fn check_src(src: &[f32], n: usize, k: usize, format: Format) -> Result<()> {
+    format.blocks_per_row(k)?;
+    let want = n.checked_mul(k).ok_or_else(|| invalid("n", format!("[{n}, {k}] overflows")))?;
+    if src.len() != want {
+        return Err(invalid("src", format!("expected {want} elements for [{n}, {k}], got {}", src.len())));
+    }
+    if let Some(index) = src.iter().position(|v| !v.is_finite()) {
+        return Err(QuantError::NonFinite { arg: "src", index, value: src[index] });
+    }
+    Ok(())
+}
+
+/// Quantize row-major `src` (`[n, k]`) into the bytes a GGUF tensor of `format` holds (for MLX:
+/// weights, scales, biases concatenated; see `crate::mlx`).
+pub fn quantize(format: Format, src: &[f32], n: usize, k: usize) -> Result<Vec<u8>> {
+    check_src(src, n, k, format)?;
+    fn run<B: QuantBlock>(src: &[f32]) -> Result<Vec<u8>> {
+        let mut out = vec![<B as bytemuck::Zeroable>::zeroed(); src.len() / B::ELEMS];
+        B::quantize_ref(src, &mut out);
+        Ok(bytemuck::cast_slice(&out).to_vec())
+    }
+    with_block!(format, |B| run::<B>(src), mlx => {
+        let Format::MlxAffine { bits, group_size, scales } = format else { unreachable!() };
+        Ok(mlx::quantize(src, n, k, bits, group_size as usize, scales))
+    })
+}
+
+/// Dequantize `bytes` (exactly `format.tensor_bytes(n, k)` long) into `[n, k]` f32.
+pub fn dequantize(format: Format, bytes: &[u8], n: usize, k: usize) -> Result<Vec<f32>> {
+    let want = format.tensor_bytes(n, k)?;
+    if bytes.len() != want {
+        return Err(invalid("bytes", format!("expected {want} bytes for {format} [{n}, {k}], got {}", bytes.len())));
+    }
+    if let Format::MlxAffine { .. } = format {
+        return crate::matrix::QuantMatrix::new(format, n, k, bytes)?.dequantize();
+    }
+    let storage = Storage::new(bytes);
+    let mut out = vec![0.0f32; n * k];
+    fn run<B: QuantBlock>(bytes: &[u8], out: &mut [f32]) -> Result<()> {
+        B::dequantize(blocks::<B>(bytes), out);
+        Ok(())
+    }
+    with_block!(format, |B| run::<B>(storage.bytes(), &mut out)?, mlx => unreachable!());
+    Ok(out)
+}

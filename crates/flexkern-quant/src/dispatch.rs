@@ -1,0 +1,59 @@
+//! Run-time format -> block type. Every generic entry point goes through `with_block!`, so a new
+//! format is wired in one place.
+
+/// `with_block!(format, |B| expr_using_B, mlx => expr)`: evaluates the first expression with the
+/// type alias `B` bound to the format's block type, or the second for MLX affine.
+macro_rules! with_block {
+    ($fmt:expr, |$B:ident| $body:expr, mlx => $mlx:expr) => {{
+        use $crate::format::Format as F;
+        match $fmt {
+            F::F32 => {
+                type $B = f32;
+                $body
+            }
+            F::F16 => {
+                type $B = half::f16;
+                $body
+            }
+            F::BF16 => {
+                type $B = half::bf16;
+                $body
+            }
+            F::Q4_0 => {
+                type $B = $crate::legacy::BlockQ4_0;
+                $body
+            }
+            F::Q4_1 => {
+                type $B = $crate::legacy::BlockQ4_1;
+                $body
+            }
+            F::Q5_0 => {
+                type $B = $crate::legacy::BlockQ5_0;
+                $body
+            }
+            F::Q5_1 => {
+                type $B = $crate::legacy::BlockQ5_1;
+                $body
+            }
+            F::Q8_0 => {
+                type $B = $crate::legacy::BlockQ8_0;
+                $body
+            }
+            F::Q8_1 => {
+                type $B = $crate::legacy::BlockQ8_1;
+                $body
+            }
+            // K-QUANTS ARM: replace with one arm per type (k_quants::BlockQ2K .. BlockQ8K) once
+            // `crate::k_quants` exists.
+            f @ (F::Q2K | F::Q3K | F::Q4K | F::Q5K | F::Q6K | F::Q8K) => {
+                return Err($crate::error::QuantError::Unsupported {
+                    format: f,
+                    what: "K-quant blocks (crate::k_quants is not in this build yet)",
+                })
+            }
+            F::MlxAffine { .. } => $mlx,
+        }
+    }};
+}
+
+pub(crate) use with_block;

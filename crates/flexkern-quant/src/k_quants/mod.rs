@@ -1,0 +1,160 @@
+//! ggml's K-quant super-block formats (QK_K = 256): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and the Q8_K
+//! activation format, byte-identical to ggml's `block_qX_K`.
+//!
+//! * `quantize_ref` follows ggml's `quantize_row_qX_K_ref` operation by operation (same scale
+//!   search, same f32 operation order, no fused multiply-add), so the bytes match llama.cpp's
+//!   reference quantizer built without FP contraction.
+//! * `dequantize` follows `dequantize_row_qX_K` operation by operation (bit-exact f32).
+//! * `vec_dot` runs against a Q8_K activation. Both paths (portable scalar and AVX2) compute the
+//!   per-block integer sums exactly and combine them into f32 in the same order, so they return the
+//!   same bits; see `dot_error_bound` for the bound against the f64 dot of dequantized values.
+
+mod q2_k;
+mod q3_k;
+mod q4_k;
+mod q5_k;
+mod q6_k;
+mod q8_k;
+mod search;
+#[cfg(target_arch = "x86_64")]
+mod simd;
+
+pub use q2_k::BlockQ2K;
+pub use q3_k::BlockQ3K;
+pub use q4_k::BlockQ4K;
+pub use q5_k::BlockQ5K;
+pub use q6_k::BlockQ6K;
+pub use q8_k::BlockQ8K;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Weights per K-quant super-block.
+pub const QK_K: usize = 256;
+/// Bytes of packed 6-bit scales and mins in Q4_K / Q5_K (ggml's `K_SCALE_SIZE`).
+pub const K_SCALE_SIZE: usize = 12;
+
+static FORCE_SCALAR: AtomicBool = AtomicBool::new(false);
+
+/// Forces every K-quant `vec_dot` onto the portable scalar path (for tests and comparisons).
+pub(crate) fn force_scalar(on: bool) {
+    FORCE_SCALAR.store(on, Ordering::Relaxed);
+}
+
+/// Which `vec_dot` implementation runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DotPath {
+    Scalar,
+    Avx2,
+}
+
+/// The path `vec_dot` takes now: AVX2+FMA when the CPU has it and scalar is not forced.
+pub(crate) fn dot_path() -> DotPath {
+    if !FORCE_SCALAR.load(Ordering::Relaxed) && avx2_available() {
+        DotPath::Avx2
+    } else {
+        DotPath::Scalar
+    }
+}
+
+/// Whether this CPU runs the AVX2 kernels.
+pub(crate) fn avx2_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// ggml's `get_scale_min_k4` for all eight sub-blocks at once: the 6-bit (scale, min) pairs of
+/// Q4_K / Q5_K. Scales 0..3 and mins 0..3 sit in the low 6 bits of bytes 0..3 / 4..7; scales
+/// and mins 4..7 put their low nibbles in bytes 8..11 and their top 2 bits in the top bits of
+/// bytes 0..3 / 4..7.
+#[inline(always)]
+pub(crate) fn unpack_scale_min_k4(q: &[u8; K_SCALE_SIZE]) -> ([u8; 8], [u8; 8]) {
+    let a0 = u32::from_le_bytes([q[0], q[1], q[2], q[3]]);
+    let a1 = u32::from_le_bytes([q[4], q[5], q[6], q[7]]);
+    let a2 = u32::from_le_bytes([q[8], q[9], q[10], q[11]]);
+    let sc_lo = a0 & 0x3f3f_3f3f;
+    let m_lo = a1 & 0x3f3f_3f3f;
+    let sc_hi = (a2 & 0x0f0f_0f0f) | (((a0 >> 6) & 0x0303_0303) << 4);
+    let m_hi = ((a2 >> 4) & 0x0f0f_0f0f) | (((a1 >> 6) & 0x0303_0303) << 4);
+    let mut sc = [0u8; 8];
+    let mut m = [0u8; 8];
+    sc[..4].copy_from_slice(&sc_lo.to_le_bytes());
+    sc[4..].copy_from_slice(&sc_hi.to_le_bytes());
+    m[..4].copy_from_slice(&m_lo.to_le_bytes());
+    m[4..].copy_from_slice(&m_hi.to_le_bytes());
+    (sc, m)
+}
+
+/// Packs eight 6-bit (scale, min) pairs as ggml's Q4_K / Q5_K quantizers do (inverse of
+/// `unpack_scale_min_k4` for values < 64).
+#[inline]
+pub(crate) fn pack_scale_min_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; K_SCALE_SIZE] {
+    let mut s = [0u8; K_SCALE_SIZE];
+    for j in 0..8 {
+        if j < 4 {
+            s[j] = ls[j];
+            s[j + 4] = lm[j];
+        } else {
+            s[j + 4] = (ls[j] & 0xF) | ((lm[j] & 0xF) << 4);
+            s[j - 4] |= (ls[j] >> 4) << 6;
+            s[j] |= (lm[j] >> 4) << 6;
+        }
+    }
+    s
+}
+
+/// The shared block-wise quantizer step of Q4_K / Q5_K: 6-bit sub-block scales and mins relative
+/// to the largest ones, as `quantize_row_q4_K_ref` computes them. Returns (packed scales, d, dmin).
+pub(crate) fn quantize_scale_min_k4(
+    scales: &[f32; 8],
+    mins: &[f32; 8],
+) -> ([u8; K_SCALE_SIZE], half::f16, half::f16) {
+    let mut max_scale = 0.0f32;
+    let mut max_min = 0.0f32;
+    for j in 0..8 {
+        if scales[j] > max_scale {
+            max_scale = scales[j];
+        }
+        if mins[j] > max_min {
+            max_min = mins[j];
+        }
+    }
+    let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
+    let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+    let mut ls = [0u8; 8];
+    let mut lm = [0u8; 8];
+    for j in 0..8 {
+        // ggml stores the int into a uint8_t before clamping: keep that truncation.
+        ls[j] = (search::nearest_int(inv_scale * scales[j]) as u8).min(63);
+        lm[j] = (search::nearest_int(inv_min * mins[j]) as u8).min(63);
+    }
+    let packed = pack_scale_min_k4(&ls, &lm);
+    (packed, half::f16::from_f32(max_scale / 63.0), half::f16::from_f32(max_min / 63.0))
+}
+
+/// One super-block's contribution to a K-quant dot product, from its exact integer sums:
+/// `d_w * d_a * isum - dmin_w * d_a * isum_min`. Shared by the scalar and AVX2 paths so both
+/// produce the same bits.
+#[inline(always)]
+pub(crate) fn combine(d: f32, dmin: f32, da: f32, isum: i32, isum_min: i32) -> f32 {
+    (d * da) * isum as f32 - (dmin * da) * isum_min as f32
+}
+
+/// Bound on `|vec_dot - dot_f64(dequantize(w), dequantize(a))|`, given
+/// `mag = sum_i |a_i| * (|d_sub_i * q_i| + |m_sub_i|)` in f64 (the dot without cancellation,
+/// with `d_sub`/`m_sub` the sub-block scale and min of element i) over `nblocks` super-blocks.
+///
+/// The integer sums are exact; what remains is f32 rounding of the per-block products and of the
+/// running sum (at most `nblocks` additions), and the rounding already inside the dequantized
+/// f32 values the oracle uses (at most 3 roundings each): `(nblocks + 8) * eps * mag`.
+pub(crate) fn dot_error_bound(nblocks: usize, mag: f64) -> f64 {
+    (nblocks as f64 + 8.0) * f32::EPSILON as f64 * mag
+}
+
+#[cfg(test)]
+pub(crate) mod test_util;

@@ -1,0 +1,469 @@
+//! ggml's 32-element "legacy" formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the Q8_1 activation
+//! format. Quantizers follow ggml's `quantize_row_<t>_ref` operation for operation (f32 math,
+//! truncating casts, `roundf`), so the bytes match ggml and gguf-py bit for bit.
+//!
+//! Dots run against an activation quantized to Q8_0 (symmetric weights) or Q8_1 (weights with a
+//! minimum, whose block sum `s` folds the offset in), as ggml does. That adds the activation's
+//! Q8 rounding error: per block at most `amax(x)/254` per element, i.e. a relative error of the
+//! dot of about 0.2-0.4% in the worst case and ~0.05% typically on Gaussian data.
+
+use crate::cpu::has_avx2;
+use crate::format::{Format, QuantBlock};
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+pub const QK: usize = 32;
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ4_0 {
+    pub d: f16,
+    pub qs: [u8; QK / 2],
+}
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ4_1 {
+    pub d: f16,
+    pub m: f16,
+    pub qs: [u8; QK / 2],
+}
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ5_0 {
+    pub d: f16,
+    pub qh: [u8; 4],
+    pub qs: [u8; QK / 2],
+}
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ5_1 {
+    pub d: f16,
+    pub m: f16,
+    pub qh: [u8; 4],
+    pub qs: [u8; QK / 2],
+}
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ8_0 {
+    pub d: f16,
+    pub qs: [i8; QK],
+}
+
+/// Q8_1: Q8_0 plus `s = d * sum(qs)`, the block sum the minimum-offset formats need.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ8_1 {
+    pub d: f16,
+    pub s: f16,
+    pub qs: [i8; QK],
+}
+
+const _: () = assert!(size_of::<BlockQ4_0>() == 18);
+const _: () = assert!(size_of::<BlockQ4_1>() == 20);
+const _: () = assert!(size_of::<BlockQ5_0>() == 22);
+const _: () = assert!(size_of::<BlockQ5_1>() == 24);
+const _: () = assert!(size_of::<BlockQ8_0>() == 34);
+const _: () = assert!(size_of::<BlockQ8_1>() == 36);
+
+/// The value of largest magnitude (first one on ties), as ggml picks it.
+fn signed_absmax(x: &[f32]) -> f32 {
+    let (mut amax, mut max) = (0.0f32, 0.0f32);
+    for &v in x {
+        if amax < v.abs() {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    max
+}
+
+fn min_max(x: &[f32]) -> (f32, f32) {
+    x.iter().fold((f32::MAX, -f32::MAX), |(lo, hi), &v| (lo.min(v), hi.max(v)))
+}
+
+fn inv(d: f32) -> f32 {
+    if d != 0.0 {
+        1.0 / d
+    } else {
+        0.0
+    }
+}
+
+/// The 5th bits of a Q5 block: bit j of `qh` belongs to element j.
+fn high_bit(qh: u32, j: usize) -> u8 {
+    ((qh >> j) & 1) as u8
+}
+
+impl QuantBlock for BlockQ4_0 {
+    const FORMAT: Format = Format::Q4_0;
+    const ELEMS: usize = QK;
+    type Dot = BlockQ8_0;
+
+    fn quantize_ref(src: &[f32], dst: &mut [Self]) {
+        for (x, b) in src.chunks_exact(QK).zip(dst) {
+            let d = signed_absmax(x) / -8.0;
+            let id = inv(d);
+            b.d = f16::from_f32(d);
+            for j in 0..QK / 2 {
+                let q0 = ((x[j] * id + 8.5) as i8).min(15) as u8;
+                let q1 = ((x[j + QK / 2] * id + 8.5) as i8).min(15) as u8;
+                b.qs[j] = q0 | (q1 << 4);
+            }
+        }
+    }
+
+    fn dequantize(src: &[Self], dst: &mut [f32]) {
+        for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK)) {
+            let d = b.d.to_f32();
+            for j in 0..QK / 2 {
+                y[j] = ((b.qs[j] & 0xf) as i32 - 8) as f32 * d;
+                y[j + QK / 2] = ((b.qs[j] >> 4) as i32 - 8) as f32 * d;
+            }
+        }
+    }
+
+    fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: features checked at run time.
+            return unsafe { avx2::q4_0(w, a) };
+        }
+        w.iter()
+            .zip(a)
+            .map(|(b, y)| {
+                let mut s = 0i32;
+                for j in 0..QK / 2 {
+                    s += ((b.qs[j] & 0xf) as i32 - 8) * y.qs[j] as i32;
+                    s += ((b.qs[j] >> 4) as i32 - 8) * y.qs[j + QK / 2] as i32;
+                }
+                s as f32 * b.d.to_f32() * y.d.to_f32()
+            })
+            .sum()
+    }
+}
+
+impl QuantBlock for BlockQ4_1 {
+    const FORMAT: Format = Format::Q4_1;
+    const ELEMS: usize = QK;
+    type Dot = BlockQ8_1;
+
+    fn quantize_ref(src: &[f32], dst: &mut [Self]) {
+        for (x, b) in src.chunks_exact(QK).zip(dst) {
+            let (min, max) = min_max(x);
+            let d = (max - min) / 15.0;
+            let id = inv(d);
+            b.d = f16::from_f32(d);
+            b.m = f16::from_f32(min);
+            for j in 0..QK / 2 {
+                let q0 = (((x[j] - min) * id + 0.5) as i8).min(15) as u8;
+                let q1 = (((x[j + QK / 2] - min) * id + 0.5) as i8).min(15) as u8;
+                b.qs[j] = q0 | (q1 << 4);
+            }
+        }
+    }
+
+    fn dequantize(src: &[Self], dst: &mut [f32]) {
+        for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK)) {
+            let (d, m) = (b.d.to_f32(), b.m.to_f32());
+            for j in 0..QK / 2 {
+                y[j] = (b.qs[j] & 0xf) as f32 * d + m;
+                y[j + QK / 2] = (b.qs[j] >> 4) as f32 * d + m;
+            }
+        }
+    }
+
+    fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: features checked at run time.
+            return unsafe { avx2::q4_1(w, a) };
+        }
+        w.iter()
+            .zip(a)
+            .map(|(b, y)| {
+                let mut s = 0i32;
+                for j in 0..QK / 2 {
+                    s += (b.qs[j] & 0xf) as i32 * y.qs[j] as i32;
+                    s += (b.qs[j] >> 4) as i32 * y.qs[j + QK / 2] as i32;
+                }
+                s as f32 * b.d.to_f32() * y.d.to_f32() + b.m.to_f32() * y.s.to_f32()
+            })
+            .sum()
+    }
+}
+
+impl QuantBlock for BlockQ5_0 {
+    const FORMAT: Format = Format::Q5_0;
+    const ELEMS: usize = QK;
+    type Dot = BlockQ8_0;
+
+    fn quantize_ref(src: &[f32], dst: &mut [Self]) {
+        for (x, b) in src.chunks_exact(QK).zip(dst) {
+            let d = signed_absmax(x) / -16.0;
+            let id = inv(d);
+            b.d = f16::from_f32(d);
+            let mut qh = 0u32;
+            for j in 0..QK / 2 {
+                let q0 = ((x[j] * id + 16.5) as i8).min(31) as u8;
+                let q1 = ((x[j + QK / 2] * id + 16.5) as i8).min(31) as u8;
+                b.qs[j] = (q0 & 0xf) | ((q1 & 0xf) << 4);
+                qh |= ((q0 as u32 >> 4) & 1) << j;
+                qh |= ((q1 as u32 >> 4) & 1) << (j + QK / 2);
+            }
+            b.qh = qh.to_le_bytes();
+        }
+    }
+
+    fn dequantize(src: &[Self], dst: &mut [f32]) {
+        for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK)) {
+            let d = b.d.to_f32();
+            let qh = u32::from_le_bytes(b.qh);
+            for j in 0..QK / 2 {
+                let q0 = (b.qs[j] & 0xf) | (high_bit(qh, j) << 4);
+                let q1 = (b.qs[j] >> 4) | (high_bit(qh, j + QK / 2) << 4);
+                y[j] = (q0 as i32 - 16) as f32 * d;
+                y[j + QK / 2] = (q1 as i32 - 16) as f32 * d;
+            }
+        }
+    }
+
+    fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: features checked at run time.
+            return unsafe { avx2::q5_0(w, a) };
+        }
+        w.iter()
+            .zip(a)
+            .map(|(b, y)| {
+                let qh = u32::from_le_bytes(b.qh);
+                let mut s = 0i32;
+                for j in 0..QK / 2 {
+                    let q0 = (b.qs[j] & 0xf) | (high_bit(qh, j) << 4);
+                    let q1 = (b.qs[j] >> 4) | (high_bit(qh, j + QK / 2) << 4);
+                    s += (q0 as i32 - 16) * y.qs[j] as i32 + (q1 as i32 - 16) * y.qs[j + QK / 2] as i32;
+                }
+                s as f32 * b.d.to_f32() * y.d.to_f32()
+            })
+            .sum()
+    }
+}
+
+impl QuantBlock for BlockQ5_1 {
+    const FORMAT: Format = Format::Q5_1;
+    const ELEMS: usize = QK;
+    type Dot = BlockQ8_1;
+
+    fn quantize_ref(src: &[f32], dst: &mut [Self]) {
+        for (x, b) in src.chunks_exact(QK).zip(dst) {
+            let (min, max) = min_max(x);
+            let d = (max - min) / 31.0;
+            let id = inv(d);
+            b.d = f16::from_f32(d);
+            b.m = f16::from_f32(min);
+            let mut qh = 0u32;
+            for j in 0..QK / 2 {
+                let q0 = (((x[j] - min) * id + 0.5) as u8).min(31);
+                let q1 = (((x[j + QK / 2] - min) * id + 0.5) as u8).min(31);
+                b.qs[j] = (q0 & 0xf) | ((q1 & 0xf) << 4);
+                qh |= ((q0 as u32 >> 4) & 1) << j;
+                qh |= ((q1 as u32 >> 4) & 1) << (j + QK / 2);
+            }
+            b.qh = qh.to_le_bytes();
+        }
+    }
+
+    fn dequantize(src: &[Self], dst: &mut [f32]) {
+        for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK)) {
+            let (d, m) = (b.d.to_f32(), b.m.to_f32());
+            let qh = u32::from_le_bytes(b.qh);
+            for j in 0..QK / 2 {
+                let q0 = (b.qs[j] & 0xf) | (high_bit(qh, j) << 4);
+                let q1 = (b.qs[j] >> 4) | (high_bit(qh, j + QK / 2) << 4);
+                y[j] = q0 as f32 * d + m;
+                y[j + QK / 2] = q1 as f32 * d + m;
+            }
+        }
+    }
+
+    fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: features checked at run time.
+            return unsafe { avx2::q5_1(w, a) };
+        }
+        w.iter()
+            .zip(a)
+            .map(|(b, y)| {
+                let qh = u32::from_le_bytes(b.qh);
+                let mut s = 0i32;
+                for j in 0..QK / 2 {
+                    let q0 = (b.qs[j] & 0xf) | (high_bit(qh, j) << 4);
+                    let q1 = (b.qs[j] >> 4) | (high_bit(qh, j + QK / 2) << 4);
+                    s += q0 as i32 * y.qs[j] as i32 + q1 as i32 * y.qs[j + QK / 2] as i32;
+                }
+                s as f32 * b.d.to_f32() * y.d.to_f32() + b.m.to_f32() * y.s.to_f32()
+            })
+            .sum()
+    }
+}
+
+/// Shared by Q8_0 and Q8_1: `d = amax / 127`, `q = roundf(x / d)`; returns the sum of `q`.
+fn quantize_q8(x: &[f32], qs: &mut [i8; QK]) -> (f32, i32) {
+    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = inv(d);
+    let mut sum = 0i32;
+    for (q, &v) in qs.iter_mut().zip(x) {
+        // `f32::round` is C's `roundf`: halves away from zero.
+        *q = (v * id).round() as i8;
+        sum += *q as i32;
+    }
+    (d, sum)
+}
+
+fn dot_i8(a: &[i8; QK], b: &[i8; QK]) -> i32 {
+    a.iter().zip(b).map(|(&x, &y)| x as i32 * y as i32).sum()
+}
+
+impl QuantBlock for BlockQ8_0 {
+    const FORMAT: Format = Format::Q8_0;
+    const ELEMS: usize = QK;
+    type Dot = BlockQ8_0;
+
+    fn quantize_ref(src: &[f32], dst: &mut [Self]) {
+        for (x, b) in src.chunks_exact(QK).zip(dst) {
+            let (d, _) = quantize_q8(x, &mut b.qs);
+            b.d = f16::from_f32(d);
+        }
+    }
+
+    fn dequantize(src: &[Self], dst: &mut [f32]) {
+        for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK)) {
+            let d = b.d.to_f32();
+            for (o, &q) in y.iter_mut().zip(&b.qs) {
+                *o = q as f32 * d;
+            }
+        }
+    }
+
+    fn vec_dot(w: &[Self], a: &[BlockQ8_0]) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: features checked at run time.
+            return unsafe { avx2::q8_0(w, a) };
+        }
+        w.iter().zip(a).map(|(b, y)| dot_i8(&b.qs, &y.qs) as f32 * b.d.to_f32() * y.d.to_f32()).sum()
+    }
+}
+
+impl QuantBlock for BlockQ8_1 {
+    const FORMAT: Format = Format::Q8_1;
+    const ELEMS: usize = QK;
+    type Dot = BlockQ8_1;
+
+    fn quantize_ref(src: &[f32], dst: &mut [Self]) {
+        for (x, b) in src.chunks_exact(QK).zip(dst) {
+            let (d, sum) = quantize_q8(x, &mut b.qs);
+            b.d = f16::from_f32(d);
+            b.s = f16::from_f32(sum as f32 * d);
+        }
+    }
+
+    fn dequantize(src: &[Self], dst: &mut [f32]) {
+        for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK)) {
+            let d = b.d.to_f32();
+            for (o, &q) in y.iter_mut().zip(&b.qs) {
+                *o = q as f32 * d;
+            }
+        }
+    }
+
+    fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
+        w.iter().zip(a).map(|(b, y)| dot_i8(&b.qs, &y.qs) as f32 * b.d.to_f32() * y.d.to_f32()).sum()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::*;
+    use crate::simd::{bits_to_bytes, dot_i8_i32, dot_u8_i8_i32, h2f, hsum_ps, nibbles_32};
+    use std::arch::x86_64::*;
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn load(p: &[i8; QK]) -> __m256i {
+        _mm256_loadu_si256(p.as_ptr() as *const __m256i)
+    }
+
+    /// Accumulate `scale * float(sum)` for each block; two accumulators hide FMA latency.
+    macro_rules! block_loop {
+        ($w:expr, $a:expr, |$b:ident, $y:ident| $isum:expr, $extra:expr) => {{
+            let mut acc = [_mm256_setzero_ps(); 2];
+            let mut extra = 0.0f32;
+            for (i, ($b, $y)) in $w.iter().zip($a).enumerate() {
+                let isum: __m256i = $isum;
+                let scale = _mm256_set1_ps(h2f($b.d) * h2f($y.d));
+                acc[i & 1] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc[i & 1]);
+                extra += $extra;
+            }
+            hsum_ps(_mm256_add_ps(acc[0], acc[1])) + extra
+        }};
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q4_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
+        let eight = _mm256_set1_epi8(8);
+        block_loop!(w, a, |b, y| dot_i8_i32(_mm256_sub_epi8(nibbles_32(b.qs.as_ptr()), eight), load(&y.qs)), 0.0)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q4_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
+        block_loop!(
+            w,
+            a,
+            |b, y| dot_u8_i8_i32(nibbles_32(b.qs.as_ptr()), load(&y.qs)),
+            h2f(b.m) * h2f(y.s)
+        )
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q5_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
+        // q - 16 as i8: the nibble when the 5th bit is set, else the nibble with 0xF0 or-ed in.
+        let f0 = _mm256_set1_epi8(0xf0u8 as i8);
+        block_loop!(
+            w,
+            a,
+            |b, y| {
+                let hi = bits_to_bytes(u32::from_le_bytes(b.qh));
+                let q = _mm256_or_si256(nibbles_32(b.qs.as_ptr()), _mm256_andnot_si256(hi, f0));
+                dot_i8_i32(q, load(&y.qs))
+            },
+            0.0
+        )
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q5_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
+        let x10 = _mm256_set1_epi8(0x10);
+        block_loop!(
+            w,
+            a,
+            |b, y| {
+                let hi = _mm256_and_si256(bits_to_bytes(u32::from_le_bytes(b.qh)), x10);
+                let q = _mm256_or_si256(nibbles_32(b.qs.as_ptr()), hi);
+                dot_u8_i8_i32(q, load(&y.qs))
+            },
+            h2f(b.m) * h2f(y.s)
+        )
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
+        block_loop!(w, a, |b, y| dot_i8_i32(load(&b.qs), load(&y.qs)), 0.0)
+    }
+}

@@ -1,0 +1,296 @@
+//! `QuantMatrix`: a borrowed `[N, K]` weight matrix in any format, with GEMV, batched GEMV,
+//! fused SwiGLU and embedding lookup.
+
+use crate::dispatch::with_block;
+use crate::error::{invalid, Result};
+use crate::format::{Format, QuantBlock};
+use crate::gemv::{self, silu, BlockRows, MlxRows, Rows};
+use crate::mlx::{self, MlxView};
+use crate::storage::{blocks, Storage};
+use half::{bf16, f16};
+use std::borrow::Cow;
+
+/// An activation vector or `[M, K]` matrix in f32, f16 or bf16 (widened to f32 on entry).
+#[derive(Clone, Copy, Debug)]
+pub enum Activation<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+    BF16(&'a [bf16]),
+}
+
+impl<'a> Activation<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            Activation::F32(x) => x.len(),
+            Activation::F16(x) => x.len(),
+            Activation::BF16(x) => x.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn to_f32(&self) -> Cow<'a, [f32]> {
+        match *self {
+            Activation::F32(x) => Cow::Borrowed(x),
+            Activation::F16(x) => Cow::Owned(x.iter().map(|v| v.to_f32()).collect()),
+            Activation::BF16(x) => Cow::Owned(x.iter().map(|v| v.to_f32()).collect()),
+        }
+    }
+}
+
+impl<'a> From<&'a [f32]> for Activation<'a> {
+    fn from(x: &'a [f32]) -> Self {
+        Activation::F32(x)
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Data<'a> {
+    Blocks(Storage<'a>),
+    Mlx { w: Storage<'a>, s: &'a [u8], b: &'a [u8] },
+}
+
+/// A borrowed weight matrix `W[N, K]`: row r holds the weights producing output r.
+///
+/// Thread-safe (`Sync`); GEMV runs on rayon's current pool (nested use is fine) unless made
+/// sequential with [`QuantMatrix::sequential`].
+#[derive(Clone, Debug)]
+pub struct QuantMatrix<'a> {
+    format: Format,
+    n: usize,
+    k: usize,
+    data: Data<'a>,
+    parallel: bool,
+}
+
+fn check_len(arg: &'static str, got: usize, want: usize, what: &str) -> Result<()> {
+    if got != want {
+        return Err(invalid(arg, format!("expected {want} {what}, got {got}")));
+    }
+    Ok(())
+}
+
+fn checked_mul(arg: &'static str, a: usize, b: usize) -> Result<usize> {
+    a.checked_mul(b).ok_or_else(|| invalid(arg, format!("{a} x {b} overflows")))
+}
+
+impl<'a> QuantMatrix<'a> {
+    /// `bytes` is exactly what a GGUF tensor of this format holds (`format.tensor_bytes(n, k)`);
+    /// for MLX, the single-buffer form documented in `crate::mlx` (weights, scales, biases).
+    /// A buffer not 8-byte aligned is copied once.
+    pub fn new(format: Format, n: usize, k: usize, bytes: &'a [u8]) -> Result<Self> {
+        let want = format.tensor_bytes(n, k)?;
+        check_len("bytes", bytes.len(), want, &format!("bytes for {format} [{n}, {k}]"))?;
+        let data = match format {
+            Format::MlxAffine { bits, group_size, .. } => {
+                let (wb, sb) = mlx::array_bytes(bits, group_size as usize, n, k);
+                let (w, rest) = bytes.split_at(wb);
+                let (s, b) = rest.split_at(sb);
+                Data::Mlx { w: Storage::new(w), s, b }
+            }
+            _ => Data::Blocks(Storage::new(bytes)),
+        };
+        Ok(QuantMatrix { format, n, k, data, parallel: true })
+    }
+
+    /// MLX affine from its three arrays: packed weights (`[N, K*bits/32]` u32 as bytes), scales
+    /// and biases (`[N, K/group]` f16 or bf16, as bytes; the type is `format`'s).
+    pub fn from_mlx_parts(
+        format: Format,
+        n: usize,
+        k: usize,
+        weights: &'a [u8],
+        scales: &'a [u8],
+        biases: &'a [u8],
+    ) -> Result<Self> {
+        let Format::MlxAffine { bits, group_size, .. } = format else {
+            return Err(invalid("format", format!("{format} is not an MLX affine format")));
+        };
+        format.tensor_bytes(n, k)?;
+        let (wb, sb) = mlx::array_bytes(bits, group_size as usize, n, k);
+        check_len("weights", weights.len(), wb, "bytes")?;
+        check_len("scales", scales.len(), sb, "bytes")?;
+        check_len("biases", biases.len(), sb, "bytes")?;
+        let data = Data::Mlx { w: Storage::new(weights), s: scales, b: biases };
+        Ok(QuantMatrix { format, n, k, data, parallel: true })
+    }
+
+    /// The same matrix, run on the calling thread only.
+    pub fn sequential(mut self) -> Self {
+        self.parallel = false;
+        self
+    }
+
+    /// The same matrix, threaded (`true`, the default) or not.
+    pub fn with_parallel(mut self, parallel: bool) -> Self {
+        self.parallel = parallel;
+        self
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
+    }
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    fn mlx_view(&self) -> Option<MlxView<'_>> {
+        match (&self.data, self.format) {
+            (Data::Mlx { w, s, b }, Format::MlxAffine { bits, group_size, scales }) => Some(MlxView {
+                bits,
+                group: group_size as usize,
+                scale_type: scales,
+                k: self.k,
+                w: w.bytes(),
+                s,
+                b,
+            }),
+            _ => None,
+        }
+    }
+
+    fn block_bytes(&self) -> &[u8] {
+        match &self.data {
+            Data::Blocks(s) => s.bytes(),
+            Data::Mlx { w, .. } => w.bytes(),
+        }
+    }
+
+    /// The matrix joined with `m` prepared activation rows (`x` is `[m, k]` f32).
+    fn prepare(&self, x: &[f32], m: usize) -> Result<Box<dyn Rows + '_>> {
+        fn block_rows<'s, B: QuantBlock>(q: &'s QuantMatrix<'_>, x: &[f32], m: usize) -> Result<Box<dyn Rows + 's>> {
+            let dot_elems = <B::Dot as QuantBlock>::ELEMS;
+            if q.k % dot_elems != 0 {
+                return Err(invalid("k", format!("must be a multiple of the activation block size {dot_elems}")));
+            }
+            Ok(Box::new(BlockRows::<B>::new(blocks::<B>(q.block_bytes()), q.k, x, m)))
+        }
+        with_block!(self.format, |B| block_rows::<B>(self, x, m), mlx => {
+            let view = self.mlx_view().ok_or_else(|| invalid("format", "MLX matrix without MLX arrays"))?;
+            Ok(Box::new(MlxRows::new(view, x, m)))
+        })
+    }
+
+    /// `y = W x`: `x` has `k` elements, `y` has `n`.
+    pub fn gemv(&self, x: Activation, y: &mut [f32]) -> Result<()> {
+        self.gemv_batch(x, 1, y)
+    }
+
+    /// `y[j] = W x[j]` for `m` activation rows: `x` is `[m, k]`, `y` is `[m, n]`, row-major.
+    /// Each weight row is streamed once for all `m` rows (best for m <= 16).
+    pub fn gemv_batch(&self, x: Activation, m: usize, y: &mut [f32]) -> Result<()> {
+        check_len("x", x.len(), checked_mul("m", m, self.k)?, "activation elements (m * k)")?;
+        check_len("y", y.len(), checked_mul("m", m, self.n)?, "output elements (m * n)")?;
+        if m == 0 {
+            return Ok(());
+        }
+        let xf = x.to_f32();
+        let rows = self.prepare(&xf, m)?;
+        gemv::run(rows.as_ref(), self.n, self.parallel, y);
+        Ok(())
+    }
+
+    /// Gathers rows `rows[i]` of the matrix, dequantized, into `out` (`[rows.len(), k]`).
+    pub fn embedding(&self, rows: &[u32], out: &mut [f32]) -> Result<()> {
+        check_len("out", out.len(), checked_mul("rows", rows.len(), self.k)?, "elements (rows * k)")?;
+        if let Some(i) = rows.iter().position(|&r| r as usize >= self.n) {
+            return Err(invalid("rows", format!("index {} at position {i} is out of range for N = {}", rows[i], self.n)));
+        }
+        if self.k == 0 {
+            return Ok(());
+        }
+        fn gather<B: QuantBlock>(q: &QuantMatrix<'_>, rows: &[u32], out: &mut [f32]) -> Result<()> {
+            let w = blocks::<B>(q.block_bytes());
+            let nb = q.k / B::ELEMS;
+            for (&r, o) in rows.iter().zip(out.chunks_exact_mut(q.k)) {
+                let r = r as usize;
+                B::dequantize(&w[r * nb..(r + 1) * nb], o);
+            }
+            Ok(())
+        }
+        with_block!(self.format, |B| gather::<B>(self, rows, out), mlx => {
+            let view = self.mlx_view().ok_or_else(|| invalid("format", "MLX matrix without MLX arrays"))?;
+            for (&r, o) in rows.iter().zip(out.chunks_exact_mut(self.k)) {
+                view.dequantize_row(r as usize, o);
+            }
+            Ok(())
+        })
+    }
+
+    /// The whole matrix dequantized, `[n, k]`.
+    pub fn dequantize(&self) -> Result<Vec<f32>> {
+        let idx: Vec<u32> = (0..self.n)
+            .map(|r| u32::try_from(r).map_err(|_| invalid("n", "more than u32::MAX rows")))
+            .collect::<Result<_>>()?;
+        let mut out = vec![0.0; checked_mul("n", self.n, self.k)?];
+        self.embedding(&idx, &mut out)?;
+        Ok(out)
+    }
+}
+
+/// `out[j, r] = silu(gate[r] . x_j) * (up[r] . x_j)`: one pass over both matrices (each row
+/// chunk reads its gate rows and its up rows back to back). `x` is `[m, k]`, `out` `[m, n]`.
+pub fn swiglu_gate_up(
+    gate: &QuantMatrix,
+    up: &QuantMatrix,
+    x: Activation,
+    m: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    if gate.n != up.n || gate.k != up.k {
+        return Err(invalid(
+            "up",
+            format!("shape [{}, {}] differs from gate's [{}, {}]", up.n, up.k, gate.n, gate.k),
+        ));
+    }
+    let (n, k) = (gate.n, gate.k);
+    check_len("x", x.len(), checked_mul("m", m, k)?, "activation elements (m * k)")?;
+    check_len("out", out.len(), checked_mul("m", m, n)?, "output elements (m * n)")?;
+    if m == 0 {
+        return Ok(());
+    }
+    let xf = x.to_f32();
+    let (g, u) = (gate.prepare(&xf, m)?, up.prepare(&xf, m)?);
+    let body = |r0: usize, o: &mut [f32]| {
+        let mut ub = vec![0.0f32; o.len()];
+        g.rows(r0, o);
+        u.rows(r0, &mut ub);
+        for (a, b) in o.iter_mut().zip(&ub) {
+            *a = silu(*a) * b;
+        }
+    };
+    if m == 1 {
+        gemv::for_row_chunks(n, 1, gate.parallel, out, body);
+    } else {
+        let mut yt = vec![0.0f32; n * m];
+        gemv::for_row_chunks(n, m, gate.parallel, &mut yt, body);
+        gemv::transpose_into(&yt, n, m, out);
+    }
+    Ok(())
+}
+
+/// Akunu's fused down projection: `y[j] = W_down (silu(gate_act[j]) * up_act[j])`, the SwiGLU
+/// product formed on the fly (once per activation element) while W_down streams.
+/// `gate_act` and `up_act` are `[m, down.k]`, `y` is `[m, down.n]`.
+pub fn down_with_swiglu(
+    down: &QuantMatrix,
+    gate_act: &[f32],
+    up_act: &[f32],
+    m: usize,
+    y: &mut [f32],
+) -> Result<()> {
+    let want = checked_mul("m", m, down.k)?;
+    check_len("gate_act", gate_act.len(), want, "elements (m * k)")?;
+    check_len("up_act", up_act.len(), want, "elements (m * k)")?;
+    let h: Vec<f32> = gate_act.iter().zip(up_act).map(|(&g, &u)| silu(g) * u).collect();
+    down.gemv_batch(Activation::F32(&h), m, y)
+}
+
+#[allow(dead_code)]
+fn assert_sync() {
+    fn is_sync<T: Sync + Send>() {}
+    is_sync::<QuantMatrix<'static>>();
+}
