@@ -46,6 +46,17 @@ pub struct GgufFile {
     data_start: usize,
 }
 
+impl std::fmt::Debug for GgufFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufFile")
+            .field("version", &self.version)
+            .field("alignment", &self.alignment)
+            .field("metadata_keys", &self.metadata.len())
+            .field("tensors", &self.tensors.len())
+            .finish()
+    }
+}
+
 struct Parsed {
     version: u32,
     alignment: u64,
@@ -173,3 +184,6 @@ fn parse(buf: &[u8]) -> Result<Parsed> {
         data_start,
     })
 }
+
+#[cfg(test)]
+mod tests;
