@@ -4,8 +4,10 @@
 //!
 //! Dots run against an activation quantized to Q8_0 (symmetric weights) or Q8_1 (weights with a
 //! minimum, whose block sum `s` folds the offset in), as ggml does. That adds the activation's
-//! Q8 rounding error: per block at most `amax(x)/254` per element, i.e. a relative error of the
-//! dot of about 0.2-0.4% in the worst case and ~0.05% typically on Gaussian data.
+//! Q8 rounding error: per block at most `amax(x)/254` per element. Measured on Gaussian W and x
+//! (tests/formats.rs `integer_dot_error_is_small_against_exact_activation`): the rms relative
+//! error of y against the exact f32 activation stays below 1% (about 0.3% for Q4_0/Q8_0, 0.6%
+//! for Q4_1, where Q8_1's f16 block sum `s` adds to it).
 
 use crate::cpu::has_avx2;
 use crate::format::{Format, QuantBlock};

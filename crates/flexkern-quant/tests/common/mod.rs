@@ -1,0 +1,133 @@
+//! Shared helpers for the integration tests: format lists, random data, the f64 oracle.
+#![allow(dead_code)]
+
+use flexkern_quant::{dequantize, quantize, Activation, Format, MlxScale, QuantError, QuantMatrix};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+pub fn all_formats() -> Vec<Format> {
+    let mut v: Vec<Format> = Format::all_fixed().collect();
+    for bits in [2, 3, 4, 6, 8] {
+        for g in [32, 64, 128] {
+            v.push(Format::mlx(bits, g, MlxScale::F16).unwrap());
+        }
+        v.push(Format::mlx(bits, 64, MlxScale::BF16).unwrap());
+    }
+    v
+}
+
+/// Formats whose kernels are present in this build (K-quants arrive separately).
+pub fn formats() -> Vec<Format> {
+    all_formats()
+        .into_iter()
+        .filter(|&f| match quantize(f, &vec![0.5; f.block_elems()], 1, f.block_elems()) {
+            Err(QuantError::Unsupported { .. }) => {
+                eprintln!("skipping {f}: not in this build");
+                false
+            }
+            _ => true,
+        })
+        .collect()
+}
+
+/// Q8_K is an activation format: ggml has no weight kernels that read it as weights.
+pub fn weight_formats() -> Vec<Format> {
+    formats().into_iter().filter(|&f| f != Format::Q8K).collect()
+}
+
+pub fn randn(rng: &mut StdRng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| {
+            // Sum of uniforms: cheap, roughly Gaussian, never exactly zero in bulk.
+            let s: f32 = (0..4).map(|_| rng.gen::<f32>() - 0.5).sum();
+            s * 1.7
+        })
+        .collect()
+}
+
+/// ggml test-quantize-fns' total error bound for `sqrt(sum d^2) / n`.
+pub fn ggml_threshold(f: Format) -> f64 {
+    match f {
+        Format::Q2K => 0.0075,
+        Format::Q3K => 0.0040,
+        Format::MlxAffine { bits: 2, .. } => 0.0075,
+        Format::MlxAffine { bits: 3, .. } => 0.0040,
+        _ => 0.002,
+    }
+}
+
+/// The activation the kernel actually multiplies: Q8-rounded where the format dots against Q8.
+pub fn effective_x(f: Format, x: &[f32], k: usize) -> Vec<f32> {
+    match f.dot_format() {
+        Some(d) => {
+            let m = x.len() / k;
+            dequantize(d, &quantize(d, x, m, k).unwrap(), m, k).unwrap()
+        }
+        _ => x.to_vec(),
+    }
+}
+
+/// `(oracle, tolerance)` per output: f64 matmul of dequantized W and the effective activation.
+pub fn oracle(f: Format, wd: &[f32], xe: &[f32], n: usize, k: usize) -> Vec<(f64, f64)> {
+    let q8_1 = f.dot_format() == Some(Format::Q8_1);
+    (0..n)
+        .map(|r| {
+            let w = &wd[r * k..(r + 1) * k];
+            let dot: f64 = w.iter().zip(xe).map(|(&a, &b)| a as f64 * b as f64).sum();
+            let mag: f64 = w.iter().zip(xe).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
+            let mut tol = 2e-5 * mag + 1e-6;
+            if q8_1 {
+                // Q8_1 stores the block sum s in f16: the min term carries that rounding.
+                for (wb, xb) in w.chunks(32).zip(xe.chunks(32)) {
+                    let wmax = wb.iter().fold(0f64, |m, v| m.max(v.abs() as f64));
+                    let s: f64 = xb.iter().map(|&v| v as f64).sum();
+                    tol += 1e-3 * wmax * s.abs();
+                }
+            }
+            (dot, tol)
+        })
+        .collect()
+}
+
+pub fn check(f: Format, what: &str, got: &[f32], want: &[(f64, f64)]) {
+    assert_eq!(got.len(), want.len());
+    for (i, (&g, &(w, tol))) in got.iter().zip(want).enumerate() {
+        assert!(
+            g.is_finite() && (g as f64 - w).abs() <= tol,
+            "{f} {what}: y[{i}] = {g}, oracle {w}, tol {tol}"
+        );
+    }
+}
+
+/// K values that exercise tails: a single block, an odd number of blocks, several blocks.
+pub fn ks(f: Format) -> Vec<usize> {
+    let qk = f.block_elems().max(Format::Q8_0.block_elems().min(f.block_elems()));
+    match f {
+        Format::F32 | Format::F16 | Format::BF16 => vec![1, 7, 37, 256 + 13],
+        _ => vec![qk, 3 * qk, 4 * qk.max(64)],
+    }
+}
+
+/// GEMV of every weight format against the f64 oracle over odd N and tail K, threaded and
+/// sequential (which must agree bit for bit).
+pub fn gemv_oracle_sweep(path: &str) {
+    let mut rng = StdRng::seed_from_u64(7);
+    for f in weight_formats() {
+        for k in ks(f) {
+            for n in [1usize, 7, 67] {
+                let w = randn(&mut rng, n * k);
+                let bytes = quantize(f, &w, n, k).unwrap();
+                let wd = dequantize(f, &bytes, n, k).unwrap();
+                let x = randn(&mut rng, k);
+                let want = oracle(f, &wd, &effective_x(f, &x, k), n, k);
+                let q = QuantMatrix::new(f, n, k, &bytes).unwrap();
+                let mut y = vec![f32::NAN; n];
+                q.gemv(Activation::F32(&x), &mut y).unwrap();
+                check(f, &format!("gemv n={n} k={k} path={path}"), &y, &want);
+                let mut ys = vec![f32::NAN; n];
+                q.clone().sequential().gemv(Activation::F32(&x), &mut ys).unwrap();
+                assert_eq!(y, ys, "{f}: sequential differs");
+            }
+        }
+    }
+}
