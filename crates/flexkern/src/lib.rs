@@ -9,6 +9,7 @@ pub mod attention;
 pub mod backend;
 pub mod dtype;
 pub mod error;
+pub mod kv_cache;
 mod kv_quant_lut;
 pub mod reference;
 pub mod tensor;

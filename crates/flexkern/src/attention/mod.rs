@@ -3,6 +3,7 @@
 
 pub mod kv;
 pub mod merge;
+pub mod paged;
 pub mod plan;
 pub mod problem;
 

@@ -1,0 +1,382 @@
+//! Page storage: K and V as `[num_pages, page_size, Hkv, D]` in any KV dtype, a free list and
+//! per-page reference counts (pages are shared between forked sequences).
+
+use super::quant::{encode_fp8, encode_i8, is_quantized, Scales};
+use crate::attention::kv::KvRow;
+use crate::dtype::DType;
+use crate::error::{invalid, Error, Result};
+use half::{bf16, f16};
+
+/// Borrowed page storage of one tensor (K or V) in its stored type.
+#[derive(Clone, Copy, Debug)]
+pub enum PageBuf<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+    BF16(&'a [bf16]),
+    Fp8E4M3(&'a [u8]),
+    Fp8E5M2(&'a [u8]),
+    I8(&'a [i8]),
+}
+
+impl<'a> PageBuf<'a> {
+    pub fn dtype(&self) -> DType {
+        match self {
+            PageBuf::F32(_) => DType::F32,
+            PageBuf::F16(_) => DType::F16,
+            PageBuf::BF16(_) => DType::BF16,
+            PageBuf::Fp8E4M3(_) => DType::Fp8E4M3,
+            PageBuf::Fp8E5M2(_) => DType::Fp8E5M2,
+            PageBuf::I8(_) => DType::I8,
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            PageBuf::F32(s) => s.len(),
+            PageBuf::F16(s) => s.len(),
+            PageBuf::BF16(s) => s.len(),
+            PageBuf::Fp8E4M3(s) | PageBuf::Fp8E5M2(s) => s.len(),
+            PageBuf::I8(s) => s.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The `dim` elements at `at`; `scale` is ignored by the float types.
+    #[inline(always)]
+    pub(crate) fn row(&self, at: usize, dim: usize, scale: f32) -> KvRow<'a> {
+        match *self {
+            PageBuf::F32(s) => KvRow::F32(&s[at..at + dim]),
+            PageBuf::F16(s) => KvRow::F16(&s[at..at + dim]),
+            PageBuf::BF16(s) => KvRow::BF16(&s[at..at + dim]),
+            PageBuf::Fp8E4M3(s) => KvRow::Fp8E4M3(&s[at..at + dim], scale),
+            PageBuf::Fp8E5M2(s) => KvRow::Fp8E5M2(&s[at..at + dim], scale),
+            PageBuf::I8(s) => KvRow::I8(&s[at..at + dim], scale),
+        }
+    }
+}
+
+/// Owned page storage.
+#[derive(Clone, Debug)]
+enum Store {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    Fp8E4M3(Vec<u8>),
+    Fp8E5M2(Vec<u8>),
+    I8(Vec<i8>),
+}
+
+impl Store {
+    fn new(dtype: DType, n: usize) -> Store {
+        match dtype {
+            DType::F32 => Store::F32(vec![0.0; n]),
+            DType::F16 => Store::F16(vec![f16::ZERO; n]),
+            DType::BF16 => Store::BF16(vec![bf16::ZERO; n]),
+            DType::Fp8E4M3 => Store::Fp8E4M3(vec![0; n]),
+            DType::Fp8E5M2 => Store::Fp8E5M2(vec![0; n]),
+            DType::I8 => Store::I8(vec![0; n]),
+        }
+    }
+    fn buf(&self) -> PageBuf<'_> {
+        match self {
+            Store::F32(s) => PageBuf::F32(s),
+            Store::F16(s) => PageBuf::F16(s),
+            Store::BF16(s) => PageBuf::BF16(s),
+            Store::Fp8E4M3(s) => PageBuf::Fp8E4M3(s),
+            Store::Fp8E5M2(s) => PageBuf::Fp8E5M2(s),
+            Store::I8(s) => PageBuf::I8(s),
+        }
+    }
+    /// Encodes `src` at element `at`.
+    fn write(&mut self, at: usize, src: &[f32], scale: f32) {
+        let n = src.len();
+        match self {
+            Store::F32(s) => s[at..at + n].copy_from_slice(src),
+            Store::F16(s) => s[at..at + n]
+                .iter_mut()
+                .zip(src)
+                .for_each(|(d, &x)| *d = f16::from_f32(x)),
+            Store::BF16(s) => s[at..at + n]
+                .iter_mut()
+                .zip(src)
+                .for_each(|(d, &x)| *d = bf16::from_f32(x)),
+            Store::Fp8E4M3(s) => encode_fp8(true, src, scale, &mut s[at..at + n]),
+            Store::Fp8E5M2(s) => encode_fp8(false, src, scale, &mut s[at..at + n]),
+            Store::I8(s) => encode_i8(src, scale, &mut s[at..at + n]),
+        }
+    }
+    fn copy_within(&mut self, src: std::ops::Range<usize>, dst: usize) {
+        match self {
+            Store::F32(s) => s.copy_within(src, dst),
+            Store::F16(s) => s.copy_within(src, dst),
+            Store::BF16(s) => s.copy_within(src, dst),
+            Store::Fp8E4M3(s) | Store::Fp8E5M2(s) => s.copy_within(src, dst),
+            Store::I8(s) => s.copy_within(src, dst),
+        }
+    }
+}
+
+/// Geometry and types of a KV cache.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheConfig {
+    pub num_pages: usize,
+    /// Tokens per page, 1..=256 (powers of two take a shift on lookup, others a division).
+    pub page_size: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub head_dim_v: usize,
+    pub k_dtype: DType,
+    pub v_dtype: DType,
+    /// Required exactly when `k_dtype` is quantized.
+    pub k_scales: Option<Scales>,
+    pub v_scales: Option<Scales>,
+    /// Sliding-window mode: keep only pages some future query within `window` positions may
+    /// need (see `KvCache::append`).
+    pub window: Option<usize>,
+}
+
+impl CacheConfig {
+    /// An f32 cache without window.
+    pub fn new(num_pages: usize, page_size: usize, heads: usize, head_dim: usize) -> Self {
+        CacheConfig {
+            num_pages,
+            page_size,
+            num_kv_heads: heads,
+            head_dim,
+            head_dim_v: head_dim,
+            k_dtype: DType::F32,
+            v_dtype: DType::F32,
+            k_scales: None,
+            v_scales: None,
+            window: None,
+        }
+    }
+
+    pub(crate) fn check(&self) -> Result<()> {
+        if !(1..=256).contains(&self.page_size) {
+            return Err(invalid(
+                "page_size",
+                format!("{} is outside 1..=256", self.page_size),
+            ));
+        }
+        if self.num_kv_heads == 0 {
+            return Err(invalid("num_kv_heads", "must be positive"));
+        }
+        for (arg, d) in [("head_dim", self.head_dim), ("head_dim_v", self.head_dim_v)] {
+            if d == 0 || d > crate::attention::problem::MAX_HEAD_DIM {
+                return Err(invalid(arg, format!("{d} is outside 1..=576")));
+            }
+        }
+        if self.num_pages > u32::MAX as usize {
+            return Err(invalid("num_pages", "page ids are 32-bit"));
+        }
+        if self.window == Some(0) {
+            return Err(invalid("window", "must be at least 1"));
+        }
+        check_scales(
+            "k_scales",
+            self.k_dtype,
+            self.k_scales.as_ref(),
+            self.num_kv_heads,
+        )?;
+        check_scales(
+            "v_scales",
+            self.v_dtype,
+            self.v_scales.as_ref(),
+            self.num_kv_heads,
+        )?;
+        Ok(())
+    }
+}
+
+/// A quantized type needs scales; a float type must not get any (they would be ignored).
+pub(crate) fn check_scales(
+    arg: &'static str,
+    dtype: DType,
+    s: Option<&Scales>,
+    heads: usize,
+) -> Result<()> {
+    match (is_quantized(dtype), s) {
+        (true, None) => Err(invalid(
+            arg,
+            format!("a {} cache needs scales", dtype.name()),
+        )),
+        (false, Some(_)) => Err(invalid(
+            arg,
+            format!("{} is not quantized: give no scales", dtype.name()),
+        )),
+        (true, Some(s)) => s.check(arg, heads),
+        (false, None) => Ok(()),
+    }
+}
+
+/// The pages, their free list and reference counts.
+#[derive(Clone, Debug)]
+pub struct PagePool {
+    cfg: CacheConfig,
+    k: Store,
+    v: Store,
+    refs: Vec<u32>,
+    /// Popped from the back.
+    free: Vec<u32>,
+}
+
+impl PagePool {
+    pub fn new(cfg: CacheConfig) -> Result<PagePool> {
+        cfg.check()?;
+        let size = |d: usize| {
+            cfg.num_pages
+                .checked_mul(cfg.page_size * cfg.num_kv_heads * d)
+                .ok_or_else(|| invalid("num_pages", "cache size overflows"))
+        };
+        let (nk, nv) = (size(cfg.head_dim)?, size(cfg.head_dim_v)?);
+        Ok(PagePool {
+            k: Store::new(cfg.k_dtype, nk),
+            v: Store::new(cfg.v_dtype, nv),
+            refs: vec![0; cfg.num_pages],
+            free: (0..cfg.num_pages as u32).rev().collect(),
+            cfg,
+        })
+    }
+
+    pub fn config(&self) -> &CacheConfig {
+        &self.cfg
+    }
+    pub fn num_free(&self) -> usize {
+        self.free.len()
+    }
+    pub fn refcount(&self, page: u32) -> u32 {
+        self.refs[page as usize]
+    }
+    pub fn k_pages(&self) -> PageBuf<'_> {
+        self.k.buf()
+    }
+    pub fn v_pages(&self) -> PageBuf<'_> {
+        self.v.buf()
+    }
+
+    /// Permutes the free list (deterministic in `seed`), so allocation order is scattered: tests
+    /// and the CLI use it to exercise non-contiguous page tables.
+    pub fn shuffle_free(&mut self, seed: u64) {
+        let mut x = seed ^ 0x9e37_79b9_7f4a_7c15;
+        for i in (1..self.free.len()).rev() {
+            // xorshift64*: plenty for a shuffle, and no dependency.
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            let j = (x.wrapping_mul(0x2545_f491_4f6c_dd1d) % (i as u64 + 1)) as usize;
+            self.free.swap(i, j);
+        }
+    }
+
+    /// Takes `n` pages (refcount 1), or none at all.
+    pub(crate) fn alloc(&mut self, n: usize) -> Result<Vec<u32>> {
+        if n > self.free.len() {
+            return Err(Error::OutOfPages {
+                needed: n,
+                free: self.free.len(),
+            });
+        }
+        let pages = self.free.split_off(self.free.len() - n);
+        for &p in &pages {
+            self.refs[p as usize] = 1;
+        }
+        Ok(pages)
+    }
+
+    pub(crate) fn retain(&mut self, page: u32) {
+        self.refs[page as usize] += 1;
+    }
+
+    /// Drops one reference; the page returns to the free list at zero.
+    pub(crate) fn release(&mut self, page: u32) {
+        let r = &mut self.refs[page as usize];
+        debug_assert!(*r > 0, "page {page} released while free");
+        *r -= 1;
+        if *r == 0 {
+            self.free.push(page);
+        }
+    }
+
+    /// Copies the first `slots` token slots of page `src` into page `dst` (K and V).
+    pub(crate) fn copy_slots(&mut self, src: u32, dst: u32, slots: usize) {
+        let c = &self.cfg;
+        for (store, d) in [(&mut self.k, c.head_dim), (&mut self.v, c.head_dim_v)] {
+            let page = c.page_size * c.num_kv_heads * d;
+            let n = slots * c.num_kv_heads * d;
+            let s = src as usize * page;
+            store.copy_within(s..s + n, dst as usize * page);
+        }
+    }
+
+    /// Writes one token's K and V (`[Hkv * D]` each, f32) into `slot` of `page`, quantizing.
+    pub(crate) fn write_token(&mut self, page: u32, slot: usize, k: &[f32], v: &[f32]) {
+        let c = &self.cfg;
+        let stores = [
+            (&mut self.k, c.head_dim, c.k_scales.as_ref(), k),
+            (&mut self.v, c.head_dim_v, c.v_scales.as_ref(), v),
+        ];
+        for (store, d, scales, src) in stores {
+            let base = (page as usize * c.page_size + slot) * c.num_kv_heads * d;
+            for h in 0..c.num_kv_heads {
+                let scale = scales.map_or(1.0, |s| s.get(h));
+                store.write(base + h * d, &src[h * d..][..d], scale);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_is_all_or_nothing_and_refcounted() {
+        let mut p = PagePool::new(CacheConfig::new(4, 16, 2, 8)).unwrap();
+        let a = p.alloc(3).unwrap();
+        assert_eq!(p.num_free(), 1);
+        assert_eq!(
+            p.alloc(2),
+            Err(Error::OutOfPages { needed: 2, free: 1 })
+        );
+        assert_eq!(p.num_free(), 1);
+        p.retain(a[0]);
+        p.release(a[0]);
+        assert_eq!((p.refcount(a[0]), p.num_free()), (1, 1));
+        p.release(a[0]);
+        assert_eq!((p.refcount(a[0]), p.num_free()), (0, 2));
+    }
+
+    #[test]
+    fn shuffle_keeps_every_page_once() {
+        let mut p = PagePool::new(CacheConfig::new(100, 1, 1, 1)).unwrap();
+        p.shuffle_free(7);
+        let mut got = p.alloc(100).unwrap();
+        assert_ne!(got, (0..100).rev().collect::<Vec<u32>>());
+        got.sort();
+        assert_eq!(got, (0..100).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn bad_configs_are_rejected() {
+        let ok = CacheConfig::new(4, 16, 2, 8);
+        let mut c = ok.clone();
+        c.page_size = 0;
+        assert!(PagePool::new(c).is_err());
+        let mut c = ok.clone();
+        c.page_size = 257;
+        assert!(PagePool::new(c).is_err());
+        let mut c = ok.clone();
+        c.k_dtype = DType::Fp8E4M3; // no scales
+        assert!(matches!(
+            PagePool::new(c),
+            Err(Error::InvalidArgument { arg: "k_scales", .. })
+        ));
+        let mut c = ok.clone();
+        c.v_scales = Some(Scales::PerTensor(1.0)); // f32 V with scales
+        assert!(PagePool::new(c).is_err());
+        let mut c = ok;
+        c.window = Some(0);
+        assert!(PagePool::new(c).is_err());
+    }
+}
