@@ -5,15 +5,21 @@
 use flexkern::attention::kv::{KvRow, KvSource};
 use flexkern::attention::paged::{paged_attention, prepare};
 use flexkern::builtins::{causal, sliding_window, softcap, tree};
-use flexkern::dtype::DType;
 use flexkern::expr::{int, kv_pos, q_pos};
 use flexkern::kv_cache::{CacheConfig, KvCache, PageBuf, PageLayout, PagedKv, Scales, SeqId};
+use flexkern::DType;
 use flexkern::{reference, AttentionArgs, BlockMask, CpuBackend, Error, TensorView, Variant};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 const HQ: usize = 4;
 const HKV: usize = 2;
 const D: usize = 16;
+
+/// Works whether the backend is a unit struct or carries state.
+#[allow(clippy::default_constructed_unit_structs)]
+fn backend() -> CpuBackend {
+    CpuBackend::default()
+}
 
 fn rand_vec(rng: &mut StdRng, n: usize) -> Vec<f32> {
     (0..n).map(|_| rng.gen_range(-1.0f32..1.0)).collect()
@@ -117,7 +123,7 @@ fn run_and_check(
     let mut out = vec![f32::NAN; nq * HQ * D];
     let mut lse = vec![f32::NAN; nq * HQ];
     paged_attention(
-        &CpuBackend::default(),
+        &backend(),
         &q,
         &cu_q,
         kv,
@@ -241,6 +247,406 @@ fn paged_attention_matches_contiguous_oracle_on_shuffled_pages() {
         for (name, var) in variants() {
             let ckv = contiguous(&b, &cu_q, &cu_kv, &var);
             eprintln!("page size {ps}, {name}");
+            run_and_check(&b, &kv, &ckv, &var, 1e-5);
+        }
+    }
+}
+
+fn tv(x: &[f32]) -> TensorView<'_> {
+    TensorView::contiguous(x, &[x.len() / (HKV * D), HKV, D])
+}
+
+/// All K rows (head 0 and 1) of sequence `s` of a view, widened.
+fn k_rows(kv: &PagedKv, s: usize) -> Vec<f32> {
+    (0..kv.kv_len(s))
+        .flat_map(|p| (0..HKV).flat_map(move |h| row_f32(kv.k_row(s, h, p))))
+        .collect()
+}
+
+#[test]
+fn fork_shares_prefix_pages_and_copies_a_shared_partial_page() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let prefix = rand_vec(&mut rng, 20 * HKV * D);
+    let (a_tail, b_tail) = (
+        rand_vec(&mut rng, 7 * HKV * D),
+        rand_vec(&mut rng, 30 * HKV * D),
+    );
+    let mut c = KvCache::new(CacheConfig::new(10, 16, HKV, D)).unwrap();
+    c.shuffle_free_pages(5);
+    let a = c.add_seq();
+    c.append(a, &tv(&prefix), &tv(&prefix)).unwrap();
+    let b = c.fork(a).unwrap();
+    assert_eq!(c.page_table(a).unwrap(), c.page_table(b).unwrap());
+    assert_eq!(c.num_free_pages(), 8);
+    let shared = c.page_table(a).unwrap().to_vec();
+    assert!(shared.iter().all(|&p| c.pool().refcount(p) == 2));
+    // a writes into the shared partial page 1: it gets its own copy, page 0 stays shared.
+    c.append(a, &tv(&a_tail), &tv(&a_tail)).unwrap();
+    let ta = c.page_table(a).unwrap().to_vec();
+    assert_eq!(ta[0], shared[0]);
+    assert_ne!(ta[1], shared[1]);
+    assert_eq!(c.pool().refcount(shared[1]), 1);
+    // b now owns page 1 alone: no copy needed.
+    c.append(b, &tv(&b_tail), &tv(&b_tail)).unwrap();
+    let tb = c.page_table(b).unwrap().to_vec();
+    assert_eq!(tb[..2], shared[..]);
+    assert_eq!(tb.len(), 4);
+    let kv = c.view(&[a, b]).unwrap();
+    assert_eq!(k_rows(&kv, 0), [&prefix[..], &a_tail[..]].concat());
+    assert_eq!(k_rows(&kv, 1), [&prefix[..], &b_tail[..]].concat());
+    // Freeing both returns every page.
+    drop(kv);
+    c.free(a).unwrap();
+    assert_eq!(c.pool().refcount(shared[0]), 1);
+    c.free(b).unwrap();
+    assert_eq!(c.num_free_pages(), 10);
+    assert!(c.free(b).is_err() && c.len(a).is_err());
+}
+
+#[test]
+fn exhaustion_and_bad_appends_leave_every_sequence_intact() {
+    let mut rng = StdRng::seed_from_u64(4);
+    let x = rand_vec(&mut rng, 40 * HKV * D);
+    let mut c = KvCache::new(CacheConfig::new(3, 16, HKV, D)).unwrap();
+    let a = c.add_seq();
+    c.append(a, &tv(&x[..20 * HKV * D]), &tv(&x[..20 * HKV * D]))
+        .unwrap();
+    let b = c.fork(a).unwrap();
+    let before = (
+        c.page_table(a).unwrap().to_vec(),
+        k_rows(&c.view(&[a]).unwrap(), 0),
+    );
+    // 20 + 40 tokens need 4 pages (one a CoW copy): 1 free.
+    let err = c.append(a, &tv(&x), &tv(&x)).unwrap_err();
+    assert_eq!(err, Error::OutOfPages { needed: 3, free: 1 });
+    let wrong = TensorView::contiguous(&x[..], &[40, HKV * D, 1]);
+    assert!(c.append(b, &wrong, &wrong).is_err());
+    assert!(c
+        .append(b, &tv(&x[..HKV * D]), &tv(&x[..2 * HKV * D]))
+        .is_err());
+    assert!(c.append(SeqId(99), &tv(&x), &tv(&x)).is_err());
+    for id in [a, b] {
+        assert_eq!(c.len(id).unwrap(), 20);
+        assert_eq!(c.page_table(id).unwrap(), &before.0[..]);
+        assert_eq!(k_rows(&c.view(&[id]).unwrap(), 0), before.1);
+    }
+    assert_eq!(c.num_free_pages(), 1);
+    // Exactly enough: the CoW copy takes the last page.
+    c.append(b, &tv(&x[..4 * HKV * D]), &tv(&x[..4 * HKV * D]))
+        .unwrap();
+    assert_eq!(c.num_free_pages(), 0);
+    assert_eq!(k_rows(&c.view(&[a]).unwrap(), 0), before.1);
+}
+
+#[test]
+fn window_evicts_pages_and_attention_matches_the_unevicted_oracle() {
+    let (w, ps) = (24usize, 8usize);
+    let lens = [(1usize, 203usize), (9, 120), (3, 7)];
+    let b = Batch::new(6, &lens);
+    let mut cfg = CacheConfig::new(3 * (w / ps + 3), ps, HKV, D);
+    cfg.window = Some(w);
+    // Chunks of 9 tokens: a pool far smaller than the sequences proves pages are recycled.
+    let (cache, ids) = b.cache(cfg, 9, 11);
+    for (&id, &(_, kl)) in ids.iter().zip(&lens) {
+        let first = cache.first_retained(id).unwrap();
+        assert_eq!(first % ps, 0);
+        assert!(first + w + 9 + ps >= kl, "kept too much: {first} of {kl}");
+        assert_eq!(
+            cache.page_table(id).unwrap().len(),
+            kl.div_ceil(ps) - first / ps
+        );
+    }
+    let kv = cache.view(&ids).unwrap();
+    assert!(kv.first_retained(0) > 0);
+    let (cu_q, cu_kv) = (b.cu(|l| l.0), b.cu(|l| l.1));
+    let var = Variant::full()
+        .mask(causal())
+        .mask(sliding_window(w as i64));
+    let ckv = contiguous(&b, &cu_q, &cu_kv, &var);
+    run_and_check(&b, &kv, &ckv, &var, 1e-5);
+    // A mask that reaches evicted positions is refused before anything runs.
+    let mut out = vec![0f32; 13 * HQ * D];
+    for bad in [
+        Variant::full(),
+        Variant::full().mask(causal()),
+        Variant::full().mask(sliding_window(w as i64 + 40)),
+    ] {
+        let e = paged_attention(
+            &backend(),
+            &b.q_view(),
+            &cu_q,
+            &kv,
+            None,
+            &bad,
+            None,
+            &mut out,
+            None,
+        );
+        assert!(
+            matches!(e, Err(Error::InvalidArgument { arg: "variant", .. })),
+            "{e:?}"
+        );
+    }
+}
+
+#[test]
+fn quantized_kv_matches_the_oracle_on_the_dequantized_cache() {
+    let lens = [(1usize, 300usize), (17, 64), (1, 33)];
+    let b = Batch::new(7, &lens);
+    let (cu_q, cu_kv) = (b.cu(|l| l.0), b.cu(|l| l.1));
+    let types = [
+        (DType::Fp8E4M3, DType::Fp8E4M3, false),
+        (DType::Fp8E5M2, DType::Fp8E5M2, true),
+        (DType::I8, DType::I8, true),
+        (DType::Fp8E4M3, DType::I8, true),
+        (DType::BF16, DType::Fp8E5M2, false),
+        (DType::F16, DType::BF16, false),
+    ];
+    let var = Variant::full().mask(causal()).score(softcap(3.0));
+    let ckv = contiguous(&b, &cu_q, &cu_kv, &var);
+    for (kt, vt, per_head) in types {
+        let scales = |t: DType, x: &[f32]| {
+            flexkern::kv_cache::quant::is_quantized(t)
+                .then(|| Scales::calibrate(t, x, HKV, D, per_head).unwrap())
+        };
+        let mut cfg = CacheConfig::new(pages_for(&lens, 16) + 1, 16, HKV, D);
+        (cfg.k_dtype, cfg.v_dtype) = (kt, vt);
+        (cfg.k_scales, cfg.v_scales) = (scales(kt, &b.k), scales(vt, &b.v));
+        let (cache, ids) = b.cache(cfg, 50, 13);
+        let kv = cache.view(&ids).unwrap();
+        eprintln!("{kt:?} / {vt:?}, per head {per_head}");
+        // The kernel against the oracle on the same dequantized cache...
+        let out = run_and_check(&b, &kv, &kv, &var, 1e-2);
+        // ...and the dequantized rows near the originals (format precision).
+        let step = |t: DType| match t {
+            DType::Fp8E5M2 => 0.13,
+            DType::Fp8E4M3 => 0.07,
+            DType::I8 => 0.005,
+            _ => 0.01,
+        };
+        let got = k_rows(&kv, 0);
+        let e = got
+            .iter()
+            .zip(&b.k)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(e <= step(kt), "{kt:?} K rows off by {e}");
+        // The quantization error on the output stays small against the f32 truth.
+        let q = b.q_view();
+        let p = prepare(&q, &cu_q, &kv, Some(0.3), &var).unwrap();
+        let truth = reference::attention(&p, &ckv);
+        assert!(rel_err(&out, &truth.o) < 0.2);
+    }
+}
+
+#[test]
+fn quantized_cache_without_scales_and_raw_bad_input_are_typed_errors() {
+    let mut cfg = CacheConfig::new(4, 4, HKV, D);
+    cfg.v_dtype = DType::I8;
+    assert!(matches!(
+        KvCache::new(cfg),
+        Err(Error::InvalidArgument {
+            arg: "v_scales",
+            ..
+        })
+    ));
+
+    let (ps, np) = (4usize, 6usize);
+    let k = vec![0.5f32; np * ps * HKV * D];
+    let codes = vec![1i8; np * ps * HKV * D];
+    let layout = PageLayout {
+        page_size: ps,
+        num_kv_heads: HKV,
+        head_dim: D,
+        head_dim_v: D,
+        k_scales: None,
+        v_scales: None,
+    };
+    let raw = |idx: &[u32], cu: &[u64], lens: &[u64]| {
+        PagedKv::from_raw(PageBuf::F32(&k), PageBuf::F32(&k), &layout, idx, cu, lens)
+    };
+    // Sharing a page across sequences is legal; within one table it is not.
+    assert!(raw(&[0, 1, 1, 2], &[0, 2, 4], &[8, 5]).is_ok());
+    let arg = |r: Result<PagedKv, Error>| match r {
+        Err(Error::InvalidArgument { arg, .. }) => arg,
+        Err(Error::Mismatch { a, .. }) => a,
+        other => panic!("expected an error, got {other:?}"),
+    };
+    assert_eq!(arg(raw(&[0, 6], &[0, 2], &[5])), "page_indices");
+    assert_eq!(arg(raw(&[3, 3], &[0, 2], &[5])), "page_indices");
+    assert_eq!(arg(raw(&[0, 1], &[0, 2], &[9])), "kv_lens");
+    assert_eq!(arg(raw(&[0, 1], &[0, 3], &[5])), "cu_pages");
+    assert_eq!(arg(raw(&[0, 1], &[0, 2], &[5, 1])), "cu_pages");
+    assert_eq!(arg(raw(&[0, 1], &[1, 2], &[5])), "cu_pages");
+    let v_short = PagedKv::from_raw(
+        PageBuf::F32(&k),
+        PageBuf::F32(&k[1..]),
+        &layout,
+        &[0],
+        &[0, 1],
+        &[1],
+    );
+    assert_eq!(arg(v_short), "k_pages");
+    let no_scale = PagedKv::from_raw(
+        PageBuf::F32(&k),
+        PageBuf::I8(&codes),
+        &layout,
+        &[0],
+        &[0, 1],
+        &[1],
+    );
+    assert_eq!(arg(no_scale), "v_scales");
+    let with = PageLayout {
+        v_scales: Some(Scales::PerHead(vec![0.1, 0.2])),
+        ..layout.clone()
+    };
+    let kv = PagedKv::from_raw(
+        PageBuf::F32(&k),
+        PageBuf::I8(&codes),
+        &with,
+        &[4, 2],
+        &[0, 2],
+        &[6],
+    )
+    .unwrap();
+    assert_eq!(row_f32(kv.v_row(0, 1, 5)), vec![0.2f32; D]);
+    // Last-page lengths (FlashInfer style) beyond the page size are refused.
+    assert!(flexkern::kv_cache::paged::kv_lens_from_last_page(&[0, 2], &[5], ps).is_err());
+    assert_eq!(
+        flexkern::kv_cache::paged::kv_lens_from_last_page(&[0, 2, 2], &[3, 0], ps).unwrap(),
+        vec![7, 0]
+    );
+
+    // paged_attention's own arguments.
+    let q = vec![0.1f32; 2 * HQ * D];
+    let qv = TensorView::contiguous(&q[..], &[2, HQ, D]);
+    let mut out = vec![0f32; 2 * HQ * D];
+    let be = backend();
+    let full = Variant::full();
+    let call = |q: &TensorView, cu: &[u64], out: &mut [f32]| {
+        paged_attention(&be, q, cu, &kv, None, &full, None, out, None)
+    };
+    assert!(call(&qv, &[0, 2], &mut out).is_ok());
+    assert!(call(&qv, &[0, 1, 2], &mut out).is_err());
+    assert!(call(&qv, &[0, 3], &mut out).is_err());
+    assert!(call(&qv, &[0, 2], &mut out[1..]).is_err());
+    let q4 = TensorView::contiguous(&q[..], &[1, 2, HQ, D]);
+    assert!(call(&q4, &[0, 2], &mut out).is_err());
+    let q3 = TensorView::contiguous(&q[..2 * 3 * D], &[2, 3, D]);
+    assert!(call(&q3, &[0, 2], &mut out).is_err());
+}
+
+#[test]
+fn raw_sglang_arrays_give_the_same_attention_as_the_cache_view() {
+    let b = Batch::new(8, MIXED);
+    let ps = 16;
+    let (cache, ids) = b.cache(
+        CacheConfig::new(pages_for(MIXED, ps) + 4, ps, HKV, D),
+        40,
+        9,
+    );
+    let kv = cache.view(&ids).unwrap();
+    let layout = PageLayout {
+        page_size: ps,
+        num_kv_heads: HKV,
+        head_dim: D,
+        head_dim_v: D,
+        k_scales: None,
+        v_scales: None,
+    };
+    let cu: Vec<u64> = kv.cu_pages().iter().map(|&x| x as u64).collect();
+    let lens: Vec<u64> = MIXED.iter().map(|l| l.1 as u64).collect();
+    let raw = PagedKv::from_raw(
+        cache.pool().k_pages(),
+        cache.pool().v_pages(),
+        &layout,
+        kv.page_indices(),
+        &cu,
+        &lens,
+    )
+    .unwrap();
+    let var = Variant::full().mask(causal());
+    let a = run_and_check(&b, &kv, &kv, &var, 1e-5);
+    let r = run_and_check(&b, &raw, &kv, &var, 1e-5);
+    assert_eq!(a, r);
+}
+
+#[test]
+fn logical_block_mask_maps_to_physical_pages() {
+    let b = Batch::new(9, MIXED);
+    let ps = 16;
+    let (cache, ids) = b.cache(CacheConfig::new(pages_for(MIXED, ps), ps, HKV, D), 16, 21);
+    let kv = cache.view(&ids).unwrap();
+    let var = Variant::full().mask(causal()).mask(sliding_window(40));
+    let p = prepare(&b.q_view(), &b.cu(|l| l.0), &kv, None, &var).unwrap();
+    let bm = BlockMask::build(p.variant.mask.as_ref(), &p.lens, HQ, 8, ps).unwrap();
+    let phys = kv.physical_blocks(&bm).unwrap();
+    assert_eq!(phys.kv_pages.len(), bm.kv_indices.len());
+    assert_eq!(phys.full_kv_pages.len(), bm.full_kv_indices.len());
+    // Walk the rows the same way and check each page through the table.
+    let (mut i, mut j) = (0, 0);
+    for (s, &id) in ids.iter().enumerate() {
+        let table = cache.page_table(id).unwrap();
+        for qb in 0..bm.q_blocks(s) {
+            for &kb in bm.partial_blocks(s, 0, qb) {
+                assert_eq!(phys.kv_pages[i], table[kb as usize]);
+                i += 1;
+            }
+            for &kb in bm.full_blocks(s, 0, qb) {
+                assert_eq!(phys.full_kv_pages[j], table[kb as usize]);
+                j += 1;
+            }
+        }
+    }
+    assert_eq!((i, j), (phys.kv_pages.len(), phys.full_kv_pages.len()));
+    // A user BlockMask with kv_block == page_size runs the same kernel path.
+    let cu_q = b.cu(|l| l.0);
+    let mut o1 = vec![f32::NAN; b.q.len()];
+    let mut o2 = vec![f32::NAN; b.q.len()];
+    let be = backend();
+    paged_attention(
+        &be,
+        &b.q_view(),
+        &cu_q,
+        &kv,
+        None,
+        &var,
+        Some(&bm),
+        &mut o1,
+        None,
+    )
+    .unwrap();
+    paged_attention(
+        &be,
+        &b.q_view(),
+        &cu_q,
+        &kv,
+        None,
+        &var,
+        None,
+        &mut o2,
+        None,
+    )
+    .unwrap();
+    let r = reference::attention(&p, &kv);
+    assert!(rel_err(&o1, &r.o) <= 1e-5 && rel_err(&o2, &r.o) <= 1e-5);
+    let other = BlockMask::build(None, &p.lens, HQ, 8, 32).unwrap();
+    assert!(kv.physical_blocks(&other).is_err());
+}
+
+#[test]
+fn long_decode_split_into_partitions_matches_the_oracle() {
+    // Long enough for the planner to split the KV into partitions and merge them.
+    let lens = [(1usize, 5000usize), (2, 3100), (1, 17)];
+    let b = Batch::new(10, &lens);
+    let (cu_q, cu_kv) = (b.cu(|l| l.0), b.cu(|l| l.1));
+    for ps in [16, 13] {
+        let (cache, ids) = b.cache(CacheConfig::new(pages_for(&lens, ps), ps, HKV, D), 700, 31);
+        let kv = cache.view(&ids).unwrap();
+        for var in [
+            Variant::full().mask(causal()),
+            Variant::full().mask(causal()).mask(sliding_window(1000)),
+        ] {
+            let ckv = contiguous(&b, &cu_q, &cu_kv, &var);
             run_and_check(&b, &kv, &ckv, &var, 1e-5);
         }
     }

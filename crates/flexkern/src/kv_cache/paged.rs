@@ -110,10 +110,13 @@ impl<'a> PagedKv<'a> {
         check_scales("v_scales", v.dtype(), l.v_scales.as_ref(), l.num_kv_heads)?;
         let page_k = l.page_size * l.num_kv_heads * l.head_dim;
         let page_v = l.page_size * l.num_kv_heads * l.head_dim_v;
-        if k.len() % page_k != 0 {
+        if !k.len().is_multiple_of(page_k) {
             return Err(invalid(
                 "k_pages",
-                format!("length {} is not a multiple of the page size {page_k}", k.len()),
+                format!(
+                    "length {} is not a multiple of the page size {page_k}",
+                    k.len()
+                ),
             ));
         }
         let num_pages = k.len() / page_k;
@@ -121,7 +124,11 @@ impl<'a> PagedKv<'a> {
             return Err(mismatch(
                 "k_pages",
                 "v_pages",
-                format!("{num_pages} K pages need {} V elements, got {}", num_pages * page_v, v.len()),
+                format!(
+                    "{num_pages} K pages need {} V elements, got {}",
+                    num_pages * page_v,
+                    v.len()
+                ),
             ));
         }
         if cu_pages.len() != kv_lens.len() + 1 {
@@ -138,7 +145,11 @@ impl<'a> PagedKv<'a> {
             return Err(mismatch(
                 "cu_pages",
                 "page_indices",
-                format!("ends at {} but {} indices", cu_pages.last().unwrap(), page_indices.len()),
+                format!(
+                    "ends at {} but {} indices",
+                    cu_pages.last().unwrap(),
+                    page_indices.len()
+                ),
             ));
         }
         if let Some(i) = page_indices.iter().position(|&p| p as usize >= num_pages) {
@@ -243,7 +254,8 @@ impl<'a> PagedKv<'a> {
             ));
         }
         let fits = bm.num_seqs() == self.num_seqs()
-            && (0..self.num_seqs()).all(|s| bm.kv_blocks(s) == self.kv_lens[s].div_ceil(self.page_size));
+            && (0..self.num_seqs())
+                .all(|s| bm.kv_blocks(s) == self.kv_lens[s].div_ceil(self.page_size));
         if !fits {
             return Err(mismatch("block_mask", "kv", "built for other kv lengths"));
         }
@@ -281,6 +293,46 @@ impl<'a> PagedKv<'a> {
 pub struct PhysicalBlocks {
     pub kv_pages: Vec<u32>,
     pub full_kv_pages: Vec<u32>,
+}
+
+/// Per-sequence KV lengths from FlashInfer-style last-page lengths: a sequence with `n > 0`
+/// pages holds `(n - 1) * page_size + last` tokens, `1 <= last <= page_size`; with none, 0.
+pub fn kv_lens_from_last_page(
+    cu_pages: &[u64],
+    last_page_lens: &[u64],
+    page_size: usize,
+) -> Result<Vec<u64>> {
+    if cu_pages.len() != last_page_lens.len() + 1 {
+        return Err(mismatch(
+            "cu_pages",
+            "last_page_lens",
+            format!(
+                "{} offsets for {} sequences",
+                cu_pages.len(),
+                last_page_lens.len()
+            ),
+        ));
+    }
+    let ps = page_size as u64;
+    let mut out = Vec::with_capacity(last_page_lens.len());
+    for (s, (w, &last)) in cu_pages.windows(2).zip(last_page_lens).enumerate() {
+        let n = w[1]
+            .checked_sub(w[0])
+            .ok_or_else(|| invalid("cu_pages", "decreases"))?;
+        let ok = if n == 0 {
+            last == 0
+        } else {
+            (1..=ps).contains(&last)
+        };
+        if !ok {
+            return Err(invalid(
+                "last_page_lens",
+                format!("sequence {s}: last page holds {last} tokens, page size {ps}, {n} pages"),
+            ));
+        }
+        out.push(n.saturating_sub(1) * ps + last);
+    }
+    Ok(out)
 }
 
 fn shift_of(page_size: usize) -> Option<u32> {

@@ -335,10 +335,7 @@ mod tests {
         let mut p = PagePool::new(CacheConfig::new(4, 16, 2, 8)).unwrap();
         let a = p.alloc(3).unwrap();
         assert_eq!(p.num_free(), 1);
-        assert_eq!(
-            p.alloc(2),
-            Err(Error::OutOfPages { needed: 2, free: 1 })
-        );
+        assert_eq!(p.alloc(2), Err(Error::OutOfPages { needed: 2, free: 1 }));
         assert_eq!(p.num_free(), 1);
         p.retain(a[0]);
         p.release(a[0]);
@@ -370,7 +367,10 @@ mod tests {
         c.k_dtype = DType::Fp8E4M3; // no scales
         assert!(matches!(
             PagePool::new(c),
-            Err(Error::InvalidArgument { arg: "k_scales", .. })
+            Err(Error::InvalidArgument {
+                arg: "k_scales",
+                ..
+            })
         ));
         let mut c = ok.clone();
         c.v_scales = Some(Scales::PerTensor(1.0)); // f32 V with scales

@@ -36,7 +36,10 @@ impl Scales {
             }
         };
         if let Some(s) = all.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
-            return Err(invalid(arg, format!("scales must be finite and > 0, got {s}")));
+            return Err(invalid(
+                arg,
+                format!("scales must be finite and > 0, got {s}"),
+            ));
         }
         Ok(())
     }
@@ -51,9 +54,12 @@ impl Scales {
         per_head: bool,
     ) -> Result<Scales> {
         let qmax = max_code(dtype).ok_or_else(|| {
-            invalid("kv_dtype", format!("{} is not a quantized type", dtype.name()))
+            invalid(
+                "kv_dtype",
+                format!("{} is not a quantized type", dtype.name()),
+            )
         })?;
-        if heads == 0 || dim == 0 || data.len() % (heads * dim) != 0 {
+        if heads == 0 || dim == 0 || !data.len().is_multiple_of(heads * dim) {
             return Err(invalid("data", "length is not a multiple of heads * dim"));
         }
         let mut amax = vec![0f32; heads];
@@ -114,7 +120,9 @@ mod tests {
 
     #[test]
     fn calibrated_scales_round_trip_within_format_precision() {
-        let data: Vec<f32> = (0..64).map(|i| ((i * 37) % 23) as f32 * 0.3 - 3.0).collect();
+        let data: Vec<f32> = (0..64)
+            .map(|i| ((i * 37) % 23) as f32 * 0.3 - 3.0)
+            .collect();
         for dt in [DType::I8, DType::Fp8E4M3, DType::Fp8E5M2] {
             let s = Scales::calibrate(dt, &data, 2, 8, true).unwrap();
             s.check("s", 2).unwrap();

@@ -199,7 +199,6 @@ fn check_rows(arg: &'static str, t: &TensorView, heads: usize, dim: usize) -> Re
 /// Token `t` of a validated `[n, H, D]` view, all heads, widened to f32.
 fn gather(t: &TensorView, tok: usize, dim: usize, dst: &mut [f32]) {
     for (h, d) in dst.chunks_exact_mut(dim).enumerate() {
-        t.data
-            .read_f32(tok * t.strides[0] + h * t.strides[1], d);
+        t.data.read_f32(tok * t.strides[0] + h * t.strides[1], d);
     }
 }
