@@ -12,6 +12,7 @@ pub mod error;
 pub mod float;
 pub mod format;
 mod gemv;
+pub mod k_quants;
 pub mod legacy;
 pub mod matrix;
 pub mod mlx;

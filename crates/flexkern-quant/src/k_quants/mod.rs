@@ -35,6 +35,7 @@ pub const K_SCALE_SIZE: usize = 12;
 
 static FORCE_SCALAR: AtomicBool = AtomicBool::new(false);
 
+#[allow(dead_code)] // for the driver's tests and benchmarks
 /// Forces every K-quant `vec_dot` onto the portable scalar path (for tests and comparisons).
 pub(crate) fn force_scalar(on: bool) {
     FORCE_SCALAR.store(on, Ordering::Relaxed);
@@ -124,7 +125,11 @@ pub(crate) fn quantize_scale_min_k4(
             max_min = mins[j];
         }
     }
-    let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
+    let inv_scale = if max_scale > 0.0 {
+        63.0 / max_scale
+    } else {
+        0.0
+    };
     let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
     let mut ls = [0u8; 8];
     let mut lm = [0u8; 8];
@@ -134,7 +139,11 @@ pub(crate) fn quantize_scale_min_k4(
         lm[j] = (search::nearest_int(inv_min * mins[j]) as u8).min(63);
     }
     let packed = pack_scale_min_k4(&ls, &lm);
-    (packed, half::f16::from_f32(max_scale / 63.0), half::f16::from_f32(max_min / 63.0))
+    (
+        packed,
+        half::f16::from_f32(max_scale / 63.0),
+        half::f16::from_f32(max_min / 63.0),
+    )
 }
 
 /// One super-block's contribution to a K-quant dot product, from its exact integer sums:
@@ -152,6 +161,7 @@ pub(crate) fn combine(d: f32, dmin: f32, da: f32, isum: i32, isum_min: i32) -> f
 /// The integer sums are exact; what remains is f32 rounding of the per-block products and of the
 /// running sum (at most `nblocks` additions), and the rounding already inside the dequantized
 /// f32 values the oracle uses (at most 3 roundings each): `(nblocks + 8) * eps * mag`.
+#[cfg(test)]
 pub(crate) fn dot_error_bound(nblocks: usize, mag: f64) -> f64 {
     (nblocks as f64 + 8.0) * f32::EPSILON as f64 * mag
 }

@@ -47,7 +47,11 @@ impl BlockQ8K {
     }
 
     fn dot_block_scalar(w: &Self, a: &Self) -> f32 {
-        let isum: i32 = w.qs.iter().zip(&a.qs).map(|(&x, &y)| x as i32 * y as i32).sum();
+        let isum: i32 =
+            w.qs.iter()
+                .zip(&a.qs)
+                .map(|(&x, &y)| x as i32 * y as i32)
+                .sum();
         combine(w.d, 0.0, a.d, isum, 0)
     }
 
@@ -59,7 +63,10 @@ impl BlockQ8K {
             return unsafe { avx2::vec_dot(w, a) };
         }
         let _ = path;
-        w.iter().zip(a).map(|(x, y)| Self::dot_block_scalar(x, y)).fold(0.0, |s, v| s + v)
+        w.iter()
+            .zip(a)
+            .map(|(x, y)| Self::dot_block_scalar(x, y))
+            .fold(0.0, |s, v| s + v)
     }
 }
 
@@ -156,7 +163,14 @@ mod tests {
             for scale in [1e-3f32, 1.0, 1e3] {
                 let x = random_data(dist, 16 * QK_K, scale, 50 + i as u64);
                 let e = rel_rms_error(&x, &deq(&q8k(&x)));
-                assert!(e < if matches!(dist, Dist::Normal) { 0.012 } else { 0.005 }, "{e}");
+                assert!(
+                    e < if matches!(dist, Dist::Normal) {
+                        0.012
+                    } else {
+                        0.005
+                    },
+                    "{e}"
+                );
             }
         }
         let x = ggml_test_data(0.0, 4096, 2.0);
@@ -173,11 +187,18 @@ mod tests {
         let a = q8k(&random_data(Dist::Normal, 9 * QK_K, 1.0, 4));
         let (wd, ad) = (deq(&w), deq(&a));
         let oracle = dot_f64(&wd, &ad);
-        let mag: f64 = wd.iter().zip(&ad).map(|(&x, &y)| (x as f64 * y as f64).abs()).sum();
+        let mag: f64 = wd
+            .iter()
+            .zip(&ad)
+            .map(|(&x, &y)| (x as f64 * y as f64).abs())
+            .sum();
         let s = BlockQ8K::vec_dot_with(DotPath::Scalar, &w, &a);
         let v = BlockQ8K::vec_dot_with(DotPath::Avx2, &w, &a);
         assert_eq!(s.to_bits(), v.to_bits());
-        assert!((s as f64 - oracle).abs() <= dot_error_bound(w.len(), mag), "{s} vs {oracle}");
+        assert!(
+            (s as f64 - oracle).abs() <= dot_error_bound(w.len(), mag),
+            "{s} vs {oracle}"
+        );
     }
 
     #[test]

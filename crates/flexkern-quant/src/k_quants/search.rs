@@ -184,7 +184,11 @@ pub(crate) fn make_qkx2_quants(
         let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
         l_out[i] = l as u8;
         let diff = scale * l as f32 + min - x[i];
-        let diff = if search.use_mad { diff.abs() } else { diff * diff };
+        let diff = if search.use_mad {
+            diff.abs()
+        } else {
+            diff * diff
+        };
         best_error += weights[i] * diff;
     }
     if search.nstep < 1 {
@@ -215,7 +219,11 @@ pub(crate) fn make_qkx2_quants(
             let mut cur_error = 0.0f32;
             for i in 0..n {
                 let diff = this_scale * laux[i] as f32 + this_min - x[i];
-                let diff = if search.use_mad { diff.abs() } else { diff * diff };
+                let diff = if search.use_mad {
+                    diff.abs()
+                } else {
+                    diff * diff
+                };
                 cur_error += weights[i] * diff;
             }
             if cur_error < best_error {
@@ -256,7 +264,12 @@ mod tests {
         assert_eq!(make_q3_quants_rmse(4, &x, &mut l), 0.0);
         assert!(l.iter().all(|&v| v == 0));
         let mut lu = [5u8; 16];
-        let s = Qkx2Search { rmin: -0.5, rdelta: 0.1, nstep: 15, use_mad: true };
+        let s = Qkx2Search {
+            rmin: -0.5,
+            rdelta: 0.1,
+            nstep: 15,
+            use_mad: true,
+        };
         assert_eq!(make_qkx2_quants(3, &x, &x, &mut lu, &s), (0.0, -0.0));
         assert!(lu.iter().all(|&v| v == 0));
     }

@@ -63,3 +63,43 @@ pub(super) unsafe fn scale_pair(scales_i8: __m128i, p: usize) -> __m256i {
 pub(super) unsafe fn dot_scaled(q: __m256i, a: __m256i, scale: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scale)
 }
+
+/// Byte shuffles that broadcast i16 lane `j` (0..8) of a 128-bit half to all eight lanes.
+static K4_SHUF: [[u8; 32]; 8] = {
+    let mut t = [[0u8; 32]; 8];
+    let mut j = 0;
+    while j < 8 {
+        let mut k = 0;
+        while k < 32 {
+            t[j][k] = (2 * j + k % 2) as u8;
+            k += 1;
+        }
+        j += 1;
+    }
+    t
+};
+
+/// Eight u8 scales widened to i16 and copied into both 128-bit halves, for `scale_k4`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn scales_k4(sc: &[u8; 8]) -> __m256i {
+    let v = _mm_cvtepu8_epi16(_mm_loadl_epi64(sc.as_ptr() as *const __m128i));
+    _mm256_broadcastsi128_si256(v)
+}
+
+/// All sixteen i16 lanes set to scale `j` of `scales_k4`'s vector.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn scale_k4(scales: __m256i, j: usize) -> __m256i {
+    _mm256_shuffle_epi8(scales, load32(&K4_SHUF[j]))
+}
+
+/// `sum_j m[j] * (bsums[2j] + bsums[2j+1])`: the offset term of Q4_K / Q5_K (32-element
+/// sub-blocks, 16-element bsums).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn mins_dot_bsums_k4(m: &[u8; 8], bsums: &[i16; 16]) -> i32 {
+    let mx = _mm_loadl_epi64(m.as_ptr() as *const __m128i);
+    let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mx, mx));
+    hsum_i32(_mm256_madd_epi16(load32(bsums), m16))
+}
