@@ -286,12 +286,12 @@ impl Program {
                     } else {
                         t.q_token0
                     };
-                    for (r, row) in dst.chunks_mut(cols).enumerate() {
+                    for (r, row) in dst.chunks_mut(cols.max(1)).enumerate() {
                         row.fill(base + r as i64);
                     }
                 }
                 Var::KvPos => {
-                    for row in dst.chunks_mut(cols) {
+                    for row in dst.chunks_mut(cols.max(1)) {
                         for (c, x) in row.iter_mut().enumerate() {
                             *x = t.kv_pos0 + c as i64;
                         }

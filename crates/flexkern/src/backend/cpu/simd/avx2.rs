@@ -1,0 +1,346 @@
+//! AVX2 + FMA + F16C primitives: register-blocked micro-kernels (up to 6 rows by 16 columns of
+//! accumulators, 12 of the 16 ymm registers), a polynomial exp2, and F16C widening.
+
+use super::Isa;
+use crate::attention::kv::KvRow;
+use std::arch::x86_64::*;
+
+pub(super) const ISA: Isa = Isa {
+    name: "avx2",
+    qk,
+    pv,
+    softmax,
+    convert,
+    exp2,
+    softcap,
+};
+
+/// Rows of the micro-kernels' accumulator block.
+const MR: usize = 6;
+
+/// Dispatches a const-generic micro-kernel on (rows 1..=6, vectors 1..=2).
+macro_rules! dispatch {
+    ($f:ident, $r:expr, $v:expr, ($($a:expr),*)) => {
+        match ($r, $v) {
+            (6, 2) => $f::<6, 2>($($a),*),
+            (5, 2) => $f::<5, 2>($($a),*),
+            (4, 2) => $f::<4, 2>($($a),*),
+            (3, 2) => $f::<3, 2>($($a),*),
+            (2, 2) => $f::<2, 2>($($a),*),
+            (1, 2) => $f::<1, 2>($($a),*),
+            (6, _) => $f::<6, 1>($($a),*),
+            (5, _) => $f::<5, 1>($($a),*),
+            (4, _) => $f::<4, 1>($($a),*),
+            (3, _) => $f::<3, 1>($($a),*),
+            (2, _) => $f::<2, 1>($($a),*),
+            _ => $f::<1, 1>($($a),*),
+        }
+    };
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn qk(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]) {
+    let nk = krows.len();
+    assert!(m_pad % 8 == 0 && qt.len() >= m_pad * dk && st.len() >= nk * m_pad);
+    let mut k0 = 0;
+    while k0 < nk {
+        // A group of keys stays in L1 while the query panels stream past it.
+        let kr = (nk - k0).min(MR);
+        let rows = &krows[k0..k0 + kr];
+        let mut p0 = 0;
+        while p0 < m_pad {
+            let w = (m_pad - p0).min(16);
+            let panel = qt.as_ptr().add(p0 * dk);
+            let out = st.as_mut_ptr().add(k0 * m_pad + p0);
+            dispatch!(qk_micro, kr, w / 8, (panel, dk, rows, out, m_pad));
+            p0 += w;
+        }
+        k0 += kr;
+    }
+}
+
+/// `R` keys by `8V` queries: broadcast one key element, FMA it into `V` query vectors.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn qk_micro<const R: usize, const V: usize>(
+    panel: *const f32,
+    dk: usize,
+    rows: &[*const f32],
+    out: *mut f32,
+    ld: usize,
+) {
+    let w = V * 8;
+    let mut acc = [[_mm256_setzero_ps(); V]; R];
+    let mut kp = [std::ptr::null::<f32>(); R];
+    kp.copy_from_slice(&rows[..R]);
+    for d in 0..dk {
+        let mut qv = [_mm256_setzero_ps(); V];
+        for (j, x) in qv.iter_mut().enumerate() {
+            *x = _mm256_loadu_ps(panel.add(d * w + 8 * j));
+        }
+        for r in 0..R {
+            let b = _mm256_broadcast_ss(&*kp[r].add(d));
+            for j in 0..V {
+                acc[r][j] = _mm256_fmadd_ps(b, qv[j], acc[r][j]);
+            }
+        }
+    }
+    for (r, a) in acc.iter().enumerate() {
+        for (j, x) in a.iter().enumerate() {
+            _mm256_storeu_ps(out.add(r * ld + 8 * j), *x);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pv(
+    pt: &[f32],
+    m_pad: usize,
+    m: usize,
+    vrows: &[*const f32],
+    dv_pad: usize,
+    o: &mut [f32],
+    alpha: &[f32],
+) {
+    assert!(dv_pad % 8 == 0 && m <= m_pad && o.len() >= m * dv_pad && alpha.len() >= m);
+    assert!(pt.len() >= vrows.len() * m_pad);
+    let mut r0 = 0;
+    while r0 < m {
+        let mr = (m - r0).min(MR);
+        let mut c0 = 0;
+        while c0 < dv_pad {
+            let nv = ((dv_pad - c0) / 8).min(2);
+            let (p, out, a) = (
+                pt.as_ptr().add(r0),
+                o.as_mut_ptr().add(r0 * dv_pad + c0),
+                alpha.as_ptr().add(r0),
+            );
+            dispatch!(pv_micro, mr, nv, (p, m_pad, vrows, c0, out, dv_pad, a));
+            c0 += nv * 8;
+        }
+        r0 += mr;
+    }
+}
+
+/// `R` query rows by `8V` output columns: rescale by alpha, then broadcast each probability
+/// and FMA it into `V` vectors of the value row.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pv_micro<const R: usize, const V: usize>(
+    p: *const f32,
+    m_pad: usize,
+    vrows: &[*const f32],
+    c0: usize,
+    o: *mut f32,
+    ld: usize,
+    alpha: *const f32,
+) {
+    let mut acc = [[_mm256_setzero_ps(); V]; R];
+    for (r, a) in acc.iter_mut().enumerate() {
+        let s = _mm256_set1_ps(*alpha.add(r));
+        for (j, x) in a.iter_mut().enumerate() {
+            *x = _mm256_mul_ps(_mm256_loadu_ps(o.add(r * ld + 8 * j)), s);
+        }
+    }
+    for (k, &vp) in vrows.iter().enumerate() {
+        let mut vv = [_mm256_setzero_ps(); V];
+        for (j, x) in vv.iter_mut().enumerate() {
+            *x = _mm256_loadu_ps(vp.add(c0 + 8 * j));
+        }
+        let pk = p.add(k * m_pad);
+        for r in 0..R {
+            let b = _mm256_broadcast_ss(&*pk.add(r));
+            for j in 0..V {
+                acc[r][j] = _mm256_fmadd_ps(b, vv[j], acc[r][j]);
+            }
+        }
+    }
+    for (r, a) in acc.iter().enumerate() {
+        for (j, x) in a.iter().enumerate() {
+            _mm256_storeu_ps(o.add(r * ld + 8 * j), *x);
+        }
+    }
+}
+
+/// 2^x: round to the nearest integer n, a degree-6 polynomial on the remainder in [-0.5, 0.5]
+/// (Cephes exp2f, relative error ~1.5e-7), times 2^n built in the exponent bits. Inputs below
+/// -127 (and -inf) give 0; NaN stays NaN.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) unsafe fn exp2v(x: __m256) -> __m256 {
+    // max/min return their second operand when one is NaN: keep x second so NaN propagates.
+    let x = _mm256_max_ps(_mm256_set1_ps(-127.0), x);
+    let x = _mm256_min_ps(_mm256_set1_ps(128.0), x);
+    let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x);
+    let f = _mm256_sub_ps(x, n);
+    let mut p = _mm256_set1_ps(1.535_336_2e-4);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.339_887_4e-3));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618_437e-3));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550_332_5e-2));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402_264_8e-1));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931_472e-1));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0));
+    // n = -127 gives a zero exponent field (0.0), n = 128 gives infinity.
+    let e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32::<23>(e)))
+}
+
+fn softmax(
+    st: &mut [f32],
+    bk: usize,
+    m_pad: usize,
+    mx: &mut [f32],
+    l: &mut [f32],
+    alpha: &mut [f32],
+) {
+    assert!(m_pad % 8 == 0 && st.len() >= bk * m_pad);
+    assert!(mx.len() >= m_pad && l.len() >= m_pad && alpha.len() >= m_pad);
+    // SAFETY: the ISA is only handed out after AVX2/FMA detection; lengths checked above.
+    unsafe { softmax_avx2(st, bk, m_pad, mx, l, alpha) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn softmax_avx2(
+    st: &mut [f32],
+    bk: usize,
+    m_pad: usize,
+    mx: &mut [f32],
+    l: &mut [f32],
+    alpha: &mut [f32],
+) {
+    let s = st.as_mut_ptr();
+    let ninf = _mm256_set1_ps(f32::NEG_INFINITY);
+    for c in (0..m_pad).step_by(8) {
+        let mut tmax = ninf;
+        for k in 0..bk {
+            tmax = _mm256_max_ps(tmax, _mm256_loadu_ps(s.add(k * m_pad + c)));
+        }
+        let m_old = _mm256_loadu_ps(mx.as_ptr().add(c));
+        let m_new = _mm256_max_ps(m_old, tmax);
+        // Rows with nothing visible keep max -inf: subtract 0 so 2^(-inf) = 0, not NaN.
+        let base = _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(m_new, ninf), m_new);
+        let a = exp2v(_mm256_sub_ps(m_old, base));
+        let (mut s0, mut s1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let mut k = 0;
+        while k + 2 <= bk {
+            let p0 = exp2v(_mm256_sub_ps(_mm256_loadu_ps(s.add(k * m_pad + c)), base));
+            let p1 = exp2v(_mm256_sub_ps(
+                _mm256_loadu_ps(s.add((k + 1) * m_pad + c)),
+                base,
+            ));
+            _mm256_storeu_ps(s.add(k * m_pad + c), p0);
+            _mm256_storeu_ps(s.add((k + 1) * m_pad + c), p1);
+            s0 = _mm256_add_ps(s0, p0);
+            s1 = _mm256_add_ps(s1, p1);
+            k += 2;
+        }
+        if k < bk {
+            let p0 = exp2v(_mm256_sub_ps(_mm256_loadu_ps(s.add(k * m_pad + c)), base));
+            _mm256_storeu_ps(s.add(k * m_pad + c), p0);
+            s0 = _mm256_add_ps(s0, p0);
+        }
+        let lp = l.as_mut_ptr().add(c);
+        _mm256_storeu_ps(
+            lp,
+            _mm256_fmadd_ps(_mm256_loadu_ps(lp), a, _mm256_add_ps(s0, s1)),
+        );
+        _mm256_storeu_ps(mx.as_mut_ptr().add(c), m_new);
+        _mm256_storeu_ps(alpha.as_mut_ptr().add(c), a);
+    }
+}
+
+fn convert(row: KvRow<'_>, dst: &mut [f32]) {
+    assert!(dst.len() >= row.len());
+    // SAFETY: detected features; `dst` holds the row.
+    unsafe { convert_avx2(row, dst) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn convert_avx2(row: KvRow<'_>, dst: &mut [f32]) {
+    let n = row.len();
+    let d = dst.as_mut_ptr();
+    let mut i = 0;
+    match row {
+        KvRow::F16(s) => {
+            while i + 8 <= n {
+                let h = _mm_loadu_si128(s.as_ptr().add(i) as *const __m128i);
+                _mm256_storeu_ps(d.add(i), _mm256_cvtph_ps(h));
+                i += 8;
+            }
+            for j in i..n {
+                dst[j] = s[j].to_f32();
+            }
+        }
+        KvRow::BF16(s) => {
+            // bf16 is the top half of an f32: widen and shift.
+            while i + 8 <= n {
+                let h = _mm_loadu_si128(s.as_ptr().add(i) as *const __m128i);
+                let w = _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h));
+                _mm256_storeu_ps(d.add(i), _mm256_castsi256_ps(w));
+                i += 8;
+            }
+            for j in i..n {
+                dst[j] = s[j].to_f32();
+            }
+        }
+        other => other.to_f32(&mut dst[..n]),
+    }
+}
+
+fn exp2(x: &mut [f32]) {
+    // SAFETY: detected features.
+    unsafe { exp2_avx2(x) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp2_avx2(x: &mut [f32]) {
+    let mut chunks = x.chunks_exact_mut(8);
+    for c in &mut chunks {
+        _mm256_storeu_ps(c.as_mut_ptr(), exp2v(_mm256_loadu_ps(c.as_ptr())));
+    }
+    for v in chunks.into_remainder() {
+        *v = v.exp2();
+    }
+}
+
+fn softcap(x: &mut [f32], cap: f32) {
+    // SAFETY: detected features.
+    unsafe { softcap_avx2(x, cap) }
+}
+
+/// `cap * tanh(x / cap)`. tanh(a) = (1 - e) / (1 + e) with e = 2^(-2a log2 e) for |a| >= 0.25
+/// (no overflow, e in (0, 1]); an odd Taylor polynomial below, where that form cancels.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn softcap_avx2(x: &mut [f32], cap: f32) {
+    let (vcap, inv) = (_mm256_set1_ps(cap), _mm256_set1_ps(1.0 / cap));
+    let sign = _mm256_set1_ps(-0.0);
+    let one = _mm256_set1_ps(1.0);
+    let mut chunks = x.chunks_exact_mut(8);
+    for c in &mut chunks {
+        let y = _mm256_mul_ps(_mm256_loadu_ps(c.as_ptr()), inv);
+        let a = _mm256_andnot_ps(sign, y);
+        let e = exp2v(_mm256_mul_ps(
+            a,
+            _mm256_set1_ps(-2.0 * std::f32::consts::LOG2_E),
+        ));
+        let big = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+        let a2 = _mm256_mul_ps(a, a);
+        let mut p = _mm256_set1_ps(62.0 / 2835.0);
+        p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(-17.0 / 315.0));
+        p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(2.0 / 15.0));
+        p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(-1.0 / 3.0));
+        p = _mm256_fmadd_ps(p, a2, one);
+        let small = _mm256_mul_ps(p, a);
+        let t = _mm256_blendv_ps(
+            big,
+            small,
+            _mm256_cmp_ps::<_CMP_LT_OQ>(a, _mm256_set1_ps(0.25)),
+        );
+        let t = _mm256_or_ps(t, _mm256_and_ps(sign, y));
+        _mm256_storeu_ps(c.as_mut_ptr(), _mm256_mul_ps(t, vcap));
+    }
+    for v in chunks.into_remainder() {
+        *v = cap * (*v / cap).tanh();
+    }
+}

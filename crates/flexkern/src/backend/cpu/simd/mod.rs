@@ -1,0 +1,143 @@
+//! The tile primitives the attention kernel is built from, in an AVX2/FMA and a portable
+//! version, chosen once at run time. Every primitive works on whole tiles, so the indirect call
+//! is paid once per tile.
+//!
+//! Layouts (all f32, `m_pad` a multiple of 8):
+//! - `qt`: the stacked queries, transposed in panels of 16 columns (the last may be 8):
+//!   panel `p` holds `qt[p * 16 * dk + d * w + j]` = query row `16p + j`, element `d`.
+//! - `st`: scores transposed, `st[k * m_pad + q]`: one key per row, so the online softmax runs
+//!   down columns with full-width vectors.
+//! - `o`: the output accumulator, `o[q * dv_pad + d]`.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+mod scalar;
+
+use crate::attention::kv::KvRow;
+
+/// `st[k][q] = sum_d K_k[d] * qt(q, d)` for every key `k` of `krows` and every `q < m_pad`.
+/// Each `krows[k]` points at `dk` readable f32.
+pub(crate) type QkFn =
+    unsafe fn(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]);
+
+/// `o[q] = o[q] * alpha[q] + sum_k st[k][q] * V_k` for `q < m`; each `vrows[k]` points at
+/// `dv_pad` (a multiple of 8) readable f32.
+pub(crate) type PvFn = unsafe fn(
+    pt: &[f32],
+    m_pad: usize,
+    m: usize,
+    vrows: &[*const f32],
+    dv_pad: usize,
+    o: &mut [f32],
+    alpha: &[f32],
+);
+
+/// Online-softmax update of the `bk` key rows of `st` (base-2 scores): updates the running max
+/// `mx` and sum `l`, writes the rescale factor `alpha`, and replaces scores by probabilities.
+pub(crate) type SoftmaxFn =
+    fn(st: &mut [f32], bk: usize, m_pad: usize, mx: &mut [f32], l: &mut [f32], alpha: &mut [f32]);
+
+/// Widens a KV row into `dst` (`row.len()` elements).
+pub(crate) type ConvertFn = fn(row: KvRow<'_>, dst: &mut [f32]);
+
+/// In-place `x = 2^x` over a slice.
+pub(crate) type Exp2Fn = fn(x: &mut [f32]);
+
+/// One instruction set's primitives.
+#[derive(Clone, Copy)]
+pub(crate) struct Isa {
+    pub name: &'static str,
+    pub qk: QkFn,
+    pub pv: PvFn,
+    pub softmax: SoftmaxFn,
+    pub convert: ConvertFn,
+    pub exp2: Exp2Fn,
+    /// `x = cap * tanh(x / cap)`.
+    pub softcap: fn(x: &mut [f32], cap: f32),
+}
+
+impl Isa {
+    /// The best set this CPU supports (AVX2 + FMA + F16C), unless `force_scalar`.
+    pub(crate) fn detect(force_scalar: bool) -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        if !force_scalar
+            && is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+        {
+            return avx2::ISA;
+        }
+        let _ = force_scalar;
+        scalar::ISA
+    }
+}
+
+/// Rounds `n` up to a multiple of 8.
+pub(crate) fn pad8(n: usize) -> usize {
+    n.div_ceil(8) * 8
+}
+
+/// Offset of query row `q`, element `d` in the panel layout of `qt`.
+#[cfg(test)]
+#[inline]
+pub(crate) fn qt_index(q: usize, d: usize, dk: usize, m_pad: usize) -> usize {
+    let p0 = q / 16 * 16;
+    let w = (m_pad - p0).min(16);
+    p0 * dk + d * w + (q - p0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both instruction sets agree with a plain computation on odd sizes.
+    #[test]
+    fn primitives_match_naive() {
+        let isas = [Isa::detect(false), Isa::detect(true)];
+        let (dk, m, bk, dv) = (13, 21, 11, 24);
+        let m_pad = pad8(m);
+        let f = |i: usize| ((i * 7919 % 1000) as f32 / 500.0) - 1.0;
+        let q: Vec<f32> = (0..m * dk).map(f).collect();
+        let k: Vec<f32> = (0..bk * dk).map(|i| f(i + 3)).collect();
+        let v: Vec<f32> = (0..bk * dv).map(|i| f(i + 5)).collect();
+        let mut qt = vec![0f32; m_pad * dk];
+        for r in 0..m {
+            for d in 0..dk {
+                qt[qt_index(r, d, dk, m_pad)] = q[r * dk + d];
+            }
+        }
+        let krows: Vec<*const f32> = (0..bk).map(|j| k[j * dk..].as_ptr()).collect();
+        let vrows: Vec<*const f32> = (0..bk).map(|j| v[j * dv..].as_ptr()).collect();
+        for isa in isas {
+            let mut st = vec![0f32; bk * m_pad];
+            unsafe { (isa.qk)(&qt, dk, m_pad, &krows, &mut st) };
+            for j in 0..bk {
+                for r in 0..m {
+                    let want: f32 = (0..dk).map(|d| q[r * dk + d] * k[j * dk + d]).sum();
+                    assert!((st[j * m_pad + r] - want).abs() < 1e-4, "{}", isa.name);
+                }
+            }
+            let alpha: Vec<f32> = (0..m_pad).map(|i| 0.5 + i as f32 * 0.01).collect();
+            let mut o: Vec<f32> = (0..m * dv).map(|i| f(i + 9)).collect();
+            let o0 = o.clone();
+            unsafe { (isa.pv)(&st, m_pad, m, &vrows, dv, &mut o, &alpha) };
+            for r in 0..m {
+                for d in 0..dv {
+                    let want = o0[r * dv + d] * alpha[r]
+                        + (0..bk)
+                            .map(|j| st[j * m_pad + r] * v[j * dv + d])
+                            .sum::<f32>();
+                    assert!((o[r * dv + d] - want).abs() < 1e-4, "{}", isa.name);
+                }
+            }
+            let mut x: Vec<f32> = (0..37).map(|i| i as f32 * 0.7 - 13.0).collect();
+            x.push(f32::NEG_INFINITY);
+            x.push(-200.0);
+            let want: Vec<f64> = x.iter().map(|&t| (t as f64).exp2()).collect();
+            (isa.exp2)(&mut x);
+            for (a, b) in x.iter().zip(&want) {
+                assert!(((*a as f64) - b).abs() <= 4e-7 * b + 1e-37, "{} {a} {b}", isa.name);
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Portable primitives: plain loops the compiler may vectorize for the baseline target.
+
+use super::Isa;
+use crate::attention::kv::KvRow;
+
+pub(super) const ISA: Isa = Isa {
+    name: "scalar",
+    qk,
+    pv,
+    softmax,
+    convert,
+    exp2,
+    softcap,
+};
+
+unsafe fn qk(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]) {
+    for (k, &kp) in krows.iter().enumerate() {
+        // SAFETY: the caller guarantees `dk` readable elements per row.
+        let krow = unsafe { std::slice::from_raw_parts(kp, dk) };
+        let out = &mut st[k * m_pad..][..m_pad];
+        let mut p0 = 0;
+        while p0 < m_pad {
+            let w = (m_pad - p0).min(16);
+            let panel = &qt[p0 * dk..][..w * dk];
+            let acc = &mut out[p0..p0 + w];
+            acc.fill(0.0);
+            for (d, &kd) in krow.iter().enumerate() {
+                for (a, &q) in acc.iter_mut().zip(&panel[d * w..][..w]) {
+                    *a += kd * q;
+                }
+            }
+            p0 += w;
+        }
+    }
+}
+
+unsafe fn pv(
+    pt: &[f32],
+    m_pad: usize,
+    m: usize,
+    vrows: &[*const f32],
+    dv_pad: usize,
+    o: &mut [f32],
+    alpha: &[f32],
+) {
+    for (q, orow) in o.chunks_mut(dv_pad).take(m).enumerate() {
+        for x in orow.iter_mut() {
+            *x *= alpha[q];
+        }
+        for (k, &vp) in vrows.iter().enumerate() {
+            let p = pt[k * m_pad + q];
+            if p == 0.0 {
+                continue;
+            }
+            // SAFETY: the caller guarantees `dv_pad` readable elements per row.
+            let vrow = unsafe { std::slice::from_raw_parts(vp, dv_pad) };
+            for (x, &v) in orow.iter_mut().zip(vrow) {
+                *x += p * v;
+            }
+        }
+    }
+}
+
+fn softmax(
+    st: &mut [f32],
+    bk: usize,
+    m_pad: usize,
+    mx: &mut [f32],
+    l: &mut [f32],
+    alpha: &mut [f32],
+) {
+    for q in 0..m_pad {
+        let tile_max = (0..bk)
+            .map(|k| st[k * m_pad + q])
+            .fold(f32::NEG_INFINITY, f32::max);
+        let m_new = mx[q].max(tile_max);
+        // A row with nothing visible yet keeps max -inf; subtract 0 so 2^(-inf) = 0, not NaN.
+        let base = if m_new == f32::NEG_INFINITY {
+            0.0
+        } else {
+            m_new
+        };
+        alpha[q] = (mx[q] - base).exp2();
+        let mut sum = 0.0;
+        for k in 0..bk {
+            let p = (st[k * m_pad + q] - base).exp2();
+            st[k * m_pad + q] = p;
+            sum += p;
+        }
+        l[q] = l[q] * alpha[q] + sum;
+        mx[q] = m_new;
+    }
+}
+
+fn convert(row: KvRow<'_>, dst: &mut [f32]) {
+    row.to_f32(dst)
+}
+
+fn exp2(x: &mut [f32]) {
+    for v in x {
+        *v = v.exp2();
+    }
+}
+
+fn softcap(x: &mut [f32], cap: f32) {
+    let inv = 1.0 / cap;
+    for v in x {
+        *v = cap * (*v * inv).tanh();
+    }
+}

@@ -1,0 +1,339 @@
+//! CPU attention kernels against the f64 oracle: random shapes, every built-in mod and
+//! compositions, GQA, odd head sizes, f16/bf16, ragged batches with empty and fully masked rows,
+//! split-KV decode, sinks, user block masks; both the AVX2 and the portable kernels.
+
+use flexkern::attention::kv::KvSource;
+use flexkern::backend::cpu::ScalarCpuBackend;
+use flexkern::builtins;
+use flexkern::reference;
+use flexkern::{AttentionArgs, Backend, BlockMask, CpuBackend, DType, TensorView, Variant};
+use half::{bf16, f16};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+#[derive(Clone)]
+struct Case {
+    q_lens: Vec<usize>,
+    kv_lens: Vec<usize>,
+    hq: usize,
+    hkv: usize,
+    dk: usize,
+    dv: usize,
+    dtype: DType,
+    variant: Variant,
+    /// User BlockMask block sizes (else the planner picks).
+    blocks: Option<(usize, usize)>,
+}
+
+impl Case {
+    fn new(q: usize, kv: usize, hq: usize, hkv: usize, d: usize) -> Case {
+        Case {
+            q_lens: vec![q],
+            kv_lens: vec![kv],
+            hq,
+            hkv,
+            dk: d,
+            dv: d,
+            dtype: DType::F32,
+            variant: Variant::full(),
+            blocks: None,
+        }
+    }
+    fn ragged(q_lens: &[usize], kv_lens: &[usize], hq: usize, hkv: usize, d: usize) -> Case {
+        Case {
+            q_lens: q_lens.to_vec(),
+            kv_lens: kv_lens.to_vec(),
+            ..Case::new(0, 0, hq, hkv, d)
+        }
+    }
+    fn variant(mut self, v: Variant) -> Case {
+        self.variant = v;
+        self
+    }
+    fn dtype(mut self, t: DType) -> Case {
+        self.dtype = t;
+        self
+    }
+    fn dv(mut self, dv: usize) -> Case {
+        self.dv = dv;
+        self
+    }
+}
+
+enum Data {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+}
+
+impl Data {
+    fn random(rng: &mut StdRng, n: usize, t: DType) -> Data {
+        let x: Vec<f32> = (0..n).map(|_| rng.gen_range(-2.0f32..2.0)).collect();
+        match t {
+            DType::F16 => Data::F16(x.iter().map(|&v| f16::from_f32(v)).collect()),
+            DType::BF16 => Data::BF16(x.iter().map(|&v| bf16::from_f32(v)).collect()),
+            _ => Data::F32(x),
+        }
+    }
+    fn view(&self, shape: &[usize]) -> TensorView<'_> {
+        match self {
+            Data::F32(v) => TensorView::contiguous(&v[..], shape),
+            Data::F16(v) => TensorView::contiguous(&v[..], shape),
+            Data::BF16(v) => TensorView::contiguous(&v[..], shape),
+        }
+    }
+}
+
+/// Runs `c` on both backends and checks O and LSE against the oracle.
+fn check(c: &Case, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (tq, tkv) = (
+        c.q_lens.iter().sum::<usize>(),
+        c.kv_lens.iter().sum::<usize>(),
+    );
+    let q = Data::random(&mut rng, tq * c.hq * c.dk, c.dtype);
+    let k = Data::random(&mut rng, tkv * c.hkv * c.dk, c.dtype);
+    let v = Data::random(&mut rng, tkv * c.hkv * c.dv, c.dtype);
+    let cu = |l: &[usize]| {
+        let mut out = vec![0u64];
+        for &x in l {
+            out.push(out.last().unwrap() + x as u64);
+        }
+        out
+    };
+    let (cq, ck) = (cu(&c.q_lens), cu(&c.kv_lens));
+    let args = AttentionArgs::new(
+        q.view(&[tq, c.hq, c.dk]),
+        k.view(&[tkv, c.hkv, c.dk]),
+        v.view(&[tkv, c.hkv, c.dv]),
+    )
+    .ragged(&cq, &ck)
+    .variant(c.variant.clone());
+    let (p, kv) = args.prepare().unwrap();
+    let r = reference::attention(&p, &kv);
+    let bm = c
+        .blocks
+        .map(|(bq, bk)| BlockMask::build(p.variant.mask.as_ref(), &p.lens, c.hq, bq, bk).unwrap());
+    let tol = if c.dtype == DType::F32 { 1e-5 } else { 1e-2 };
+    let backends: [(&str, &dyn Backend); 2] = [("cpu", &CpuBackend), ("scalar", &ScalarCpuBackend)];
+    for (name, b) in backends {
+        let mut out = vec![f32::NAN; tq * c.hq * c.dv];
+        let mut lse = vec![f32::NAN; tq * c.hq];
+        flexkern::attention(b, &args, bm.as_ref(), &mut out, Some(&mut lse)).unwrap();
+        compare(&out, &lse, &r, tol, &format!("{name} seed {seed}"));
+        // Without LSE the output is the same.
+        let mut out2 = vec![f32::NAN; out.len()];
+        flexkern::attention(b, &args, bm.as_ref(), &mut out2, None).unwrap();
+        assert!(
+            out.iter().zip(&out2).all(|(a, b)| a == b),
+            "{name}: O without LSE"
+        );
+    }
+}
+
+fn compare(out: &[f32], lse: &[f32], r: &reference::Reference, tol: f64, what: &str) {
+    let scale = r.o.iter().fold(1f64, |a, &b| a.max(b.abs()));
+    for (i, (&a, &b)) in out.iter().zip(&r.o).enumerate() {
+        let e = (a as f64 - b).abs();
+        // `!(e <= x)` also rejects NaN.
+        assert!(e <= tol * scale, "{what}: out[{i}] = {a}, oracle {b}");
+    }
+    let lscale = r
+        .lse
+        .iter()
+        .filter(|x| x.is_finite())
+        .fold(1f64, |a, &b| a.max(b.abs()));
+    for (i, (&a, &b)) in lse.iter().zip(&r.lse).enumerate() {
+        if b == f64::NEG_INFINITY {
+            assert_eq!(a, f32::NEG_INFINITY, "{what}: lse[{i}]");
+        } else {
+            let e = (a as f64 - b).abs();
+            assert!(e <= tol * lscale, "{what}: lse[{i}] = {a}, oracle {b}");
+        }
+    }
+}
+
+fn causal() -> Variant {
+    Variant::full().mask(builtins::causal())
+}
+
+#[test]
+fn head_sizes_and_gqa() {
+    for (i, d) in [64, 80, 96, 128, 256, 1, 576].into_iter().enumerate() {
+        let (q, kv) = if d == 576 { (40, 90) } else { (150, 170) };
+        check(&Case::new(q, kv, 4, 2, d).variant(causal()), i as u64);
+        check(&Case::new(3, 300, 8, 1, d), 100 + i as u64);
+    }
+    // Dk != Dv: 192/128 (DeepSeek prefill) and 576/512 (MLA decode).
+    check(&Case::new(130, 140, 2, 2, 192).dv(128).variant(causal()), 7);
+    check(&Case::new(2, 700, 16, 1, 576).dv(512), 8);
+    check(&Case::new(33, 33, 3, 3, 13).dv(5), 9);
+}
+
+#[test]
+fn f16_and_bf16_inputs() {
+    for (i, t) in [DType::F16, DType::BF16].into_iter().enumerate() {
+        check(
+            &Case::new(200, 200, 4, 1, 128).dtype(t).variant(causal()),
+            20 + i as u64,
+        );
+        check(&Case::new(1, 2100, 8, 2, 64).dtype(t), 22 + i as u64);
+        check(&Case::new(17, 50, 2, 1, 81).dtype(t), 24 + i as u64);
+    }
+}
+
+#[test]
+fn every_builtin_mod() {
+    let hq = 4;
+    let ids: Vec<i64> = (0..400).map(|i| (i / 37) as i64).collect();
+    let masks = [
+        builtins::causal(),
+        builtins::sliding_window(50).and(builtins::causal()),
+        builtins::local(20, 10),
+        builtins::chunked(64),
+        builtins::document(ids),
+        builtins::prefix_lm(70),
+        builtins::block_sparse(32, 2, 3, true),
+        builtins::block_sparse(16, 1, 4, false),
+    ];
+    for (i, m) in masks.into_iter().enumerate() {
+        let v = Variant::full().mask(m);
+        check(
+            &Case::new(160, 300, hq, 2, 64).variant(v.clone()),
+            30 + i as u64,
+        );
+        check(&Case::new(4, 300, hq, 1, 32).variant(v), 40 + i as u64);
+    }
+    let table: Vec<f32> = (0..hq * 17).map(|i| (i as f32 * 0.37).sin()).collect();
+    let scores = [
+        builtins::softcap(5.0),
+        builtins::alibi(builtins::alibi_slopes(hq)),
+        builtins::relative_bias(table, 8),
+    ];
+    for (i, s) in scores.into_iter().enumerate() {
+        let v = Variant::full().score(s);
+        check(
+            &Case::new(100, 130, hq, 2, 64).variant(v.clone()),
+            50 + i as u64,
+        );
+        check(&Case::new(1, 500, hq, 4, 64).variant(v), 60 + i as u64);
+    }
+}
+
+#[test]
+fn tree_mask_for_speculative_decoding() {
+    // A 6-token draft tree: token j sees its ancestors and itself.
+    let parent = [usize::MAX, 0, 0, 1, 1, 2];
+    let bits: Vec<i64> = (0..6)
+        .map(|j| {
+            let (mut b, mut x) = (0i64, j);
+            while x != usize::MAX {
+                b |= 1 << x;
+                x = parent[x];
+            }
+            b
+        })
+        .collect();
+    let v = Variant::full().mask(builtins::tree(bits));
+    check(&Case::new(6, 140, 4, 2, 64).variant(v), 70);
+}
+
+#[test]
+fn compositions_and_sinks() {
+    let hq = 6;
+    let sinks: Vec<f32> = (0..hq).map(|h| h as f32 * 0.8 - 2.0).collect();
+    let v = Variant::full()
+        .mask(builtins::causal())
+        .mask(builtins::sliding_window(40))
+        .score(builtins::alibi(builtins::alibi_slopes(hq)))
+        .score(builtins::softcap(8.0))
+        .sinks(sinks.clone());
+    check(&Case::new(120, 200, hq, 2, 64).variant(v.clone()), 80);
+    check(&Case::new(1, 3000, hq, 3, 64).variant(v), 81);
+    // Sinks alone, decode split over a long KV.
+    let v = Variant::full().sinks(sinks);
+    check(&Case::new(2, 5000, hq, 1, 128).variant(v), 82);
+}
+
+#[test]
+fn ragged_batches_with_empty_and_masked_rows() {
+    // Prefill chunks, decode tokens, q_len 0, kv_len 0, q_len > kv_len.
+    let q = [37, 1, 0, 4, 90, 3, 1, 20];
+    let kv = [37, 400, 12, 0, 200, 3, 1500, 5];
+    for (i, v) in [Variant::full(), causal()].into_iter().enumerate() {
+        check(&Case::ragged(&q, &kv, 4, 2, 64).variant(v), 90 + i as u64);
+    }
+    // Fully masked rows with sinks: O = 0, LSE = sink.
+    let v = causal().sinks(vec![0.5, -1.0]);
+    check(&Case::ragged(&q, &kv, 2, 1, 32).variant(v), 92);
+    // Everything masked.
+    let v = Variant::full().mask(flexkern::expr::kv_pos().lt(flexkern::expr::int(0)));
+    check(&Case::new(70, 80, 2, 1, 16).variant(v), 93);
+}
+
+#[test]
+fn random_shapes() {
+    let mut rng = StdRng::seed_from_u64(1234);
+    for i in 0..12 {
+        let hkv = rng.gen_range(1..=3);
+        let hq = hkv * rng.gen_range(1..=4);
+        let d = [8, 16, 40, 64, 72, 128][rng.gen_range(0..6)];
+        let n = rng.gen_range(1..=4);
+        let q: Vec<usize> = (0..n).map(|_| rng.gen_range(0..120)).collect();
+        let kv: Vec<usize> = q.iter().map(|&x| x + rng.gen_range(0..200)).collect();
+        let v = match i % 3 {
+            0 => Variant::full(),
+            1 => causal(),
+            _ => causal().score(builtins::softcap(4.0)),
+        };
+        let dt = [DType::F32, DType::F32, DType::BF16][i % 3];
+        check(
+            &Case::ragged(&q, &kv, hq, hkv, d).variant(v).dtype(dt),
+            200 + i as u64,
+        );
+    }
+}
+
+#[test]
+fn user_block_masks_dictate_tiles() {
+    for (i, blocks) in [(48, 40), (1, 7), (200, 300), (16, 128)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut c = Case::new(150, 180, 4, 2, 64).variant(causal());
+        c.blocks = Some(blocks);
+        check(&c, 300 + i as u64);
+    }
+    let mut c = Case::new(100, 100, 4, 1, 32)
+        .variant(Variant::full().mask(builtins::block_sparse(16, 1, 3, true)));
+    c.blocks = Some((32, 16));
+    check(&c, 310);
+}
+
+#[test]
+fn malformed_arguments_are_errors() {
+    let q = vec![0.5f32; 10 * 2 * 8];
+    let k = vec![0.5f32; 12 * 1 * 8];
+    let args = AttentionArgs::new(
+        TensorView::contiguous(&q[..], &[10, 2, 8]),
+        TensorView::contiguous(&k[..], &[12, 1, 8]),
+        TensorView::contiguous(&k[..], &[12, 1, 8]),
+    );
+    let b = CpuBackend;
+    let mut out = vec![0f32; 10 * 2 * 8];
+    assert!(flexkern::attention(&b, &args, None, &mut out[1..], None).is_err());
+    let mut lse = vec![0f32; 3];
+    assert!(flexkern::attention(&b, &args, None, &mut out, Some(&mut lse)).is_err());
+    // A block mask for other lengths.
+    let lens = flexkern::attention::problem::SeqLens::single(40, 12);
+    let bm = BlockMask::build(None, &lens, 2, 16, 16).unwrap();
+    assert!(flexkern::attention(&b, &args, Some(&bm), &mut out, None).is_err());
+    // The backend checks the KV source against the problem.
+    let (p, kv) = args.prepare().unwrap();
+    let plan = flexkern::attention::plan::plan(&p, &kv, &b.caps(), None).unwrap();
+    let mut short = kv.clone();
+    short.kv_lens[0] = 11;
+    assert!(b.attention(&p, &short, &plan, &mut out, None).is_err());
+    assert_eq!(kv.kv_len(0), 12);
+    assert!(flexkern::attention(&b, &args, None, &mut out, None).is_ok());
+}
