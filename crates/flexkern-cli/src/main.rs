@@ -15,12 +15,24 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     // --- subcommands (one line each; keep this list sorted by area) ---
+    /// Quantize a .npy f32 [N, K] into raw GGUF tensor bytes.
+    Quantize(commands::quant::QuantizeArgs),
+    /// Dequantize raw tensor bytes into a .npy f32 [N, K].
+    Dequantize(commands::quant::DequantizeArgs),
+    /// y = W x for raw quantized W and .npy x.
+    Gemv(commands::quant::GemvArgs),
+    /// Quantized GEMV beside measured memory read bandwidth.
+    BenchGemv(commands::bench_gemv::BenchGemvArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result: anyhow::Result<()> = match cli.command {
         // --- dispatch (one line each) ---
+        Command::Quantize(a) => commands::quant::run_quantize(&a),
+        Command::Dequantize(a) => commands::quant::run_dequantize(&a),
+        Command::Gemv(a) => commands::quant::run_gemv(&a),
+        Command::BenchGemv(a) => commands::bench_gemv::run_bench_gemv(&a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
