@@ -6,7 +6,11 @@ mod npy;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "flexkern", version, about = "Attention and quantized GEMV kernels for LLM inference")]
+#[command(
+    name = "flexkern",
+    version,
+    about = "Attention and quantized GEMV kernels for LLM inference"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -15,6 +19,14 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     // --- subcommands (one line each; keep this list sorted by area) ---
+    /// Run a GGUF model on a prompt, streaming tokens.
+    Run(commands::run::RunArgs),
+    /// Attention over .npy files (the interop path).
+    Attn(commands::attn::AttnArgs),
+    /// Compare every kernel with the f64 oracle over a matrix of cases.
+    Verify(commands::verify::VerifyArgs),
+    /// Benchmarks beside the machine limits measured in the same run.
+    Bench(commands::bench::BenchArgs),
     /// Quantize a .npy f32 [N, K] into raw GGUF tensor bytes.
     Quantize(commands::quant::QuantizeArgs),
     /// Dequantize raw tensor bytes into a .npy f32 [N, K].
@@ -29,6 +41,10 @@ fn main() {
     let cli = Cli::parse();
     let result: anyhow::Result<()> = match cli.command {
         // --- dispatch (one line each) ---
+        Command::Run(a) => commands::run::run_model(a),
+        Command::Attn(a) => commands::attn::run_attn(&a),
+        Command::Verify(a) => commands::verify::run_verify(&a),
+        Command::Bench(a) => commands::bench::run_bench(&a),
         Command::Quantize(a) => commands::quant::run_quantize(&a),
         Command::Dequantize(a) => commands::quant::run_dequantize(&a),
         Command::Gemv(a) => commands::quant::run_gemv(&a),

@@ -15,6 +15,7 @@ pub mod ops;
 pub mod reference;
 pub mod tensor;
 pub mod variant;
+pub mod verify;
 
 pub use attention::{attention, AttentionArgs};
 pub use backend::cpu::CpuBackend;

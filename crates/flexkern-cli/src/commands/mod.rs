@@ -1,4 +1,9 @@
 //! One module per subcommand family.
 
-pub mod quant;
+pub mod attn;
+pub mod bench;
 pub mod bench_gemv;
+pub mod limits;
+pub mod quant;
+pub mod run;
+pub mod verify;

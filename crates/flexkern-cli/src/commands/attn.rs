@@ -1,0 +1,161 @@
+//! `flexkern attn`: attention over .npy files, the interop path for Python users.
+
+use crate::npy::{self, Npy, NpyData};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use flexkern::builtins;
+use flexkern::tensor::TensorView;
+use flexkern::{AttentionArgs, CpuBackend, Variant};
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct AttnArgs {
+    /// Q as [tokens, Hq, D] (.npy, f32 or f16).
+    #[arg(long)]
+    pub q: PathBuf,
+    /// K as [tokens, Hkv, D].
+    #[arg(long)]
+    pub k: PathBuf,
+    /// V as [tokens, Hkv, Dv].
+    #[arg(long)]
+    pub v: PathBuf,
+    /// Output O, f32 [tokens, Hq, Dv].
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Output LSE, f32 [tokens, Hq], natural log.
+    #[arg(long)]
+    pub lse: Option<PathBuf>,
+    /// Cumulative query lengths, e.g. 0,5,9 (default: one sequence).
+    #[arg(long, value_delimiter = ',')]
+    pub cu_q_lens: Option<Vec<u64>>,
+    /// Cumulative KV lengths, e.g. 0,100,130.
+    #[arg(long, value_delimiter = ',')]
+    pub cu_kv_lens: Option<Vec<u64>>,
+    /// Mask, repeatable (ANDed): causal | sliding:W | local:L:R | chunked:C | prefix-lm:N | document:IDS.npy
+    #[arg(long = "mask")]
+    pub masks: Vec<String>,
+    /// Logit soft-capping C: s -> C * tanh(s / C).
+    #[arg(long)]
+    pub softcap: Option<f64>,
+    /// ALiBi slopes per q head (.npy f32 [Hq]).
+    #[arg(long)]
+    pub alibi: Option<PathBuf>,
+    /// Attention-sink logits per q head (.npy f32 [Hq]).
+    #[arg(long)]
+    pub sinks: Option<PathBuf>,
+    /// Score scale (default 1/sqrt(D)).
+    #[arg(long)]
+    pub scale: Option<f32>,
+    /// Device: cpu.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+}
+
+/// Parses repeated `--mask` flags into one ANDed mask.
+pub fn parse_masks(masks: &[String], mut v: Variant) -> Result<Variant> {
+    for m in masks {
+        let parts: Vec<&str> = m.split(':').collect();
+        let num = |i: usize| -> Result<i64> {
+            parts
+                .get(i)
+                .with_context(|| format!("--mask {m}: missing a number"))?
+                .parse::<i64>()
+                .with_context(|| format!("--mask {m}: not an integer"))
+        };
+        let e = match parts[0] {
+            "causal" => builtins::causal(),
+            "sliding" => builtins::sliding_window(num(1)?),
+            "local" => builtins::local(num(1)?, num(2)?),
+            "chunked" => builtins::chunked(num(1)?),
+            "prefix-lm" => builtins::prefix_lm(num(1)?),
+            "document" => {
+                let path = parts.get(1).with_context(|| "--mask document:IDS.npy needs a file")?;
+                let ids = npy::read(path.as_ref())?.to_i64(path)?;
+                builtins::document(ids)
+            }
+            other => bail!("--mask: unknown mask `{other}` (causal, sliding:W, local:L:R, chunked:C, prefix-lm:N, document:IDS.npy)"),
+        };
+        v = v.mask(e);
+    }
+    Ok(v)
+}
+
+fn f32_vec(path: &PathBuf, what: &str) -> Result<Vec<f32>> {
+    let a = npy::read(path)?;
+    if a.shape.len() != 1 {
+        bail!("--{what}: expected a 1-D array, got shape {:?}", a.shape);
+    }
+    Ok(a.to_f32())
+}
+
+fn view<'a>(a: &'a Npy, name: &'static str) -> Result<TensorView<'a>> {
+    if a.shape.len() != 3 {
+        bail!(
+            "--{name}: expected [tokens, heads, dim], got shape {:?}",
+            a.shape
+        );
+    }
+    Ok(match &a.data {
+        NpyData::F32(v) => TensorView::contiguous(v.as_slice(), &a.shape),
+        NpyData::F16(v) => TensorView::contiguous(v.as_slice(), &a.shape),
+        _ => bail!("--{name}: expected f32 or f16 data"),
+    })
+}
+
+pub fn run_attn(a: &AttnArgs) -> Result<()> {
+    if a.device != "cpu" {
+        bail!(
+            "--device {}: only `cpu` is available in this build",
+            a.device
+        );
+    }
+    let (q, k, v) = (npy::read(&a.q)?, npy::read(&a.k)?, npy::read(&a.v)?);
+    // Mixed f16/f32 inputs are widened to f32 so every operand has one dtype.
+    let widen = |x: &Npy| -> Npy {
+        match x.data {
+            NpyData::F16(_) => Npy {
+                shape: x.shape.clone(),
+                data: NpyData::F32(x.to_f32()),
+            },
+            _ => x.clone(),
+        }
+    };
+    let same = matches!(
+        (&q.data, &k.data, &v.data),
+        (NpyData::F16(_), NpyData::F16(_), NpyData::F16(_))
+    );
+    let (q, k, v) = if same {
+        (q, k, v)
+    } else {
+        (widen(&q), widen(&k), widen(&v))
+    };
+    let mut variant = parse_masks(&a.masks, Variant::full())?;
+    if let Some(c) = a.softcap {
+        variant = variant.score(builtins::softcap(c));
+    }
+    if let Some(p) = &a.alibi {
+        variant = variant.score(builtins::alibi(f32_vec(p, "alibi")?));
+    }
+    if let Some(p) = &a.sinks {
+        variant = variant.sinks(f32_vec(p, "sinks")?);
+    }
+    let mut args =
+        AttentionArgs::new(view(&q, "q")?, view(&k, "k")?, view(&v, "v")?).variant(variant);
+    match (&a.cu_q_lens, &a.cu_kv_lens) {
+        (Some(cq), Some(ck)) => args = args.ragged(cq, ck),
+        (None, None) => {}
+        _ => bail!("give both --cu-q-lens and --cu-kv-lens, or neither"),
+    }
+    if let Some(s) = a.scale {
+        args = args.scale(s);
+    }
+    let (tokens, hq, dv) = (q.shape[0], q.shape[1], v.shape[2]);
+    let mut o = vec![0f32; tokens * hq * dv];
+    let mut lse = vec![0f32; tokens * hq];
+    flexkern::attention(&CpuBackend::default(), &args, None, &mut o, Some(&mut lse))?;
+    npy::write_f32(&a.out, &[tokens, hq, dv], &o)?;
+    if let Some(p) = &a.lse {
+        npy::write_f32(p, &[tokens, hq], &lse)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,209 @@
+//! `flexkern bench`: attention benchmarks reported beside the machine limits measured in the
+//! same run (FMA rate, read bandwidth). Medians of repeated runs.
+
+use super::limits::{fma_peak_gflops, median_secs, read_bandwidth_gbs};
+use anyhow::Result;
+use clap::Args;
+use flexkern::attention::problem::SeqLens;
+use flexkern::builtins::{causal, sliding_window};
+use flexkern::verify::{Input, Rng};
+use flexkern::{AttentionArgs, BlockMask, CpuBackend, DType, Variant};
+use std::io::Write;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// What to run: attn, gemv or all.
+    #[arg(default_value = "all")]
+    pub what: String,
+    /// Fewer repetitions and smaller shapes (smoke test of the benchmark itself).
+    #[arg(long)]
+    pub quick: bool,
+    /// Also append the rows to this CSV file.
+    #[arg(long)]
+    pub csv: Option<std::path::PathBuf>,
+}
+
+/// One result row.
+pub struct Row {
+    pub case: String,
+    pub ms: f64,
+    pub gflops: f64,
+    pub gbs: f64,
+    pub ratio: f64,
+    pub limit: &'static str,
+}
+
+pub fn print_rows(rows: &[Row], csv: Option<&std::path::Path>) -> Result<()> {
+    println!(
+        "{:<52} {:>10} {:>9} {:>8} {:>8}  of",
+        "case", "median ms", "GFLOP/s", "GB/s", "ratio"
+    );
+    for r in rows {
+        println!(
+            "{:<52} {:>10.3} {:>9.1} {:>8.2} {:>7.1}%  {}",
+            r.case,
+            r.ms,
+            r.gflops,
+            r.gbs,
+            r.ratio * 100.0,
+            r.limit
+        );
+    }
+    if let Some(p) = csv {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)?;
+        for r in rows {
+            writeln!(
+                f,
+                "{},{:.4},{:.2},{:.3},{:.4},{}",
+                r.case, r.ms, r.gflops, r.gbs, r.ratio, r.limit
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn random(n: usize, dtype: DType, seed: u64) -> Input {
+    let mut rng = Rng::new(seed);
+    let v: Vec<f32> = (0..n).map(|_| rng.uniform()).collect();
+    match dtype {
+        DType::F16 => Input::F16(v.iter().map(|&x| half::f16::from_f32(x)).collect()),
+        DType::BF16 => Input::BF16(v.iter().map(|&x| half::bf16::from_f32(x)).collect()),
+        _ => Input::F32(v),
+    }
+}
+
+/// Median time of one attention call, seconds.
+#[allow(clippy::too_many_arguments)]
+fn time_attention(
+    dtype: DType,
+    q_len: usize,
+    kv_len: usize,
+    hq: usize,
+    hkv: usize,
+    d: usize,
+    variant: &Variant,
+    reps: usize,
+) -> Result<f64> {
+    let q = random(q_len * hq * d, dtype, 1);
+    let k = random(kv_len * hkv * d, dtype, 2);
+    let v = random(kv_len * hkv * d, dtype, 3);
+    let args = AttentionArgs::new(
+        q.view(&[q_len, hq, d]),
+        k.view(&[kv_len, hkv, d]),
+        v.view(&[kv_len, hkv, d]),
+    )
+    .variant(variant.clone());
+    let backend = CpuBackend::default();
+    let mut o = vec![0f32; q_len * hq * d];
+    // Build the BlockMask once, as a serving engine does per batch layout.
+    let (p, _) = args.prepare()?;
+    let bm = flexkern::attention::plan::plan(
+        &p,
+        &args.prepare()?.1,
+        &flexkern::Backend::caps(&backend),
+        None,
+    )?
+    .block_mask
+    .into_owned();
+    let mut err = None;
+    let t = median_secs(1, reps, || {
+        if let Err(e) = flexkern::attention(&backend, &args, Some(&bm), &mut o, None) {
+            err = Some(e);
+        }
+    });
+    if let Some(e) = err {
+        return Err(e.into());
+    }
+    Ok(t)
+}
+
+pub fn run_attention_benches(quick: bool, fma: f64, bw: f64) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let reps = if quick { 1 } else { 5 };
+    let s = if quick { 1024 } else { 4096 };
+    let (h, d) = (8, 128);
+    let full_flops = 4.0 * (s * s * d * h) as f64;
+    let causal_v = Variant::full().mask(causal());
+    for (name, v, flops) in [
+        ("causal", &causal_v, full_flops / 2.0),
+        ("dense", &Variant::full(), full_flops),
+    ] {
+        let t = time_attention(DType::F32, s, s, h, h, d, v, reps)?;
+        rows.push(Row {
+            case: format!("prefill f32 {name} S{s} H{h} D{d}"),
+            ms: t * 1e3,
+            gflops: flops / t / 1e9,
+            gbs: 0.0,
+            ratio: flops / t / 1e9 / fma,
+            limit: "FMA peak",
+        });
+    }
+    // Sliding window: compare with the dense rate times the kept fraction.
+    let w = 256;
+    let kept: f64 = (0..s).map(|i| (i + 1).min(w) as f64).sum();
+    let dense_t = rows[1].ms / 1e3;
+    let sw = Variant::full()
+        .mask(causal())
+        .mask(sliding_window(w as i64));
+    let t = time_attention(DType::F32, s, s, h, h, d, &sw, reps)?;
+    let ideal = dense_t * kept / (s * s) as f64;
+    let flops = 4.0 * kept * (d * h) as f64;
+    rows.push(Row {
+        case: format!("prefill f32 sliding {w}+causal S{s} (time/ideal)"),
+        ms: t * 1e3,
+        gflops: flops / t / 1e9,
+        gbs: 0.0,
+        ratio: t / ideal,
+        limit: "ideal time",
+    });
+    // BlockMask construction for causal, as a fraction of the attention it serves.
+    let prog = causal_v.compile()?.mask;
+    let lens = SeqLens::single(s, s);
+    let bt = median_secs(1, reps.max(3), || {
+        std::hint::black_box(BlockMask::build(prog.as_ref(), &lens, h, 64, 64).ok());
+    });
+    rows.push(Row {
+        case: format!("BlockMask build causal S{s} (of causal attn)"),
+        ms: bt * 1e3,
+        gflops: 0.0,
+        gbs: 0.0,
+        ratio: bt / (rows[0].ms / 1e3),
+        limit: "attention time",
+    });
+    // Decode: one query, long KV, GQA 32/8: bandwidth bound.
+    let kv = if quick { 4096 } else { 32768 };
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        let t = time_attention(dtype, 1, kv, 32, 8, d, &causal_v, reps * 4)?;
+        let bytes = (2 * kv * 8 * d * dtype.size()) as f64;
+        rows.push(Row {
+            case: format!("decode {} KV{kv} Hq32/Hkv8 D{d}", dtype.name()),
+            ms: t * 1e3,
+            gflops: 0.0,
+            gbs: bytes / t / 1e9,
+            ratio: bytes / t / 1e9 / bw,
+            limit: "read bandwidth",
+        });
+    }
+    Ok(rows)
+}
+
+pub fn run_bench(a: &BenchArgs) -> Result<()> {
+    println!(
+        "flexkern bench {} ({} threads)",
+        a.what,
+        rayon::current_num_threads()
+    );
+    let fma = fma_peak_gflops();
+    let bw = read_bandwidth_gbs();
+    println!(
+        "machine limits (measured now): FMA peak {fma:.1} GFLOP/s, read bandwidth {bw:.2} GB/s"
+    );
+    let mut rows = Vec::new();
+    if a.what == "attn" || a.what == "all" {
+        rows.extend(run_attention_benches(a.quick, fma, bw)?);
+    }
+    print_rows(&rows, a.csv.as_deref())
+}

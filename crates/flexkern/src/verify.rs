@@ -1,0 +1,429 @@
+//! Oracle comparison over a matrix of shapes, dtypes and variants: the engine behind
+//! `flexkern verify`, usable with any backend.
+
+use crate::attention::{attention, AttentionArgs};
+use crate::backend::Backend;
+use crate::builtins::*;
+use crate::expr::{int, kv_pos, q_pos};
+use crate::reference;
+use crate::tensor::TensorView;
+use crate::variant::Variant;
+use crate::DType;
+use half::{bf16, f16};
+
+/// A small deterministic generator (xorshift64*), so cases are reproducible from a seed.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+    /// Uniform in [-1, 1).
+    pub fn uniform(&mut self) -> f32 {
+        ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// One verification case.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub name: String,
+    pub dtype: DType,
+    /// (q_len, kv_len) per sequence.
+    pub seqs: Vec<(usize, usize)>,
+    pub hq: usize,
+    pub hkv: usize,
+    pub dk: usize,
+    pub dv: usize,
+    pub variant: Variant,
+}
+
+/// Outcome of one case.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub name: String,
+    pub dtype: DType,
+    /// max |out - ref| / max(1, max |ref|).
+    pub err_o: f64,
+    pub err_lse: f64,
+    pub tol: f64,
+    pub passed: bool,
+    pub note: String,
+}
+
+/// The tolerance of DEVELOPERS.md for inputs of `dtype`.
+pub fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-5,
+        _ => 1e-2,
+    }
+}
+
+/// The standard matrix: every built-in mod, compositions, GQA/MQA, head sizes, ragged batches,
+/// zero-length and fully masked sequences, split-KV decode, for each activation dtype.
+pub fn standard_cases(quick: bool) -> Vec<Case> {
+    let ids: Vec<i64> = (0..600).map(|i| (i / 70) as i64).collect();
+    let tree_bits: Vec<i64> = (0..8)
+        .map(|i: i64| (1 << i) | if i > 0 { 1 } else { 0 } | if i > 3 { 1 << 2 } else { 0 })
+        .collect();
+    let ragged = vec![(37, 300), (1, 129), (0, 50), (64, 64), (5, 0), (1, 1)];
+    let neighborhood = {
+        // 2D neighborhood attention on a 16x16 image, radius 2 (FlexAttention appendix).
+        let w = 16;
+        let (qr, qc) = (q_pos() / w, q_pos() % w);
+        let (kr, kc) = (kv_pos() / w, kv_pos() % w);
+        (qr - kr).abs().le(int(2)).and((qc - kc).abs().le(int(2)))
+    };
+    let mut base: Vec<(
+        String,
+        Vec<(usize, usize)>,
+        usize,
+        usize,
+        usize,
+        usize,
+        Variant,
+    )> = vec![
+        (
+            "full".into(),
+            vec![(100, 100)],
+            4,
+            4,
+            64,
+            64,
+            Variant::full(),
+        ),
+        (
+            "causal".into(),
+            vec![(200, 200)],
+            4,
+            2,
+            128,
+            128,
+            Variant::full().mask(causal()),
+        ),
+        (
+            "causal ragged".into(),
+            ragged.clone(),
+            8,
+            2,
+            64,
+            64,
+            Variant::full().mask(causal()),
+        ),
+        (
+            "sliding 48 + causal".into(),
+            vec![(300, 300)],
+            2,
+            1,
+            64,
+            64,
+            Variant::full().mask(causal()).mask(sliding_window(48)),
+        ),
+        (
+            "local 10:5".into(),
+            vec![(150, 150)],
+            2,
+            2,
+            80,
+            80,
+            Variant::full().mask(local(10, 5)),
+        ),
+        (
+            "chunked 32 + causal".into(),
+            vec![(130, 130)],
+            2,
+            2,
+            96,
+            96,
+            Variant::full().mask(chunked(32)).mask(causal()),
+        ),
+        (
+            "document".into(),
+            vec![(600, 600)],
+            2,
+            1,
+            64,
+            64,
+            Variant::full().mask(document(ids)).mask(causal()),
+        ),
+        (
+            "prefix-lm 40".into(),
+            vec![(120, 120)],
+            2,
+            2,
+            64,
+            64,
+            Variant::full().mask(prefix_lm(40)),
+        ),
+        (
+            "tree (spec decode)".into(),
+            vec![(8, 200)],
+            4,
+            1,
+            128,
+            128,
+            Variant::full().mask(tree(tree_bits)),
+        ),
+        (
+            "block-sparse".into(),
+            vec![(256, 256)],
+            4,
+            2,
+            64,
+            64,
+            Variant::full().mask(block_sparse(16, 2, 4, true)),
+        ),
+        (
+            "softcap 30".into(),
+            vec![(90, 90)],
+            2,
+            2,
+            128,
+            128,
+            Variant::full().mask(causal()).score(softcap(30.0)),
+        ),
+        (
+            "alibi".into(),
+            vec![(100, 140)],
+            4,
+            4,
+            64,
+            64,
+            Variant::full().mask(causal()).score(alibi(alibi_slopes(4))),
+        ),
+        (
+            "relative bias".into(),
+            vec![(70, 70)],
+            2,
+            1,
+            64,
+            64,
+            Variant::full().score(relative_bias(
+                (0..2 * 17).map(|i| (i as f32 * 0.37).sin()).collect(),
+                8,
+            )),
+        ),
+        (
+            "sinks".into(),
+            vec![(50, 80), (1, 0)],
+            4,
+            2,
+            64,
+            64,
+            Variant::full()
+                .mask(causal())
+                .sinks(vec![0.5, -1.0, 2.0, f32::NEG_INFINITY]),
+        ),
+        (
+            "causal+softcap+alibi+sinks".into(),
+            vec![(60, 90), (1, 700)],
+            4,
+            2,
+            128,
+            128,
+            Variant::full()
+                .mask(causal())
+                .score(softcap(20.0))
+                .score(alibi(alibi_slopes(4)))
+                .sinks(vec![0.1, 0.2, 0.3, 0.4]),
+        ),
+        (
+            "neighborhood 2D".into(),
+            vec![(256, 256)],
+            2,
+            2,
+            64,
+            64,
+            Variant::full().mask(neighborhood),
+        ),
+        (
+            "fully masked rows".into(),
+            vec![(20, 10)],
+            2,
+            2,
+            64,
+            64,
+            Variant::full().mask(causal()),
+        ),
+        (
+            "decode split-KV".into(),
+            vec![(1, 5000), (1, 3000)],
+            8,
+            2,
+            128,
+            128,
+            Variant::full().mask(causal()),
+        ),
+        (
+            "decode D=256".into(),
+            vec![(2, 2000)],
+            4,
+            1,
+            256,
+            256,
+            Variant::full().mask(causal()),
+        ),
+        (
+            "Dk 192 / Dv 128".into(),
+            vec![(64, 64)],
+            2,
+            2,
+            192,
+            128,
+            Variant::full().mask(causal()),
+        ),
+        (
+            "MLA decode 576/512".into(),
+            vec![(1, 500)],
+            8,
+            1,
+            576,
+            512,
+            Variant::full().mask(causal()),
+        ),
+        (
+            "head size 1".into(),
+            vec![(33, 33)],
+            2,
+            1,
+            1,
+            1,
+            Variant::full().mask(causal()),
+        ),
+    ];
+    if quick {
+        base.retain(|c| !c.0.starts_with("decode split") && c.0 != "document");
+    }
+    let mut out = Vec::new();
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        for (name, seqs, hq, hkv, dk, dv, variant) in &base {
+            out.push(Case {
+                name: name.clone(),
+                dtype,
+                seqs: seqs.clone(),
+                hq: *hq,
+                hkv: *hkv,
+                dk: *dk,
+                dv: *dv,
+                variant: variant.clone(),
+            });
+        }
+    }
+    out
+}
+
+fn fill(rng: &mut Rng, n: usize, dtype: DType) -> Input {
+    let v: Vec<f32> = (0..n).map(|_| rng.uniform() * 2.0).collect();
+    match dtype {
+        DType::F16 => Input::F16(v.iter().map(|&x| f16::from_f32(x)).collect()),
+        DType::BF16 => Input::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
+        _ => Input::F32(v),
+    }
+}
+
+/// Owned random input of one dtype.
+pub enum Input {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+}
+
+impl Input {
+    pub fn view(&self, shape: &[usize]) -> TensorView<'_> {
+        match self {
+            Input::F32(v) => TensorView::contiguous(v.as_slice(), shape),
+            Input::F16(v) => TensorView::contiguous(v.as_slice(), shape),
+            Input::BF16(v) => TensorView::contiguous(v.as_slice(), shape),
+        }
+    }
+}
+
+/// Relative max error with NaN treated as infinite error; -inf must match -inf exactly.
+pub fn rel_err(got: &[f32], want: &[f64]) -> f64 {
+    let scale = want
+        .iter()
+        .filter(|x| x.is_finite())
+        .fold(1.0f64, |a, &b| a.max(b.abs()));
+    let mut e = 0.0f64;
+    for (&g, &w) in got.iter().zip(want) {
+        let g = g as f64;
+        let d = if w.is_infinite() || g.is_infinite() {
+            if g == w {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        } else if g.is_nan() || w.is_nan() {
+            f64::INFINITY
+        } else {
+            (g - w).abs()
+        };
+        e = e.max(d);
+    }
+    e / scale
+}
+
+/// Runs one case on `backend` and compares with the oracle on the same rounded inputs.
+pub fn run_case(backend: &dyn Backend, c: &Case, seed: u64) -> Outcome {
+    let mut rng = Rng::new(seed);
+    let total_q: usize = c.seqs.iter().map(|s| s.0).sum();
+    let total_kv: usize = c.seqs.iter().map(|s| s.1).sum();
+    let q = fill(&mut rng, total_q * c.hq * c.dk, c.dtype);
+    let k = fill(&mut rng, total_kv * c.hkv * c.dk, c.dtype);
+    let v = fill(&mut rng, total_kv * c.hkv * c.dv, c.dtype);
+    let mut cu_q = vec![0u64];
+    let mut cu_kv = vec![0u64];
+    for &(a, b) in &c.seqs {
+        cu_q.push(cu_q.last().unwrap() + a as u64);
+        cu_kv.push(cu_kv.last().unwrap() + b as u64);
+    }
+    let args = AttentionArgs::new(
+        q.view(&[total_q, c.hq, c.dk]),
+        k.view(&[total_kv, c.hkv, c.dk]),
+        v.view(&[total_kv, c.hkv, c.dv]),
+    )
+    .ragged(&cu_q, &cu_kv)
+    .variant(c.variant.clone());
+    let tol = tolerance(c.dtype);
+    let fail = |note: String| Outcome {
+        name: c.name.clone(),
+        dtype: c.dtype,
+        err_o: f64::INFINITY,
+        err_lse: f64::INFINITY,
+        tol,
+        passed: false,
+        note,
+    };
+    let (p, kvs) = match args.prepare() {
+        Ok(x) => x,
+        Err(e) => return fail(format!("prepare: {e}")),
+    };
+    let want = reference::attention(&p, &kvs);
+    // Poison outputs so unwritten elements show.
+    let mut o = vec![f32::NAN; total_q * c.hq * c.dv];
+    let mut lse = vec![f32::NAN; total_q * c.hq];
+    if let Err(e) = attention(backend, &args, None, &mut o, Some(&mut lse)) {
+        return fail(format!("run: {e}"));
+    }
+    let (err_o, err_lse) = (rel_err(&o, &want.o), rel_err(&lse, &want.lse));
+    let passed = err_o <= tol && err_lse <= tol;
+    Outcome {
+        name: c.name.clone(),
+        dtype: c.dtype,
+        err_o,
+        err_lse,
+        tol,
+        passed,
+        note: String::new(),
+    }
+}
