@@ -22,9 +22,12 @@ fn env() -> Environment<'static> {
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-    env.add_function("raise_exception", |msg: String| -> std::result::Result<String, JinjaError> {
-        Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
-    });
+    env.add_function(
+        "raise_exception",
+        |msg: String| -> std::result::Result<String, JinjaError> {
+            Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
+        },
+    );
     env.add_function("strftime_now", |fmt: String| strftime_now(&fmt));
     env
 }
@@ -41,7 +44,11 @@ fn jinja_err(e: JinjaError) -> GgufError {
 
 impl ChatTemplate {
     /// Compiles `source` once to report syntax errors early.
-    pub fn new(source: impl Into<String>, bos_token: impl Into<String>, eos_token: impl Into<String>) -> Result<Self> {
+    pub fn new(
+        source: impl Into<String>,
+        bos_token: impl Into<String>,
+        eos_token: impl Into<String>,
+    ) -> Result<Self> {
         let source = source.into();
         env().template_from_str(&source).map_err(jinja_err)?;
         Ok(Self {
@@ -102,8 +109,18 @@ fn strftime_now(fmt: &str) -> String {
         .map_or(0, |d| d.as_secs());
     let (y, m, d) = civil_from_days((secs / 86_400) as i64);
     const MONTHS: [&str; 12] = [
-        "January", "February", "March", "April", "May", "June", "July", "August", "September",
-        "October", "November", "December",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
     ];
     let month = MONTHS[(m - 1) as usize];
     let mut out = String::new();
@@ -171,7 +188,12 @@ mod tests {
 
     #[test]
     fn python_methods_and_dates() {
-        let t = ChatTemplate::new("{{ messages[0].content.strip().upper() }} {{ strftime_now('%Y') | length }}", "", "").unwrap();
+        let t = ChatTemplate::new(
+            "{{ messages[0].content.strip().upper() }} {{ strftime_now('%Y') | length }}",
+            "",
+            "",
+        )
+        .unwrap();
         assert_eq!(t.apply(&[("user", "  a b ")], false).unwrap(), "A B 4");
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_414), (2025, 11, 22));

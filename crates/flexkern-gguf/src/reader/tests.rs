@@ -20,7 +20,10 @@ fn all_values() -> Vec<(&'static str, Value)> {
         ("empty", Value::Array(ValueType::F64, vec![])),
         (
             "nested",
-            Value::Array(ValueType::Array, vec![Value::i32_array(&[1, 2]), Value::i32_array(&[])]),
+            Value::Array(
+                ValueType::Array,
+                vec![Value::i32_array(&[1, 2]), Value::i32_array(&[])],
+            ),
         ),
     ]
 }
@@ -38,9 +41,12 @@ fn sample(align: Option<u32>) -> (GgufWriter, Vec<Vec<u8>>) {
         (0..2 * 20).map(|i| (i * 7) as u8).collect(),
         (0..144).map(|i| (i * 3) as u8).collect(),
     ];
-    w.add_tensor("a.f32", &[3, 4], GgmlType::F32, datas[0].clone()).unwrap();
-    w.add_tensor("b.q4_1", &[32, 1, 2], GgmlType::Q4_1, datas[1].clone()).unwrap();
-    w.add_tensor("c.q4k", &[256], GgmlType::Q4_K, datas[2].clone()).unwrap();
+    w.add_tensor("a.f32", &[3, 4], GgmlType::F32, datas[0].clone())
+        .unwrap();
+    w.add_tensor("b.q4_1", &[32, 1, 2], GgmlType::Q4_1, datas[1].clone())
+        .unwrap();
+    w.add_tensor("c.q4k", &[256], GgmlType::Q4_K, datas[2].clone())
+        .unwrap();
     (w, datas)
 }
 
@@ -62,7 +68,10 @@ fn round_trip_all_value_types_and_tensors() {
             assert_eq!(f.tensor_data(&t.name).unwrap(), &d[..]);
         }
         let b = f.tensor_info("b.q4_1").unwrap();
-        assert_eq!((b.dims.clone(), b.ggml_type, b.n_elements()), (vec![32, 1, 2], GgmlType::Q4_1, 64));
+        assert_eq!(
+            (b.dims.clone(), b.ggml_type, b.n_elements()),
+            (vec![32, 1, 2], GgmlType::Q4_1, 64)
+        );
     }
 }
 
@@ -80,10 +89,16 @@ fn typed_getters_convert_widths_and_name_the_key() {
     assert_eq!(f.get_str_array("arr").unwrap(), vec!["a", "", "c"]);
     assert_eq!(f.get_opt("missing", GgufFile::get_u32).unwrap(), None);
     assert!(matches!(f.get_u32("i8"), Err(GgufError::OutOfRange { key, .. }) if key == "i8"));
-    assert!(matches!(f.get_u32("u64"), Err(GgufError::OutOfRange { .. })));
+    assert!(matches!(
+        f.get_u32("u64"),
+        Err(GgufError::OutOfRange { .. })
+    ));
     assert!(matches!(f.get_str("u8"), Err(GgufError::WrongType { key, .. }) if key == "u8"));
     assert!(matches!(f.get_u32("nope"), Err(GgufError::KeyNotFound(k)) if k == "nope"));
-    assert!(matches!(f.tensor_data("nope"), Err(GgufError::TensorNotFound(_))));
+    assert!(matches!(
+        f.tensor_data("nope"),
+        Err(GgufError::TensorNotFound(_))
+    ));
 }
 
 #[test]
@@ -101,7 +116,10 @@ fn open_reads_a_file_and_reports_missing_ones() {
     sample(None).0.write(&p).unwrap();
     let f = GgufFile::open(&p).unwrap();
     assert_eq!(f.tensor_data("a.f32").unwrap()[5], 5);
-    assert!(matches!(GgufFile::open(dir.join("missing.gguf")), Err(GgufError::Io { .. })));
+    assert!(matches!(
+        GgufFile::open(dir.join("missing.gguf")),
+        Err(GgufError::Io { .. })
+    ));
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -150,18 +168,32 @@ fn malformed_headers_are_typed_errors() {
     let good = sample(None).0.to_bytes();
     let mut bad = good.clone();
     bad[0] = b'X';
-    assert!(matches!(GgufFile::from_bytes(bad), Err(GgufError::BadMagic { .. })));
+    assert!(matches!(
+        GgufFile::from_bytes(bad),
+        Err(GgufError::BadMagic { .. })
+    ));
     for v in [1u32, 4, 0x0300_0000] {
         let mut bad = good.clone();
         bad[4..8].copy_from_slice(&v.to_le_bytes());
-        assert!(matches!(GgufFile::from_bytes(bad), Err(GgufError::UnsupportedVersion(x)) if x == v));
+        assert!(
+            matches!(GgufFile::from_bytes(bad), Err(GgufError::UnsupportedVersion(x)) if x == v)
+        );
     }
     // Every truncation fails cleanly (the last tensor's bytes are needed).
     for n in 0..good.len() {
-        assert!(GgufFile::from_bytes(good[..n].to_vec()).is_err(), "prefix {n}");
+        assert!(
+            GgufFile::from_bytes(good[..n].to_vec()).is_err(),
+            "prefix {n}"
+        );
     }
-    assert!(matches!(Raw::new(3, 0, u64::MAX).parse(0), Err(GgufError::CountTooLarge { .. })));
-    assert!(matches!(Raw::new(3, 1 << 40, 0).parse(0), Err(GgufError::CountTooLarge { .. })));
+    assert!(matches!(
+        Raw::new(3, 0, u64::MAX).parse(0),
+        Err(GgufError::CountTooLarge { .. })
+    ));
+    assert!(matches!(
+        Raw::new(3, 1 << 40, 0).parse(0),
+        Err(GgufError::CountTooLarge { .. })
+    ));
 }
 
 #[test]
@@ -170,7 +202,12 @@ fn malformed_metadata_is_a_typed_error() {
     assert!(matches!(e, Err(GgufError::UnknownValueType { id: 99, .. })));
     let e = Raw::new(3, 0, 1).str("k").u32(8).u64(u64::MAX).parse(0);
     assert!(matches!(e, Err(GgufError::Truncated { .. })));
-    let e = Raw::new(3, 0, 1).str("k").u32(9).u32(4).u64(1 << 62).parse(0);
+    let e = Raw::new(3, 0, 1)
+        .str("k")
+        .u32(9)
+        .u32(4)
+        .u64(1 << 62)
+        .parse(0);
     assert!(matches!(e, Err(GgufError::CountTooLarge { .. })));
     let mut r = Raw::new(3, 0, 1);
     r.str("k").u32(7).0.push(2);
@@ -179,7 +216,14 @@ fn malformed_metadata_is_a_typed_error() {
     r.str("k").u32(8).u64(2);
     r.0.extend_from_slice(&[0xff, 0xfe]);
     assert!(matches!(r.parse(0), Err(GgufError::InvalidUtf8 { .. })));
-    let e = Raw::new(3, 0, 2).str("k").u32(4).u32(1).str("k").u32(4).u32(2).parse(0);
+    let e = Raw::new(3, 0, 2)
+        .str("k")
+        .u32(4)
+        .u32(1)
+        .str("k")
+        .u32(4)
+        .u32(2)
+        .parse(0);
     assert!(matches!(e, Err(GgufError::DuplicateKey(k)) if k == "k"));
     let mut r = Raw::new(3, 0, 1);
     r.str("k").u32(9);
@@ -188,10 +232,18 @@ fn malformed_metadata_is_a_typed_error() {
     }
     assert!(matches!(r.parse(64), Err(GgufError::NestingTooDeep { .. })));
     for a in [0u32, 3, 48] {
-        let e = Raw::new(3, 0, 1).str("general.alignment").u32(4).u32(a).parse(0);
+        let e = Raw::new(3, 0, 1)
+            .str("general.alignment")
+            .u32(4)
+            .u32(a)
+            .parse(0);
         assert!(matches!(e, Err(GgufError::BadAlignment(_))), "{a}");
     }
-    let e = Raw::new(3, 0, 1).str("general.alignment").u32(8).str("x").parse(0);
+    let e = Raw::new(3, 0, 1)
+        .str("general.alignment")
+        .u32(8)
+        .str("x")
+        .parse(0);
     assert!(matches!(e, Err(GgufError::WrongType { .. })));
 }
 
@@ -200,26 +252,44 @@ fn malformed_tensor_infos_are_typed_errors() {
     let ok = Raw::new(3, 1, 0).tensor("t", &[4], 0, 0).parse(16);
     assert!(ok.is_ok());
     let e = Raw::new(3, 1, 0).tensor("t", &[4], 31, 0).parse(16);
-    assert!(matches!(e, Err(GgufError::UnknownTensorType { id: 31, .. })));
-    let e = Raw::new(3, 1, 0).tensor("t", &[1, 1, 1, 1, 1], 0, 0).parse(16);
+    assert!(matches!(
+        e,
+        Err(GgufError::UnknownTensorType { id: 31, .. })
+    ));
+    let e = Raw::new(3, 1, 0)
+        .tensor("t", &[1, 1, 1, 1, 1], 0, 0)
+        .parse(16);
     assert!(matches!(e, Err(GgufError::BadTensor { .. })));
     let e = Raw::new(3, 1, 0).tensor("t", &[], 0, 0).parse(16);
     assert!(matches!(e, Err(GgufError::BadTensor { .. })));
     let e = Raw::new(3, 1, 0).tensor("t", &[4, 0], 0, 0).parse(16);
     assert!(matches!(e, Err(GgufError::BadTensor { .. })));
-    let e = Raw::new(3, 1, 0).tensor("t", &[1 << 62, 1 << 62], 0, 0).parse(16);
+    let e = Raw::new(3, 1, 0)
+        .tensor("t", &[1 << 62, 1 << 62], 0, 0)
+        .parse(16);
     assert!(matches!(e, Err(GgufError::BadTensor { .. })));
     let e = Raw::new(3, 1, 0).tensor("t", &[1 << 62], 0, 0).parse(16);
-    assert!(matches!(e, Err(GgufError::BadTensor { .. })), "size overflow");
+    assert!(
+        matches!(e, Err(GgufError::BadTensor { .. })),
+        "size overflow"
+    );
     let e = Raw::new(3, 1, 0).tensor("t", &[31], 2, 0).parse(64);
-    assert!(matches!(e, Err(GgufError::BadTensor { .. })), "partial block");
+    assert!(
+        matches!(e, Err(GgufError::BadTensor { .. })),
+        "partial block"
+    );
     let e = Raw::new(3, 1, 0).tensor("t", &[4], 0, 8).parse(64);
     assert!(matches!(e, Err(GgufError::BadTensor { .. })), "unaligned");
     let e = Raw::new(3, 1, 0).tensor("t", &[4], 0, 0).parse(15);
     assert!(matches!(e, Err(GgufError::TensorOutOfBounds { .. })));
-    let e = Raw::new(3, 1, 0).tensor("t", &[4], 0, u64::MAX - 31).parse(16);
+    let e = Raw::new(3, 1, 0)
+        .tensor("t", &[4], 0, u64::MAX - 31)
+        .parse(16);
     assert!(matches!(e, Err(GgufError::TensorOutOfBounds { .. })));
-    let e = Raw::new(3, 2, 0).tensor("t", &[4], 0, 0).tensor("t", &[4], 0, 32).parse(64);
+    let e = Raw::new(3, 2, 0)
+        .tensor("t", &[4], 0, 0)
+        .tensor("t", &[4], 0, 32)
+        .parse(64);
     assert!(matches!(e, Err(GgufError::DuplicateTensor(n)) if n == "t"));
 }
 
@@ -230,9 +300,17 @@ fn writer_rejects_bad_arguments() {
     assert!(bad(w.add_tensor("x", &[4], GgmlType::F32, vec![0; 15])));
     assert!(bad(w.add_tensor("x", &[31], GgmlType::Q4_0, vec![0; 18])));
     assert!(bad(w.add_tensor("x", &[], GgmlType::F32, vec![])));
-    assert!(bad(w.add_tensor("x", &[1, 1, 1, 1, 1], GgmlType::F32, vec![0; 4])));
+    assert!(bad(w.add_tensor(
+        "x",
+        &[1, 1, 1, 1, 1],
+        GgmlType::F32,
+        vec![0; 4]
+    )));
     assert!(bad(w.add_metadata("general.alignment", Value::U32(3))));
-    assert!(bad(w.add_metadata("a", Value::Array(ValueType::U8, vec![Value::I8(1)]))));
+    assert!(bad(w.add_metadata(
+        "a",
+        Value::Array(ValueType::U8, vec![Value::I8(1)])
+    )));
     w.add_tensor("x", &[4], GgmlType::F32, vec![0; 16]).unwrap();
     assert!(bad(w.add_tensor("x", &[4], GgmlType::F32, vec![0; 16])));
 }

@@ -154,7 +154,12 @@ impl Value {
 /// Deepest array nesting accepted; real files use one level.
 pub const MAX_NESTING: usize = 4;
 
-pub(crate) fn read_value(c: &mut Cursor<'_>, ty: ValueType, key: &str, depth: usize) -> Result<Value> {
+pub(crate) fn read_value(
+    c: &mut Cursor<'_>,
+    ty: ValueType,
+    key: &str,
+    depth: usize,
+) -> Result<Value> {
     let what = key;
     Ok(match ty {
         ValueType::U8 => Value::U8(c.u8(what)?),

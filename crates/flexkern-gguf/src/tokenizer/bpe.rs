@@ -8,7 +8,8 @@ pub fn byte_to_char_table() -> [char; 256] {
     let mut table = ['\0'; 256];
     let mut next = 256u32;
     for b in 0..256u32 {
-        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        let printable =
+            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
         let cp = if printable {
             b
         } else {
@@ -53,7 +54,11 @@ impl BpeMerges {
         loop {
             let best = symbols
                 .windows(2)
-                .filter_map(|w| self.ranks.get(&(w[0], w[1])).map(|&(r, m)| (r, w[0], w[1], m)))
+                .filter_map(|w| {
+                    self.ranks
+                        .get(&(w[0], w[1]))
+                        .map(|&(r, m)| (r, w[0], w[1], m))
+                })
                 .min_by_key(|&(r, ..)| r);
             let Some((_, l, r, merged)) = best else { break };
             // Merge every non-overlapping occurrence of this pair, left to right.

@@ -119,13 +119,16 @@ impl Tokenizer {
                 Err(tok_err(format!("{key} has {len} entries, vocab has {n}")))
             }
         };
-        let types: Vec<i32> = match f.get_opt("tokenizer.ggml.token_type", GgufFile::get_i64_array)? {
-            Some(t) => {
-                len_check("tokenizer.ggml.token_type", t.len())?;
-                t.into_iter().map(|v| v.clamp(0, i32::MAX as i64) as i32).collect()
-            }
-            None => vec![token_type::NORMAL; n],
-        };
+        let types: Vec<i32> =
+            match f.get_opt("tokenizer.ggml.token_type", GgufFile::get_i64_array)? {
+                Some(t) => {
+                    len_check("tokenizer.ggml.token_type", t.len())?;
+                    t.into_iter()
+                        .map(|v| v.clamp(0, i32::MAX as i64) as i32)
+                        .collect()
+                }
+                None => vec![token_type::NORMAL; n],
+            };
         let mut vocab = HashMap::with_capacity(n);
         for (i, t) in tokens.iter().enumerate() {
             // Keep the first id for duplicate texts, as HF does.
@@ -311,7 +314,14 @@ impl Tokenizer {
                             esc.push(spm::SPACE);
                         }
                         esc.extend(t.chars().map(|c| if c == ' ' { spm::SPACE } else { c }));
-                        spm::encode(&esc, &self.vocab, &s.scores, &s.byte_ids, self.unk, &mut out);
+                        spm::encode(
+                            &esc,
+                            &self.vocab,
+                            &s.scores,
+                            &s.byte_ids,
+                            self.unk,
+                            &mut out,
+                        );
                     }
                     prev_special = false;
                 }
@@ -330,7 +340,8 @@ impl Tokenizer {
         while i < bytes.len() {
             let hit = if self.special_first_bytes[bytes[i] as usize] && text.is_char_boundary(i) {
                 self.specials.iter().copied().find(|&id| {
-                    let allowed = parse_special || self.types[id as usize] == token_type::USER_DEFINED;
+                    let allowed =
+                        parse_special || self.types[id as usize] == token_type::USER_DEFINED;
                     allowed && text[i..].starts_with(self.tokens[id as usize].as_str())
                 })
             } else {
@@ -380,10 +391,13 @@ impl Tokenizer {
     }
 
     pub fn try_token_to_piece(&self, id: u32) -> Result<Vec<u8>> {
-        let text = self.tokens.get(id as usize).ok_or(GgufError::TokenOutOfRange {
-            id,
-            n_vocab: self.tokens.len(),
-        })?;
+        let text = self
+            .tokens
+            .get(id as usize)
+            .ok_or(GgufError::TokenOutOfRange {
+                id,
+                n_vocab: self.tokens.len(),
+            })?;
         let ty = self.types[id as usize];
         if ty == token_type::CONTROL {
             return Ok(text.as_bytes().to_vec());
@@ -417,7 +431,10 @@ impl Tokenizer {
             let mut piece = self.token_to_piece(id);
             let ty = self.types.get(id as usize).copied();
             if at_start && ty != Some(token_type::CONTROL) {
-                if self.kind == TokenizerKind::Spm && self.add_space_prefix && piece.first() == Some(&b' ') {
+                if self.kind == TokenizerKind::Spm
+                    && self.add_space_prefix
+                    && piece.first() == Some(&b' ')
+                {
                     piece.remove(0);
                 }
                 at_start = false;

@@ -6,8 +6,7 @@ use fancy_regex::Regex;
 use crate::error::{GgufError, Result};
 
 /// GPT-2's split: contractions, letters, numbers, punctuation runs, whitespace.
-const GPT2: &str =
-    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+const GPT2: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 /// Llama 3: case-insensitive contractions, numbers in groups of up to three.
 const LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Qwen2: as Llama 3 but single digits.
@@ -27,19 +26,12 @@ impl PreTokenizer {
         let pats: &[&str] = match pre {
             "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" => &[LLAMA3],
             "qwen2" | "deepseek-r1-qwen" | "megrez" | "hunyuan" => &[QWEN2],
-            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva" => {
-                &[DIGITS, GPT2]
-            }
-            "gpt-2" | "gpt2" | "phi-2" | "jina-es" | "jina-de" | "olmo" | "jais" | "roberta-bpe" => {
-                &[GPT2]
-            }
+            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone"
+            | "minerva" => &[DIGITS, GPT2],
+            "gpt-2" | "gpt2" | "phi-2" | "jina-es" | "jina-de" | "olmo" | "jais"
+            | "roberta-bpe" => &[GPT2],
             // llama.cpp's fallback for unnamed BPE vocabs.
-            "default" => &[
-                r"[\p{P}\$\+<=>\^~\|]+",
-                GPT2,
-                r"\p{N}+",
-                r"[0-9][0-9][0-9]",
-            ],
+            "default" => &[r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", r"[0-9][0-9][0-9]"],
             other => {
                 return Err(GgufError::Tokenizer(format!(
                     "unsupported pre-tokenizer tokenizer.ggml.pre = {other:?}"

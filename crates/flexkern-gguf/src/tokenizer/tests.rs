@@ -24,16 +24,21 @@ fn tiny_bpe() -> GgufWriter {
         types.push(ty);
     }
     let mut w = GgufWriter::new();
-    w.add_metadata("tokenizer.ggml.model", Value::String("gpt2".into())).unwrap();
-    w.add_metadata("tokenizer.ggml.pre", Value::String("gpt-2".into())).unwrap();
-    w.add_metadata("tokenizer.ggml.tokens", Value::str_array(&tokens)).unwrap();
-    w.add_metadata("tokenizer.ggml.token_type", Value::i32_array(&types)).unwrap();
+    w.add_metadata("tokenizer.ggml.model", Value::String("gpt2".into()))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.pre", Value::String("gpt-2".into()))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.tokens", Value::str_array(&tokens))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.token_type", Value::i32_array(&types))
+        .unwrap();
     w.add_metadata(
         "tokenizer.ggml.merges",
         Value::str_array(&["h e", "l l", "he ll", "hell o", "Ġ hello"]),
     )
     .unwrap();
-    w.add_metadata("tokenizer.ggml.eos_token_id", Value::U32(256)).unwrap();
+    w.add_metadata("tokenizer.ggml.eos_token_id", Value::U32(256))
+        .unwrap();
     w
 }
 
@@ -53,14 +58,21 @@ fn bpe_merges_specials_and_bytes() {
     assert!(tok.is_eog(256) && !tok.is_eog(260));
     assert_eq!(tok.token_to_piece(261), b" hello");
     assert_eq!(tok.token_to_piece(9999), b"");
-    assert!(matches!(tok.try_token_to_piece(9999), Err(GgufError::TokenOutOfRange { id: 9999, .. })));
+    assert!(matches!(
+        tok.try_token_to_piece(9999),
+        Err(GgufError::TokenOutOfRange { id: 9999, .. })
+    ));
     assert_eq!(tok.decode(&[9999, 260]), "hello");
 }
 
 /// SentencePiece vocab: unk, bos, eos, 256 byte tokens, then scored pieces.
 fn tiny_spm() -> GgufWriter {
     let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
-    let mut types = vec![token_type::UNKNOWN, token_type::CONTROL, token_type::CONTROL];
+    let mut types = vec![
+        token_type::UNKNOWN,
+        token_type::CONTROL,
+        token_type::CONTROL,
+    ];
     let mut scores = vec![0.0f32; 3];
     for b in 0..256 {
         tokens.push(format!("<0x{b:02X}>"));
@@ -95,13 +107,20 @@ fn tiny_spm() -> GgufWriter {
         scores.push(*s);
     }
     let mut w = GgufWriter::new();
-    w.add_metadata("tokenizer.ggml.model", Value::String("llama".into())).unwrap();
-    w.add_metadata("tokenizer.ggml.tokens", Value::str_array(&tokens)).unwrap();
-    w.add_metadata("tokenizer.ggml.scores", Value::f32_array(&scores)).unwrap();
-    w.add_metadata("tokenizer.ggml.token_type", Value::i32_array(&types)).unwrap();
-    w.add_metadata("tokenizer.ggml.bos_token_id", Value::U32(1)).unwrap();
-    w.add_metadata("tokenizer.ggml.eos_token_id", Value::U32(2)).unwrap();
-    w.add_metadata("tokenizer.ggml.unknown_token_id", Value::U32(0)).unwrap();
+    w.add_metadata("tokenizer.ggml.model", Value::String("llama".into()))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.tokens", Value::str_array(&tokens))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.scores", Value::f32_array(&scores))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.token_type", Value::i32_array(&types))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.bos_token_id", Value::U32(1))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.eos_token_id", Value::U32(2))
+        .unwrap();
+    w.add_metadata("tokenizer.ggml.unknown_token_id", Value::U32(0))
+        .unwrap();
     w
 }
 
@@ -120,7 +139,13 @@ fn spm_scores_prefix_space_and_byte_fallback() {
     let ids = tok.encode("hi€", false, false);
     assert_eq!(
         ids,
-        vec![id("▁h"), id("<0x69>"), id("<0xE2>"), id("<0x82>"), id("<0xAC>")]
+        vec![
+            id("▁h"),
+            id("<0x69>"),
+            id("<0xE2>"),
+            id("<0x82>"),
+            id("<0xAC>")
+        ]
     );
     assert_eq!(tok.decode(&ids), "hi€");
     // A space prefix is added again after a special token.
@@ -131,7 +156,10 @@ fn spm_scores_prefix_space_and_byte_fallback() {
     let plain = tok.encode("<s>hello", false, false);
     assert_eq!(plain[0], id("▁"));
     assert_eq!(tok.decode(&plain), "<s>hello");
-    assert_eq!(tok.decode(&tok.encode("hello  world", true, false)), "<s>hello  world");
+    assert_eq!(
+        tok.decode(&tok.encode("hello  world", true, false)),
+        "<s>hello  world"
+    );
     assert!(tok.is_eog(2));
     assert_eq!(tok.token_to_piece(id("▁hello")), b" hello");
     assert_eq!(tok.token_to_piece(id("<0x41>")), b"A");
@@ -150,26 +178,35 @@ fn stream_decoder_reassembles_byte_tokens() {
 #[test]
 fn bad_tokenizer_metadata_is_a_typed_error() {
     let err = |w: &GgufWriter| Tokenizer::from_gguf(&file(w)).err().unwrap();
-    assert!(matches!(err(&GgufWriter::new()), GgufError::KeyNotFound(k) if k == "tokenizer.ggml.model"));
+    assert!(
+        matches!(err(&GgufWriter::new()), GgufError::KeyNotFound(k) if k == "tokenizer.ggml.model")
+    );
     let mut w = tiny_bpe();
-    w.add_metadata("tokenizer.ggml.model", Value::String("rwkv".into())).unwrap();
+    w.add_metadata("tokenizer.ggml.model", Value::String("rwkv".into()))
+        .unwrap();
     assert!(matches!(err(&w), GgufError::Tokenizer(_)));
     let mut w = tiny_bpe();
-    w.add_metadata("tokenizer.ggml.pre", Value::String("unheard-of".into())).unwrap();
+    w.add_metadata("tokenizer.ggml.pre", Value::String("unheard-of".into()))
+        .unwrap();
     assert!(matches!(err(&w), GgufError::Tokenizer(_)));
     let mut w = tiny_bpe();
-    w.add_metadata("tokenizer.ggml.token_type", Value::i32_array(&[1, 1])).unwrap();
+    w.add_metadata("tokenizer.ggml.token_type", Value::i32_array(&[1, 1]))
+        .unwrap();
     assert!(matches!(err(&w), GgufError::Tokenizer(_)));
     let mut w = tiny_bpe();
-    w.add_metadata("tokenizer.ggml.eos_token_id", Value::U32(1 << 20)).unwrap();
+    w.add_metadata("tokenizer.ggml.eos_token_id", Value::U32(1 << 20))
+        .unwrap();
     assert!(matches!(err(&w), GgufError::TokenOutOfRange { .. }));
     let mut w = tiny_bpe();
-    w.add_metadata("tokenizer.ggml.tokens", Value::str_array::<&str>(&[])).unwrap();
+    w.add_metadata("tokenizer.ggml.tokens", Value::str_array::<&str>(&[]))
+        .unwrap();
     assert!(matches!(err(&w), GgufError::Tokenizer(_)));
     let mut w = tiny_spm();
-    w.add_metadata("tokenizer.ggml.scores", Value::f32_array(&[0.0])).unwrap();
+    w.add_metadata("tokenizer.ggml.scores", Value::f32_array(&[0.0]))
+        .unwrap();
     assert!(matches!(err(&w), GgufError::Tokenizer(_)));
     let mut w = tiny_spm();
-    w.add_metadata("tokenizer.ggml.tokens", Value::U32(3)).unwrap();
+    w.add_metadata("tokenizer.ggml.tokens", Value::U32(3))
+        .unwrap();
     assert!(matches!(err(&w), GgufError::WrongType { .. }));
 }
