@@ -13,12 +13,21 @@ use crate::storage::{blocks, Storage};
 
 fn check_src(src: &[f32], n: usize, k: usize, format: Format) -> Result<()> {
     format.blocks_per_row(k)?;
-    let want = n.checked_mul(k).ok_or_else(|| invalid("n", format!("[{n}, {k}] overflows")))?;
+    let want = n
+        .checked_mul(k)
+        .ok_or_else(|| invalid("n", format!("[{n}, {k}] overflows")))?;
     if src.len() != want {
-        return Err(invalid("src", format!("expected {want} elements for [{n}, {k}], got {}", src.len())));
+        return Err(invalid(
+            "src",
+            format!("expected {want} elements for [{n}, {k}], got {}", src.len()),
+        ));
     }
     if let Some(index) = src.iter().position(|v| !v.is_finite()) {
-        return Err(QuantError::NonFinite { arg: "src", index, value: src[index] });
+        return Err(QuantError::NonFinite {
+            arg: "src",
+            index,
+            value: src[index],
+        });
     }
     Ok(())
 }
@@ -42,7 +51,13 @@ pub fn quantize(format: Format, src: &[f32], n: usize, k: usize) -> Result<Vec<u
 pub fn dequantize(format: Format, bytes: &[u8], n: usize, k: usize) -> Result<Vec<f32>> {
     let want = format.tensor_bytes(n, k)?;
     if bytes.len() != want {
-        return Err(invalid("bytes", format!("expected {want} bytes for {format} [{n}, {k}], got {}", bytes.len())));
+        return Err(invalid(
+            "bytes",
+            format!(
+                "expected {want} bytes for {format} [{n}, {k}], got {}",
+                bytes.len()
+            ),
+        ));
     }
     if let Format::MlxAffine { .. } = format {
         return crate::matrix::QuantMatrix::new(format, n, k, bytes)?.dequantize();

@@ -8,6 +8,7 @@ static FORCE_SCALAR: AtomicBool = AtomicBool::new(false);
 /// within the documented tolerance, so flipping this while other threads run is harmless.
 pub fn set_force_scalar(on: bool) {
     FORCE_SCALAR.store(on, Ordering::Relaxed);
+    crate::k_quants::force_scalar(on);
 }
 
 /// True when the AVX2 + FMA + F16C kernels may run.
@@ -18,7 +19,9 @@ pub fn has_avx2() -> bool {
         if FORCE_SCALAR.load(Ordering::Relaxed) {
             return false;
         }
-        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

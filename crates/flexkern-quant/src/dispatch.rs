@@ -43,13 +43,29 @@ macro_rules! with_block {
                 type $B = $crate::legacy::BlockQ8_1;
                 $body
             }
-            // K-QUANTS ARM: replace with one arm per type (k_quants::BlockQ2K .. BlockQ8K) once
-            // `crate::k_quants` exists.
-            f @ (F::Q2K | F::Q3K | F::Q4K | F::Q5K | F::Q6K | F::Q8K) => {
-                return Err($crate::error::QuantError::Unsupported {
-                    format: f,
-                    what: "K-quant blocks (crate::k_quants is not in this build yet)",
-                })
+            F::Q2K => {
+                type $B = $crate::k_quants::BlockQ2K;
+                $body
+            }
+            F::Q3K => {
+                type $B = $crate::k_quants::BlockQ3K;
+                $body
+            }
+            F::Q4K => {
+                type $B = $crate::k_quants::BlockQ4K;
+                $body
+            }
+            F::Q5K => {
+                type $B = $crate::k_quants::BlockQ5K;
+                $body
+            }
+            F::Q6K => {
+                type $B = $crate::k_quants::BlockQ6K;
+                $body
+            }
+            F::Q8K => {
+                type $B = $crate::k_quants::BlockQ8K;
+                $body
             }
             F::MlxAffine { .. } => $mlx,
         }

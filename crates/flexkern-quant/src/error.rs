@@ -7,15 +7,25 @@ pub enum QuantError {
     #[error("unknown format name `{0}`")]
     UnknownFormat(String),
     #[error("format {format:?} does not support {what}")]
-    Unsupported { format: crate::format::Format, what: &'static str },
+    Unsupported {
+        format: crate::format::Format,
+        what: &'static str,
+    },
     /// `quantize` rejects NaN and ±Inf: no format can represent them faithfully in its scales.
     #[error("argument `{arg}`: non-finite value {value} at element {index}")]
-    NonFinite { arg: &'static str, index: usize, value: f32 },
+    NonFinite {
+        arg: &'static str,
+        index: usize,
+        value: f32,
+    },
 }
 
 pub type Result<T, E = QuantError> = std::result::Result<T, E>;
 
 /// Shorthand for an `InvalidArgument` error.
 pub(crate) fn invalid(arg: &'static str, msg: impl Into<String>) -> QuantError {
-    QuantError::InvalidArgument { arg, msg: msg.into() }
+    QuantError::InvalidArgument {
+        arg,
+        msg: msg.into(),
+    }
 }

@@ -33,7 +33,11 @@ pub enum Format {
     Q8K,
     /// MLX affine quantization: packed u32 words plus separate scale and bias arrays.
     /// `scales` is the element type of both the scale and the bias arrays.
-    MlxAffine { bits: u8, group_size: u16, scales: MlxScale },
+    MlxAffine {
+        bits: u8,
+        group_size: u16,
+        scales: MlxScale,
+    },
 }
 
 /// A ggml block format. `ELEMS` weights are stored in one `Self` value of `size_of::<Self>()` bytes.
@@ -113,7 +117,10 @@ impl Format {
     /// A validated MLX affine format.
     pub fn mlx(bits: u8, group_size: u16, scales: MlxScale) -> Result<Format> {
         if !MLX_BITS.contains(&bits) {
-            return Err(invalid("bits", format!("MLX bits must be one of {MLX_BITS:?}, got {bits}")));
+            return Err(invalid(
+                "bits",
+                format!("MLX bits must be one of {MLX_BITS:?}, got {bits}"),
+            ));
         }
         if !MLX_GROUPS.contains(&group_size) {
             return Err(invalid(
@@ -121,19 +128,35 @@ impl Format {
                 format!("MLX group size must be one of {MLX_GROUPS:?}, got {group_size}"),
             ));
         }
-        Ok(Format::MlxAffine { bits, group_size, scales })
+        Ok(Format::MlxAffine {
+            bits,
+            group_size,
+            scales,
+        })
     }
 
     /// The canonical name; `from_name(f.name()) == f`.
     pub fn name(&self) -> String {
         match *self {
-            Format::MlxAffine { bits, group_size, scales: MlxScale::F16 } => {
+            Format::MlxAffine {
+                bits,
+                group_size,
+                scales: MlxScale::F16,
+            } => {
                 format!("mlx:{bits}:{group_size}")
             }
-            Format::MlxAffine { bits, group_size, scales: MlxScale::BF16 } => {
+            Format::MlxAffine {
+                bits,
+                group_size,
+                scales: MlxScale::BF16,
+            } => {
                 format!("mlx:{bits}:{group_size}:bf16")
             }
-            f => NAMED.iter().find(|(_, g)| *g == f).map(|(n, _)| n.to_string()).unwrap_or_default(),
+            f => NAMED
+                .iter()
+                .find(|(_, g)| *g == f)
+                .map(|(n, _)| n.to_string())
+                .unwrap_or_default(),
         }
     }
 
@@ -160,15 +183,25 @@ impl Format {
     }
 
     pub fn from_ggml_type(id: u32) -> Option<Format> {
-        NAMED.iter().map(|&(_, f)| f).find(|f| f.ggml_type() == Some(id))
+        NAMED
+            .iter()
+            .map(|&(_, f)| f)
+            .find(|f| f.ggml_type() == Some(id))
     }
 
     /// Elements per block: ggml's QK, 1 for plain floats, the group size for MLX.
     pub fn block_elems(&self) -> usize {
         match *self {
             Format::F32 | Format::F16 | Format::BF16 => 1,
-            Format::Q4_0 | Format::Q4_1 | Format::Q5_0 | Format::Q5_1 | Format::Q8_0 | Format::Q8_1 => 32,
-            Format::Q2K | Format::Q3K | Format::Q4K | Format::Q5K | Format::Q6K | Format::Q8K => 256,
+            Format::Q4_0
+            | Format::Q4_1
+            | Format::Q5_0
+            | Format::Q5_1
+            | Format::Q8_0
+            | Format::Q8_1 => 32,
+            Format::Q2K | Format::Q3K | Format::Q4K | Format::Q5K | Format::Q6K | Format::Q8K => {
+                256
+            }
             Format::MlxAffine { group_size, .. } => group_size as usize,
         }
     }
@@ -190,17 +223,22 @@ impl Format {
             Format::Q5K => 176,
             Format::Q6K => 210,
             Format::Q8K => 292,
-            Format::MlxAffine { bits, group_size, .. } => group_size as usize * bits as usize / 8 + 4,
+            Format::MlxAffine {
+                bits, group_size, ..
+            } => group_size as usize * bits as usize / 8 + 4,
         }
     }
 
     /// Checks that `k` is a positive multiple of the block size; returns the blocks per row.
     pub fn blocks_per_row(&self, k: usize) -> Result<usize> {
         let qk = self.block_elems();
-        if k == 0 || k % qk != 0 {
+        if k == 0 || !k.is_multiple_of(qk) {
             return Err(invalid(
                 "k",
-                format!("{} needs K to be a positive multiple of {qk}, got {k}", self.name()),
+                format!(
+                    "{} needs K to be a positive multiple of {qk}, got {k}",
+                    self.name()
+                ),
             ));
         }
         Ok(k / qk)
@@ -209,7 +247,8 @@ impl Format {
     /// Bytes one row of `k` weights occupies (for MLX: weights + scales + biases of one row).
     pub fn row_bytes(&self, k: usize) -> Result<usize> {
         let nb = self.blocks_per_row(k)?;
-        nb.checked_mul(self.block_bytes()).ok_or_else(|| invalid("k", format!("K={k} overflows")))
+        nb.checked_mul(self.block_bytes())
+            .ok_or_else(|| invalid("k", format!("K={k} overflows")))
     }
 
     /// Bytes an `[n, k]` tensor occupies, with overflow checked.
@@ -271,10 +310,22 @@ mod tests {
 
     #[test]
     fn bad_names_are_typed_errors() {
-        for bad in ["q4", "", "mlx", "mlx:5:64", "mlx:4:48", "mlx:4:64:f32", "mlx:x:64", "mlx:4:64:f16:1"] {
+        for bad in [
+            "q4",
+            "",
+            "mlx",
+            "mlx:5:64",
+            "mlx:4:48",
+            "mlx:4:64:f32",
+            "mlx:x:64",
+            "mlx:4:64:f16:1",
+        ] {
             assert!(Format::from_name(bad).is_err(), "{bad}");
         }
-        assert!(matches!(Format::from_name("q9_9"), Err(QuantError::UnknownFormat(_))));
+        assert!(matches!(
+            Format::from_name("q9_9"),
+            Err(QuantError::UnknownFormat(_))
+        ));
     }
 
     #[test]

@@ -34,7 +34,11 @@ impl<'a, B: QuantBlock> BlockRows<'a, B> {
                 a
             })
             .collect();
-        BlockRows { w, blocks_per_row: k / B::ELEMS, acts }
+        BlockRows {
+            w,
+            blocks_per_row: k / B::ELEMS,
+            acts,
+        }
     }
 }
 
@@ -109,9 +113,13 @@ pub(crate) fn for_row_chunks(
     }
     let ch = chunk_rows(n, parallel);
     if parallel {
-        yt.par_chunks_mut(ch * m).enumerate().for_each(|(c, o)| f(c * ch, o));
+        yt.par_chunks_mut(ch * m)
+            .enumerate()
+            .for_each(|(c, o)| f(c * ch, o));
     } else {
-        yt.chunks_mut(ch * m).enumerate().for_each(|(c, o)| f(c * ch, o));
+        yt.chunks_mut(ch * m)
+            .enumerate()
+            .for_each(|(c, o)| f(c * ch, o));
     }
 }
 

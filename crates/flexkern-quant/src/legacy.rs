@@ -84,7 +84,8 @@ fn signed_absmax(x: &[f32]) -> f32 {
 }
 
 fn min_max(x: &[f32]) -> (f32, f32) {
-    x.iter().fold((f32::MAX, -f32::MAX), |(lo, hi), &v| (lo.min(v), hi.max(v)))
+    x.iter()
+        .fold((f32::MAX, -f32::MAX), |(lo, hi), &v| (lo.min(v), hi.max(v)))
 }
 
 fn inv(d: f32) -> f32 {
@@ -247,7 +248,8 @@ impl QuantBlock for BlockQ5_0 {
                 for j in 0..QK / 2 {
                     let q0 = (b.qs[j] & 0xf) | (high_bit(qh, j) << 4);
                     let q1 = (b.qs[j] >> 4) | (high_bit(qh, j + QK / 2) << 4);
-                    s += (q0 as i32 - 16) * y.qs[j] as i32 + (q1 as i32 - 16) * y.qs[j + QK / 2] as i32;
+                    s += (q0 as i32 - 16) * y.qs[j] as i32
+                        + (q1 as i32 - 16) * y.qs[j + QK / 2] as i32;
                 }
                 s as f32 * b.d.to_f32() * y.d.to_f32()
             })
@@ -359,7 +361,10 @@ impl QuantBlock for BlockQ8_0 {
             // SAFETY: features checked at run time.
             return unsafe { avx2::q8_0(w, a) };
         }
-        w.iter().zip(a).map(|(b, y)| dot_i8(&b.qs, &y.qs) as f32 * b.d.to_f32() * y.d.to_f32()).sum()
+        w.iter()
+            .zip(a)
+            .map(|(b, y)| dot_i8(&b.qs, &y.qs) as f32 * b.d.to_f32() * y.d.to_f32())
+            .sum()
     }
 }
 
@@ -386,7 +391,10 @@ impl QuantBlock for BlockQ8_1 {
     }
 
     fn vec_dot(w: &[Self], a: &[BlockQ8_1]) -> f32 {
-        w.iter().zip(a).map(|(b, y)| dot_i8(&b.qs, &y.qs) as f32 * b.d.to_f32() * y.d.to_f32()).sum()
+        w.iter()
+            .zip(a)
+            .map(|(b, y)| dot_i8(&b.qs, &y.qs) as f32 * b.d.to_f32() * y.d.to_f32())
+            .sum()
     }
 }
 
@@ -402,25 +410,56 @@ mod avx2 {
         _mm256_loadu_si256(p.as_ptr() as *const __m256i)
     }
 
-    /// Accumulate `scale * float(sum)` for each block; two accumulators hide FMA latency.
+    /// Accumulate `scale * float(sum)` for each block; two named accumulators (blocks taken in
+    /// pairs) hide the FMA latency and stay in registers.
     macro_rules! block_loop {
         ($w:expr, $a:expr, |$b:ident, $y:ident| $isum:expr, $extra:expr) => {{
-            let mut acc = [_mm256_setzero_ps(); 2];
+            let (w, a) = ($w, $a);
+            let n = w.len().min(a.len());
+            let mut acc0 = _mm256_setzero_ps();
+            let mut acc1 = _mm256_setzero_ps();
             let mut extra = 0.0f32;
-            for (i, ($b, $y)) in $w.iter().zip($a).enumerate() {
+            let mut i = 0;
+            while i + 2 <= n {
+                {
+                    let ($b, $y) = (w.get_unchecked(i), a.get_unchecked(i));
+                    let isum: __m256i = $isum;
+                    let scale = _mm256_set1_ps(h2f($b.d) * h2f($y.d));
+                    acc0 = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc0);
+                    extra += $extra;
+                }
+                {
+                    let ($b, $y) = (w.get_unchecked(i + 1), a.get_unchecked(i + 1));
+                    let isum: __m256i = $isum;
+                    let scale = _mm256_set1_ps(h2f($b.d) * h2f($y.d));
+                    acc1 = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc1);
+                    extra += $extra;
+                }
+                i += 2;
+            }
+            if i < n {
+                let ($b, $y) = (w.get_unchecked(i), a.get_unchecked(i));
                 let isum: __m256i = $isum;
                 let scale = _mm256_set1_ps(h2f($b.d) * h2f($y.d));
-                acc[i & 1] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc[i & 1]);
+                acc0 = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc0);
                 extra += $extra;
             }
-            hsum_ps(_mm256_add_ps(acc[0], acc[1])) + extra
+            hsum_ps(_mm256_add_ps(acc0, acc1)) + extra
         }};
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn q4_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
         let eight = _mm256_set1_epi8(8);
-        block_loop!(w, a, |b, y| dot_i8_i32(_mm256_sub_epi8(nibbles_32(b.qs.as_ptr()), eight), load(&y.qs)), 0.0)
+        block_loop!(
+            w,
+            a,
+            |b, y| dot_i8_i32(
+                _mm256_sub_epi8(nibbles_32(b.qs.as_ptr()), eight),
+                load(&y.qs)
+            ),
+            0.0
+        )
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]

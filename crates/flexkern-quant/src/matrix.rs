@@ -47,7 +47,11 @@ impl<'a> From<&'a [f32]> for Activation<'a> {
 #[derive(Clone, Debug)]
 enum Data<'a> {
     Blocks(Storage<'a>),
-    Mlx { w: Storage<'a>, s: &'a [u8], b: &'a [u8] },
+    Mlx {
+        w: Storage<'a>,
+        s: &'a [u8],
+        b: &'a [u8],
+    },
 }
 
 /// A borrowed weight matrix `W[N, K]`: row r holds the weights producing output r.
@@ -71,7 +75,8 @@ fn check_len(arg: &'static str, got: usize, want: usize, what: &str) -> Result<(
 }
 
 fn checked_mul(arg: &'static str, a: usize, b: usize) -> Result<usize> {
-    a.checked_mul(b).ok_or_else(|| invalid(arg, format!("{a} x {b} overflows")))
+    a.checked_mul(b)
+        .ok_or_else(|| invalid(arg, format!("{a} x {b} overflows")))
 }
 
 impl<'a> QuantMatrix<'a> {
@@ -80,17 +85,34 @@ impl<'a> QuantMatrix<'a> {
     /// A buffer not 8-byte aligned is copied once.
     pub fn new(format: Format, n: usize, k: usize, bytes: &'a [u8]) -> Result<Self> {
         let want = format.tensor_bytes(n, k)?;
-        check_len("bytes", bytes.len(), want, &format!("bytes for {format} [{n}, {k}]"))?;
+        check_len(
+            "bytes",
+            bytes.len(),
+            want,
+            &format!("bytes for {format} [{n}, {k}]"),
+        )?;
         let data = match format {
-            Format::MlxAffine { bits, group_size, .. } => {
+            Format::MlxAffine {
+                bits, group_size, ..
+            } => {
                 let (wb, sb) = mlx::array_bytes(bits, group_size as usize, n, k);
                 let (w, rest) = bytes.split_at(wb);
                 let (s, b) = rest.split_at(sb);
-                Data::Mlx { w: Storage::new(w), s, b }
+                Data::Mlx {
+                    w: Storage::new(w),
+                    s,
+                    b,
+                }
             }
             _ => Data::Blocks(Storage::new(bytes)),
         };
-        Ok(QuantMatrix { format, n, k, data, parallel: true })
+        Ok(QuantMatrix {
+            format,
+            n,
+            k,
+            data,
+            parallel: true,
+        })
     }
 
     /// MLX affine from its three arrays: packed weights (`[N, K*bits/32]` u32 as bytes), scales
@@ -103,16 +125,32 @@ impl<'a> QuantMatrix<'a> {
         scales: &'a [u8],
         biases: &'a [u8],
     ) -> Result<Self> {
-        let Format::MlxAffine { bits, group_size, .. } = format else {
-            return Err(invalid("format", format!("{format} is not an MLX affine format")));
+        let Format::MlxAffine {
+            bits, group_size, ..
+        } = format
+        else {
+            return Err(invalid(
+                "format",
+                format!("{format} is not an MLX affine format"),
+            ));
         };
         format.tensor_bytes(n, k)?;
         let (wb, sb) = mlx::array_bytes(bits, group_size as usize, n, k);
         check_len("weights", weights.len(), wb, "bytes")?;
         check_len("scales", scales.len(), sb, "bytes")?;
         check_len("biases", biases.len(), sb, "bytes")?;
-        let data = Data::Mlx { w: Storage::new(weights), s: scales, b: biases };
-        Ok(QuantMatrix { format, n, k, data, parallel: true })
+        let data = Data::Mlx {
+            w: Storage::new(weights),
+            s: scales,
+            b: biases,
+        };
+        Ok(QuantMatrix {
+            format,
+            n,
+            k,
+            data,
+            parallel: true,
+        })
     }
 
     /// The same matrix, run on the calling thread only.
@@ -139,7 +177,14 @@ impl<'a> QuantMatrix<'a> {
 
     fn mlx_view(&self) -> Option<MlxView<'_>> {
         match (&self.data, self.format) {
-            (Data::Mlx { w, s, b }, Format::MlxAffine { bits, group_size, scales }) => Some(MlxView {
+            (
+                Data::Mlx { w, s, b },
+                Format::MlxAffine {
+                    bits,
+                    group_size,
+                    scales,
+                },
+            ) => Some(MlxView {
                 bits,
                 group: group_size as usize,
                 scale_type: scales,
@@ -161,12 +206,24 @@ impl<'a> QuantMatrix<'a> {
 
     /// The matrix joined with `m` prepared activation rows (`x` is `[m, k]` f32).
     fn prepare(&self, x: &[f32], m: usize) -> Result<Box<dyn Rows + '_>> {
-        fn block_rows<'s, B: QuantBlock>(q: &'s QuantMatrix<'_>, x: &[f32], m: usize) -> Result<Box<dyn Rows + 's>> {
+        fn block_rows<'s, B: QuantBlock>(
+            q: &'s QuantMatrix<'_>,
+            x: &[f32],
+            m: usize,
+        ) -> Result<Box<dyn Rows + 's>> {
             let dot_elems = <B::Dot as QuantBlock>::ELEMS;
-            if q.k % dot_elems != 0 {
-                return Err(invalid("k", format!("must be a multiple of the activation block size {dot_elems}")));
+            if !q.k.is_multiple_of(dot_elems) {
+                return Err(invalid(
+                    "k",
+                    format!("must be a multiple of the activation block size {dot_elems}"),
+                ));
             }
-            Ok(Box::new(BlockRows::<B>::new(blocks::<B>(q.block_bytes()), q.k, x, m)))
+            Ok(Box::new(BlockRows::<B>::new(
+                blocks::<B>(q.block_bytes()),
+                q.k,
+                x,
+                m,
+            )))
         }
         with_block!(self.format, |B| block_rows::<B>(self, x, m), mlx => {
             let view = self.mlx_view().ok_or_else(|| invalid("format", "MLX matrix without MLX arrays"))?;
@@ -182,8 +239,18 @@ impl<'a> QuantMatrix<'a> {
     /// `y[j] = W x[j]` for `m` activation rows: `x` is `[m, k]`, `y` is `[m, n]`, row-major.
     /// Each weight row is streamed once for all `m` rows (best for m <= 16).
     pub fn gemv_batch(&self, x: Activation, m: usize, y: &mut [f32]) -> Result<()> {
-        check_len("x", x.len(), checked_mul("m", m, self.k)?, "activation elements (m * k)")?;
-        check_len("y", y.len(), checked_mul("m", m, self.n)?, "output elements (m * n)")?;
+        check_len(
+            "x",
+            x.len(),
+            checked_mul("m", m, self.k)?,
+            "activation elements (m * k)",
+        )?;
+        check_len(
+            "y",
+            y.len(),
+            checked_mul("m", m, self.n)?,
+            "output elements (m * n)",
+        )?;
         if m == 0 {
             return Ok(());
         }
@@ -195,9 +262,20 @@ impl<'a> QuantMatrix<'a> {
 
     /// Gathers rows `rows[i]` of the matrix, dequantized, into `out` (`[rows.len(), k]`).
     pub fn embedding(&self, rows: &[u32], out: &mut [f32]) -> Result<()> {
-        check_len("out", out.len(), checked_mul("rows", rows.len(), self.k)?, "elements (rows * k)")?;
+        check_len(
+            "out",
+            out.len(),
+            checked_mul("rows", rows.len(), self.k)?,
+            "elements (rows * k)",
+        )?;
         if let Some(i) = rows.iter().position(|&r| r as usize >= self.n) {
-            return Err(invalid("rows", format!("index {} at position {i} is out of range for N = {}", rows[i], self.n)));
+            return Err(invalid(
+                "rows",
+                format!(
+                    "index {} at position {i} is out of range for N = {}",
+                    rows[i], self.n
+                ),
+            ));
         }
         if self.k == 0 {
             return Ok(());
@@ -243,12 +321,25 @@ pub fn swiglu_gate_up(
     if gate.n != up.n || gate.k != up.k {
         return Err(invalid(
             "up",
-            format!("shape [{}, {}] differs from gate's [{}, {}]", up.n, up.k, gate.n, gate.k),
+            format!(
+                "shape [{}, {}] differs from gate's [{}, {}]",
+                up.n, up.k, gate.n, gate.k
+            ),
         ));
     }
     let (n, k) = (gate.n, gate.k);
-    check_len("x", x.len(), checked_mul("m", m, k)?, "activation elements (m * k)")?;
-    check_len("out", out.len(), checked_mul("m", m, n)?, "output elements (m * n)")?;
+    check_len(
+        "x",
+        x.len(),
+        checked_mul("m", m, k)?,
+        "activation elements (m * k)",
+    )?;
+    check_len(
+        "out",
+        out.len(),
+        checked_mul("m", m, n)?,
+        "output elements (m * n)",
+    )?;
     if m == 0 {
         return Ok(());
     }
@@ -285,7 +376,11 @@ pub fn down_with_swiglu(
     let want = checked_mul("m", m, down.k)?;
     check_len("gate_act", gate_act.len(), want, "elements (m * k)")?;
     check_len("up_act", up_act.len(), want, "elements (m * k)")?;
-    let h: Vec<f32> = gate_act.iter().zip(up_act).map(|(&g, &u)| silu(g) * u).collect();
+    let h: Vec<f32> = gate_act
+        .iter()
+        .zip(up_act)
+        .map(|(&g, &u)| silu(g) * u)
+        .collect();
     down.gemv_batch(Activation::F32(&h), m, y)
 }
 

@@ -93,7 +93,11 @@ fn pack(q: &[u8], bits: u8, out: &mut [u8]) {
 fn unpack_one(w: &[u8], bits: u8, j: usize) -> u8 {
     let bit = j * bits as usize;
     let lo = w[bit / 8] as u16;
-    let hi = if bit % 8 + bits as usize > 8 { (w[bit / 8 + 1] as u16) << 8 } else { 0 };
+    let hi = if bit % 8 + bits as usize > 8 {
+        (w[bit / 8 + 1] as u16) << 8
+    } else {
+        0
+    };
     (((lo | hi) >> (bit % 8)) & ((1u16 << bits) - 1)) as u8
 }
 
@@ -209,7 +213,12 @@ mod avx2 {
 
     /// Sum over groups of `scale(g) * sum_j q_j x_j` (the bias term is added by the caller).
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn dot<const BITS: u32>(w: &[u8], x: &[f32], group: usize, scale: &dyn Fn(usize) -> f32) -> f32 {
+    pub unsafe fn dot<const BITS: u32>(
+        w: &[u8],
+        x: &[f32],
+        group: usize,
+        scale: &dyn Fn(usize) -> f32,
+    ) -> f32 {
         let mut acc = _mm256_setzero_ps();
         let (wp, xp) = (w.as_ptr(), x.as_ptr());
         let groups = x.len() / group;

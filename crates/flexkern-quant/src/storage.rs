@@ -12,7 +12,7 @@ pub(crate) enum Storage<'a> {
 
 impl<'a> Storage<'a> {
     pub fn new(bytes: &'a [u8]) -> Self {
-        if bytes.as_ptr() as usize % 8 == 0 {
+        if (bytes.as_ptr() as usize).is_multiple_of(8) {
             return Storage::Borrowed(bytes);
         }
         let mut words = vec![0u64; bytes.len().div_ceil(8)];

@@ -6,7 +6,8 @@ mod common;
 
 use common::*;
 use flexkern_quant::{
-    dequantize, down_with_swiglu, quantize, swiglu_gate_up, Activation, Format, QuantError, QuantMatrix,
+    dequantize, down_with_swiglu, quantize, swiglu_gate_up, Activation, Format, QuantError,
+    QuantMatrix,
 };
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -16,13 +17,19 @@ use rand::SeedableRng;
 fn round_trip_error_within_ggml_thresholds() {
     // ggml's synthetic data: 0.1 + 2 cos(i + offset), 4096 values.
     let n = 4096;
-    let src: Vec<f32> = (0..n).map(|i| 0.1 + 2.0 * ((i as f32) + 0.1).cos()).collect();
+    let src: Vec<f32> = (0..n)
+        .map(|i| 0.1 + 2.0 * ((i as f32) + 0.1).cos())
+        .collect();
     for f in formats() {
         let k = 512;
         let q = quantize(f, &src, n / k, k).unwrap();
         assert_eq!(q.len(), f.tensor_bytes(n / k, k).unwrap(), "{f}");
         let d = dequantize(f, &q, n / k, k).unwrap();
-        let sq: f64 = src.iter().zip(&d).map(|(a, b)| ((a - b) as f64).powi(2)).sum();
+        let sq: f64 = src
+            .iter()
+            .zip(&d)
+            .map(|(a, b)| ((a - b) as f64).powi(2))
+            .sum();
         let err = sq.sqrt() / n as f64;
         assert!(err < ggml_threshold(f), "{f}: total error {err}");
         assert!(d.iter().all(|v| v.is_finite()), "{f}");
@@ -33,10 +40,28 @@ fn round_trip_error_within_ggml_thresholds() {
 fn float_formats_round_exactly() {
     let mut rng = StdRng::seed_from_u64(1);
     let src = randn(&mut rng, 3 * 37);
-    let back = dequantize(Format::F32, &quantize(Format::F32, &src, 3, 37).unwrap(), 3, 37).unwrap();
+    let back = dequantize(
+        Format::F32,
+        &quantize(Format::F32, &src, 3, 37).unwrap(),
+        3,
+        37,
+    )
+    .unwrap();
     assert_eq!(back, src);
-    let h = dequantize(Format::F16, &quantize(Format::F16, &src, 3, 37).unwrap(), 3, 37).unwrap();
-    let b = dequantize(Format::BF16, &quantize(Format::BF16, &src, 3, 37).unwrap(), 3, 37).unwrap();
+    let h = dequantize(
+        Format::F16,
+        &quantize(Format::F16, &src, 3, 37).unwrap(),
+        3,
+        37,
+    )
+    .unwrap();
+    let b = dequantize(
+        Format::BF16,
+        &quantize(Format::BF16, &src, 3, 37).unwrap(),
+        3,
+        37,
+    )
+    .unwrap();
     for i in 0..src.len() {
         assert_eq!(h[i], f16::from_f32(src[i]).to_f32());
         assert_eq!(b[i], bf16::from_f32(src[i]).to_f32());
@@ -62,10 +87,17 @@ fn integer_dot_error_is_small_against_exact_activation() {
         let wd = dequantize(f, &bytes, n, k).unwrap();
         let x = randn(&mut rng, k);
         let mut y = vec![f32::NAN; n];
-        QuantMatrix::new(f, n, k, &bytes).unwrap().gemv(Activation::F32(&x), &mut y).unwrap();
+        QuantMatrix::new(f, n, k, &bytes)
+            .unwrap()
+            .gemv(Activation::F32(&x), &mut y)
+            .unwrap();
         let (mut num, mut den) = (0f64, 0f64);
         for r in 0..n {
-            let exact: f64 = wd[r * k..(r + 1) * k].iter().zip(&x).map(|(&a, &b)| a as f64 * b as f64).sum();
+            let exact: f64 = wd[r * k..(r + 1) * k]
+                .iter()
+                .zip(&x)
+                .map(|(&a, &b)| a as f64 * b as f64)
+                .sum();
             num += (y[r] as f64 - exact).powi(2);
             den += exact.powi(2);
         }
@@ -82,7 +114,10 @@ fn batched_and_fused_match_single_row() {
         let n = 37;
         let wg = quantize(f, &randn(&mut rng, n * k), n, k).unwrap();
         let wu = quantize(f, &randn(&mut rng, n * k), n, k).unwrap();
-        let (g, u) = (QuantMatrix::new(f, n, k, &wg).unwrap(), QuantMatrix::new(f, n, k, &wu).unwrap());
+        let (g, u) = (
+            QuantMatrix::new(f, n, k, &wg).unwrap(),
+            QuantMatrix::new(f, n, k, &wu).unwrap(),
+        );
         for m in [1usize, 3, 16] {
             let x = randn(&mut rng, m * k);
             let mut yb = vec![f32::NAN; m * n];
@@ -91,19 +126,27 @@ fn batched_and_fused_match_single_row() {
             u.gemv_batch(Activation::F32(&x), m, &mut yu).unwrap();
             for j in 0..m {
                 let mut y1 = vec![f32::NAN; n];
-                g.gemv(Activation::F32(&x[j * k..(j + 1) * k]), &mut y1).unwrap();
+                g.gemv(Activation::F32(&x[j * k..(j + 1) * k]), &mut y1)
+                    .unwrap();
                 assert_eq!(&yb[j * n..(j + 1) * n], &y1[..], "{f} batch m={m} row {j}");
             }
             let mut sw = vec![f32::NAN; m * n];
             swiglu_gate_up(&g, &u, Activation::F32(&x), m, &mut sw).unwrap();
             for i in 0..m * n {
                 let want = yb[i] / (1.0 + (-yb[i]).exp()) * yu[i];
-                assert!((sw[i] - want).abs() <= 1e-6 * want.abs().max(1.0), "{f} swiglu m={m}");
+                assert!(
+                    (sw[i] - want).abs() <= 1e-6 * want.abs().max(1.0),
+                    "{f} swiglu m={m}"
+                );
             }
             // Akunu form: W_down (silu(gate) * up), with down = g viewed as [n, k].
             let ga = randn(&mut rng, m * k);
             let ua = randn(&mut rng, m * k);
-            let h: Vec<f32> = ga.iter().zip(&ua).map(|(&a, &b)| a / (1.0 + (-a).exp()) * b).collect();
+            let h: Vec<f32> = ga
+                .iter()
+                .zip(&ua)
+                .map(|(&a, &b)| a / (1.0 + (-a).exp()) * b)
+                .collect();
             let mut yd = vec![f32::NAN; m * n];
             down_with_swiglu(&g, &ga, &ua, m, &mut yd).unwrap();
             let mut yh = vec![f32::NAN; m * n];
@@ -124,8 +167,14 @@ fn half_activations_equal_widened_f32() {
         let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
         let xb: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
         for (act, wide) in [
-            (Activation::F16(&xh), xh.iter().map(|v| v.to_f32()).collect::<Vec<_>>()),
-            (Activation::BF16(&xb), xb.iter().map(|v| v.to_f32()).collect()),
+            (
+                Activation::F16(&xh),
+                xh.iter().map(|v| v.to_f32()).collect::<Vec<_>>(),
+            ),
+            (
+                Activation::BF16(&xb),
+                xb.iter().map(|v| v.to_f32()).collect(),
+            ),
         ] {
             let (mut a, mut b) = (vec![f32::NAN; n], vec![f32::NAN; n]);
             q.gemv(act, &mut a).unwrap();
@@ -147,9 +196,16 @@ fn embedding_gathers_dequantized_rows() {
         let mut out = vec![f32::NAN; rows.len() * k];
         q.embedding(&rows, &mut out).unwrap();
         for (i, &r) in rows.iter().enumerate() {
-            assert_eq!(&out[i * k..(i + 1) * k], &all[r as usize * k..(r as usize + 1) * k], "{f}");
+            assert_eq!(
+                &out[i * k..(i + 1) * k],
+                &all[r as usize * k..(r as usize + 1) * k],
+                "{f}"
+            );
         }
-        assert!(q.embedding(&[11], &mut vec![0.0; k]).is_err(), "{f}: row out of range");
+        assert!(
+            q.embedding(&[11], &mut vec![0.0; k]).is_err(),
+            "{f}: row out of range"
+        );
     }
 }
 
@@ -164,10 +220,19 @@ fn misaligned_buffers_are_copied_not_rejected() {
         let mut shifted = vec![0u8; bytes.len() + 1];
         shifted[1..].copy_from_slice(&bytes);
         let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
-        QuantMatrix::new(f, n, k, &bytes).unwrap().gemv(Activation::F32(&x), &mut a).unwrap();
-        QuantMatrix::new(f, n, k, &shifted[1..]).unwrap().gemv(Activation::F32(&x), &mut b).unwrap();
+        QuantMatrix::new(f, n, k, &bytes)
+            .unwrap()
+            .gemv(Activation::F32(&x), &mut a)
+            .unwrap();
+        QuantMatrix::new(f, n, k, &shifted[1..])
+            .unwrap()
+            .gemv(Activation::F32(&x), &mut b)
+            .unwrap();
         assert_eq!(a, b);
-        assert_eq!(dequantize(f, &shifted[1..], n, k).unwrap(), dequantize(f, &bytes, n, k).unwrap());
+        assert_eq!(
+            dequantize(f, &shifted[1..], n, k).unwrap(),
+            dequantize(f, &bytes, n, k).unwrap()
+        );
     }
 }
 
@@ -179,14 +244,29 @@ fn mlx_three_slice_constructor_matches_single_buffer() {
     let bytes = quantize(f, &randn(&mut rng, n * k), n, k).unwrap();
     let (wb, sb) = (n * k / 2, n * (k / 64) * 2);
     let q1 = QuantMatrix::new(f, n, k, &bytes).unwrap();
-    let q3 =
-        QuantMatrix::from_mlx_parts(f, n, k, &bytes[..wb], &bytes[wb..wb + sb], &bytes[wb + sb..]).unwrap();
+    let q3 = QuantMatrix::from_mlx_parts(
+        f,
+        n,
+        k,
+        &bytes[..wb],
+        &bytes[wb..wb + sb],
+        &bytes[wb + sb..],
+    )
+    .unwrap();
     let x = randn(&mut rng, k);
     let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
     q1.gemv(Activation::F32(&x), &mut a).unwrap();
     q3.gemv(Activation::F32(&x), &mut b).unwrap();
     assert_eq!(a, b);
-    assert!(QuantMatrix::from_mlx_parts(f, n, k, &bytes[..wb - 4], &bytes[wb..wb + sb], &bytes[wb + sb..]).is_err());
+    assert!(QuantMatrix::from_mlx_parts(
+        f,
+        n,
+        k,
+        &bytes[..wb - 4],
+        &bytes[wb..wb + sb],
+        &bytes[wb + sb..]
+    )
+    .is_err());
     assert!(QuantMatrix::from_mlx_parts(Format::Q4_0, n, k, &bytes, &[], &[]).is_err());
 }
 
@@ -195,15 +275,32 @@ fn malformed_arguments_are_typed_errors() {
     let f = Format::Q4_0;
     let src = vec![0.25f32; 2 * 64];
     // K not a multiple of the block size, wrong lengths, non-finite input.
-    assert!(matches!(quantize(f, &src, 4, 32 + 1), Err(QuantError::InvalidArgument { arg: "k", .. })));
-    assert!(matches!(quantize(f, &src, 3, 64), Err(QuantError::InvalidArgument { arg: "src", .. })));
-    assert!(matches!(quantize(f, &src, usize::MAX, 64), Err(QuantError::InvalidArgument { .. })));
+    assert!(matches!(
+        quantize(f, &src, 4, 32 + 1),
+        Err(QuantError::InvalidArgument { arg: "k", .. })
+    ));
+    assert!(matches!(
+        quantize(f, &src, 3, 64),
+        Err(QuantError::InvalidArgument { arg: "src", .. })
+    ));
+    assert!(matches!(
+        quantize(f, &src, usize::MAX, 64),
+        Err(QuantError::InvalidArgument { .. })
+    ));
     for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
         let mut s = src.clone();
         s[70] = bad;
-        for fmt in [Format::F32, Format::F16, Format::Q4_0, Format::from_name("mlx:4:32").unwrap()] {
+        for fmt in [
+            Format::F32,
+            Format::F16,
+            Format::Q4_0,
+            Format::from_name("mlx:4:32").unwrap(),
+        ] {
             assert!(
-                matches!(quantize(fmt, &s, 2, 64), Err(QuantError::NonFinite { index: 70, .. })),
+                matches!(
+                    quantize(fmt, &s, 2, 64),
+                    Err(QuantError::NonFinite { index: 70, .. })
+                ),
                 "{fmt} {bad}"
             );
         }
@@ -222,11 +319,24 @@ fn malformed_arguments_are_typed_errors() {
     assert!(q.embedding(&[2], &mut [0.0; 64]).is_err());
     assert!(q.embedding(&[1], &mut [0.0; 63]).is_err());
     let other = QuantMatrix::new(Format::F32, 2, 64, bytemuck_bytes(&src)).unwrap();
-    assert!(swiglu_gate_up(&q, &QuantMatrix::new(Format::F32, 1, 64, bytemuck_bytes(&src[..64])).unwrap(), Activation::F32(&x), 1, &mut [0.0; 2]).is_err());
+    assert!(swiglu_gate_up(
+        &q,
+        &QuantMatrix::new(Format::F32, 1, 64, bytemuck_bytes(&src[..64])).unwrap(),
+        Activation::F32(&x),
+        1,
+        &mut [0.0; 2]
+    )
+    .is_err());
     assert!(swiglu_gate_up(&q, &other, Activation::F32(&x), 1, &mut [0.0; 1]).is_err());
     assert!(down_with_swiglu(&q, &x, &x[..32], 1, &mut [0.0; 2]).is_err());
-    assert!(matches!(Format::from_name("q4_9"), Err(QuantError::UnknownFormat(_))));
-    assert!(matches!(Format::from_name("mlx:5:64"), Err(QuantError::InvalidArgument { arg: "bits", .. })));
+    assert!(matches!(
+        Format::from_name("q4_9"),
+        Err(QuantError::UnknownFormat(_))
+    ));
+    assert!(matches!(
+        Format::from_name("mlx:5:64"),
+        Err(QuantError::InvalidArgument { arg: "bits", .. })
+    ));
 }
 
 fn bytemuck_bytes(x: &[f32]) -> &[u8] {

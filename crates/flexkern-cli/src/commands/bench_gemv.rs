@@ -16,7 +16,10 @@ use std::time::Instant;
 #[derive(Args, Debug)]
 pub struct BenchGemvArgs {
     /// Comma-separated formats.
-    #[arg(long, default_value = "q4_0,q4_1,q8_0,q4_k,q6_k,f16,q5_0,q5_1,q2_k,q3_k,q5_k,bf16,f32,mlx:4:64,mlx:8:64")]
+    #[arg(
+        long,
+        default_value = "q4_0,q4_1,q8_0,q4_k,q6_k,f16,q5_0,q5_1,q2_k,q3_k,q5_k,bf16,f32,mlx:4:64,mlx:8:64"
+    )]
     pub formats: String,
     /// Comma-separated output sizes N.
     #[arg(long, default_value = "4096,14336")]
@@ -76,15 +79,25 @@ pub fn read_bandwidth_gbs(mib: usize, passes: usize) -> f64 {
 }
 
 fn parse_list(s: &str) -> Result<Vec<usize>> {
-    s.split(',').map(|t| t.trim().parse::<usize>().with_context(|| format!("bad number `{t}`"))).collect()
+    s.split(',')
+        .map(|t| {
+            t.trim()
+                .parse::<usize>()
+                .with_context(|| format!("bad number `{t}`"))
+        })
+        .collect()
 }
 
 /// Random-ish f32 values, deterministic, never zero in bulk.
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0
         })
         .collect()
@@ -96,7 +109,14 @@ struct Case {
     gbs: f64,
 }
 
-fn bench_one(format: Format, n: usize, k: usize, m: usize, reps: usize, ws_bytes: usize) -> Result<Case> {
+fn bench_one(
+    format: Format,
+    n: usize,
+    k: usize,
+    m: usize,
+    reps: usize,
+    ws_bytes: usize,
+) -> Result<Case> {
     // Quantize a slab of rows once and tile it: quantizing 14336 x 4096 with the reference
     // K-quant search would dominate the run; the values do not change the memory traffic.
     let slab_rows = n.min(64);
@@ -127,7 +147,10 @@ fn bench_one(format: Format, n: usize, k: usize, m: usize, reps: usize, ws_bytes
             break;
         }
     }
-    let mats: Vec<QuantMatrix> = bufs.iter().map(|b| QuantMatrix::new(format, n, k, b)).collect::<Result<_, _>>()?;
+    let mats: Vec<QuantMatrix> = bufs
+        .iter()
+        .map(|b| QuantMatrix::new(format, n, k, b))
+        .collect::<Result<_, _>>()?;
     let x = values(m * k, 11);
     let mut y = vec![0f32; m * n];
     let mut times = Vec::with_capacity(reps);
@@ -140,7 +163,11 @@ fn bench_one(format: Format, n: usize, k: usize, m: usize, reps: usize, ws_bytes
     }
     std::hint::black_box(&y);
     let t = median(times);
-    Ok(Case { name: format!("{format} N={n} K={k} M={m}"), ms: t * 1e3, gbs: bytes as f64 / t / 1e9 })
+    Ok(Case {
+        name: format!("{format} N={n} K={k} M={m}"),
+        ms: t * 1e3,
+        gbs: bytes as f64 / t / 1e9,
+    })
 }
 
 pub fn run_bench_gemv(args: &BenchGemvArgs) -> Result<()> {
@@ -152,20 +179,39 @@ pub fn run_bench_gemv(args: &BenchGemvArgs) -> Result<()> {
 }
 
 fn run_inner(args: &BenchGemvArgs) -> Result<()> {
-    let formats: Vec<Format> = args.formats.split(',').map(|f| Format::from_name(f.trim())).collect::<Result<_, _>>()?;
+    let formats: Vec<Format> = args
+        .formats
+        .split(',')
+        .map(|f| Format::from_name(f.trim()))
+        .collect::<Result<_, _>>()?;
     let (ns, k, reps, ws, bw_mib) = if args.quick {
         (vec![512usize, 1024], 1024, 5, 32 << 20, 256)
     } else {
-        (parse_list(&args.n)?, args.k, args.reps, args.working_set_mib << 20, 1024)
+        (
+            parse_list(&args.n)?,
+            args.k,
+            args.reps,
+            args.working_set_mib << 20,
+            1024,
+        )
     };
     let threads = rayon::current_num_threads();
     let bw = read_bandwidth_gbs(bw_mib, if args.quick { 3 } else { 7 });
     println!("threads: {threads}   measured read bandwidth: {bw:.2} GB/s ({bw_mib} MiB streaming sum, median)");
-    println!("{:<36} {:>10} {:>10} {:>8}", "case", "median ms", "GB/s", "of bw");
+    println!(
+        "{:<36} {:>10} {:>10} {:>8}",
+        "case", "median ms", "GB/s", "of bw"
+    );
     for &f in &formats {
         for &n in &ns {
             match bench_one(f, n, k, args.m, reps, ws) {
-                Ok(c) => println!("{:<36} {:>10.3} {:>10.2} {:>7.1}%", c.name, c.ms, c.gbs, 100.0 * c.gbs / bw),
+                Ok(c) => println!(
+                    "{:<36} {:>10.3} {:>10.2} {:>7.1}%",
+                    c.name,
+                    c.ms,
+                    c.gbs,
+                    100.0 * c.gbs / bw
+                ),
                 Err(e) => println!("{:<36} skipped: {e}", format!("{f} N={n} K={k}")),
             }
         }

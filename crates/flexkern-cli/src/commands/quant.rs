@@ -63,8 +63,12 @@ pub fn parse_shape(s: &str) -> Result<(usize, usize)> {
     if parts.len() != 2 {
         bail!("--shape must be N,K, got `{s}`");
     }
-    let n = parts[0].parse().with_context(|| format!("--shape: bad N `{}`", parts[0]))?;
-    let k = parts[1].parse().with_context(|| format!("--shape: bad K `{}`", parts[1]))?;
+    let n = parts[0]
+        .parse()
+        .with_context(|| format!("--shape: bad N `{}`", parts[0]))?;
+    let k = parts[1]
+        .parse()
+        .with_context(|| format!("--shape: bad K `{}`", parts[1]))?;
     Ok((n, k))
 }
 
@@ -72,7 +76,10 @@ fn matrix_shape(shape: &[usize], path: &std::path::Path) -> Result<(usize, usize
     match *shape {
         [k] => Ok((1, k)),
         [n, k] => Ok((n, k)),
-        _ => bail!("{}: expected a 1-D or 2-D array, got shape {shape:?}", path.display()),
+        _ => bail!(
+            "{}: expected a 1-D or 2-D array, got shape {shape:?}",
+            path.display()
+        ),
     }
 }
 
@@ -89,7 +96,8 @@ pub fn run_quantize(a: &QuantizeArgs) -> Result<()> {
 pub fn run_dequantize(a: &DequantizeArgs) -> Result<()> {
     let format = Format::from_name(&a.format)?;
     let (n, k) = parse_shape(&a.shape)?;
-    let bytes = std::fs::read(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
+    let bytes =
+        std::fs::read(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
     let w = flexkern_quant::dequantize(format, &bytes, n, k)
         .with_context(|| format!("dequantizing {} as {format} [{n}, {k}]", a.input.display()))?;
     npy::write_f32(&a.out, &[n, k], &w)?;
@@ -99,14 +107,18 @@ pub fn run_dequantize(a: &DequantizeArgs) -> Result<()> {
 pub fn run_gemv(a: &GemvArgs) -> Result<()> {
     let format = Format::from_name(&a.format)?;
     let (n, k) = parse_shape(&a.shape)?;
-    let bytes = std::fs::read(&a.weight).with_context(|| format!("reading {}", a.weight.display()))?;
+    let bytes =
+        std::fs::read(&a.weight).with_context(|| format!("reading {}", a.weight.display()))?;
     let w = QuantMatrix::new(format, n, k, &bytes)
         .with_context(|| format!("{} as {format} [{n}, {k}]", a.weight.display()))?
         .with_parallel(!a.single_thread);
     let x = npy::read(&a.x)?;
     let (m, kx) = matrix_shape(&x.shape, &a.x)?;
     if kx != k {
-        bail!("{}: activation K = {kx} does not match weight K = {k}", a.x.display());
+        bail!(
+            "{}: activation K = {kx} does not match weight K = {k}",
+            a.x.display()
+        );
     }
     let mut y = vec![0f32; m * n];
     let xf;
@@ -118,7 +130,11 @@ pub fn run_gemv(a: &GemvArgs) -> Result<()> {
         }
     };
     w.gemv_batch(act, m, &mut y)?;
-    let shape: Vec<usize> = if x.shape.len() == 1 { vec![n] } else { vec![m, n] };
+    let shape: Vec<usize> = if x.shape.len() == 1 {
+        vec![n]
+    } else {
+        vec![m, n]
+    };
     npy::write_f32(&a.out, &shape, &y)?;
     Ok(())
 }

@@ -20,19 +20,24 @@ pub fn all_formats() -> Vec<Format> {
 pub fn formats() -> Vec<Format> {
     all_formats()
         .into_iter()
-        .filter(|&f| match quantize(f, &vec![0.5; f.block_elems()], 1, f.block_elems()) {
-            Err(QuantError::Unsupported { .. }) => {
-                eprintln!("skipping {f}: not in this build");
-                false
-            }
-            _ => true,
-        })
+        .filter(
+            |&f| match quantize(f, &vec![0.5; f.block_elems()], 1, f.block_elems()) {
+                Err(QuantError::Unsupported { .. }) => {
+                    eprintln!("skipping {f}: not in this build");
+                    false
+                }
+                _ => true,
+            },
+        )
         .collect()
 }
 
 /// Q8_K is an activation format: ggml has no weight kernels that read it as weights.
 pub fn weight_formats() -> Vec<Format> {
-    formats().into_iter().filter(|&f| f != Format::Q8K).collect()
+    formats()
+        .into_iter()
+        .filter(|&f| f != Format::Q8K)
+        .collect()
 }
 
 pub fn randn(rng: &mut StdRng, n: usize) -> Vec<f32> {
@@ -74,7 +79,11 @@ pub fn oracle(f: Format, wd: &[f32], xe: &[f32], n: usize, k: usize) -> Vec<(f64
         .map(|r| {
             let w = &wd[r * k..(r + 1) * k];
             let dot: f64 = w.iter().zip(xe).map(|(&a, &b)| a as f64 * b as f64).sum();
-            let mag: f64 = w.iter().zip(xe).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
+            let mag: f64 = w
+                .iter()
+                .zip(xe)
+                .map(|(&a, &b)| (a as f64 * b as f64).abs())
+                .sum();
             let mut tol = 2e-5 * mag + 1e-6;
             if q8_1 {
                 // Q8_1 stores the block sum s in f16: the min term carries that rounding.
@@ -101,7 +110,9 @@ pub fn check(f: Format, what: &str, got: &[f32], want: &[(f64, f64)]) {
 
 /// K values that exercise tails: a single block, an odd number of blocks, several blocks.
 pub fn ks(f: Format) -> Vec<usize> {
-    let qk = f.block_elems().max(Format::Q8_0.block_elems().min(f.block_elems()));
+    let qk = f
+        .block_elems()
+        .max(Format::Q8_0.block_elems().min(f.block_elems()));
     match f {
         Format::F32 | Format::F16 | Format::BF16 => vec![1, 7, 37, 256 + 13],
         _ => vec![qk, 3 * qk, 4 * qk.max(64)],
@@ -125,7 +136,10 @@ pub fn gemv_oracle_sweep(path: &str) {
                 q.gemv(Activation::F32(&x), &mut y).unwrap();
                 check(f, &format!("gemv n={n} k={k} path={path}"), &y, &want);
                 let mut ys = vec![f32::NAN; n];
-                q.clone().sequential().gemv(Activation::F32(&x), &mut ys).unwrap();
+                q.clone()
+                    .sequential()
+                    .gemv(Activation::F32(&x), &mut ys)
+                    .unwrap();
                 assert_eq!(y, ys, "{f}: sequential differs");
             }
         }
