@@ -1,23 +1,34 @@
-//! Prints token ids for each text in a file, one line per text, for the tokenizer cross-check.
-//! Texts are separated by lines holding only `\x1e` (ASCII record separator).
-//! Usage: tokenize MODEL.gguf TEXTS.txt
+//! Cross-check helper. Texts in TEXTS.txt are separated by lines holding only `\x1e`.
+//!   tokenize MODEL.gguf TEXTS.txt   -> token ids of each text, one line per text
+//!   tokenize --split PRE TEXTS.txt  -> byte lengths of the pre-tokenizer pieces for `PRE`
 
+use flexkern_gguf::tokenizer::pretokenize::PreTokenizer;
 use flexkern_gguf::{GgufFile, Tokenizer};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, model, texts] = &args[..] else {
-        return Err("usage: tokenize MODEL.gguf TEXTS.txt".into());
-    };
-    let f = GgufFile::open(model)?;
-    let tok = Tokenizer::from_gguf(&f)?;
-    let all = std::fs::read_to_string(texts)?;
-    for text in all.split("\n\x1e\n") {
-        let ids = tok.encode(text, false, true);
-        let strs: Vec<String> = ids.iter().map(u32::to_string).collect();
-        println!("{}", strs.join(" "));
-        if tok.decode(&ids) != text {
-            eprintln!("round-trip mismatch for {text:?}");
+    let line = |v: Vec<usize>| v.iter().map(usize::to_string).collect::<Vec<_>>().join(" ");
+    match &args[1..] {
+        [flag, pre, texts] if flag == "--split" => {
+            let p = PreTokenizer::from_name(pre)?;
+            for text in std::fs::read_to_string(texts)?.split("\n\x1e\n") {
+                println!("{}", line(p.split(text).iter().map(|s| s.len()).collect()));
+            }
+        }
+        [model, texts] => {
+            let tok = Tokenizer::from_gguf(&GgufFile::open(model)?)?;
+            for text in std::fs::read_to_string(texts)?.split("\n\x1e\n") {
+                let ids = tok.encode(text, false, true);
+                println!("{}", line(ids.iter().map(|&i| i as usize).collect()));
+                if tok.decode(&ids) != text {
+                    eprintln!("round-trip mismatch for {text:?}");
+                }
+            }
+        }
+        _ => {
+            return Err(
+                "usage: tokenize MODEL.gguf TEXTS.txt | tokenize --split PRE TEXTS.txt".into(),
+            )
         }
     }
     Ok(())

@@ -75,6 +75,42 @@ PY
 
 cargo run -q --release -p flexkern-gguf --example tokenize -- "$MODEL" "$WORK/texts.txt" > "$WORK/ours.txt"
 
+# Also compare the Llama 3 / Qwen2 / GPT-2 pre-tokenizer splits with HF's regex Split (Oniguruma).
+"$VENV/bin/python" - "$WORK" <<'PY'
+import sys
+from tokenizers import Regex, pre_tokenizers
+work = sys.argv[1]
+C = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
+pats = {
+    "llama-bpe": C + r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "qwen2": C + r"\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "gpt-2": r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
+}
+texts = open(f"{work}/texts.txt", newline="").read().split("\n\x1e\n")
+for name, pat in pats.items():
+    split = pre_tokenizers.Split(Regex(pat), behavior="isolated")
+    with open(f"{work}/ref-split-{name}.txt", "w") as out:
+        for t in texts:
+            out.write(" ".join(str(len(p.encode())) for p, _ in split.pre_tokenize_str(t)) + "\n")
+PY
+for pre in llama-bpe qwen2 gpt-2; do
+    cargo run -q --release -p flexkern-gguf --example tokenize -- --split "$pre" "$WORK/texts.txt" > "$WORK/ours-split-$pre.txt"
+done
+
+split_ok=0
+"$VENV/bin/python" - "$WORK" <<'PY' || split_ok=1
+import sys
+work = sys.argv[1]
+bad = 0
+for pre in ["llama-bpe", "qwen2", "gpt-2"]:
+    ref = open(f"{work}/ref-split-{pre}.txt").read().split("\n")
+    ours = open(f"{work}/ours-split-{pre}.txt").read().split("\n")
+    wrong = [i for i, (a, b) in enumerate(zip(ref, ours)) if a != b] + ([-1] if len(ref) != len(ours) else [])
+    print(f"pre-tokenizer {pre}: {len(ref) - 1} texts, {len(wrong)} mismatching {wrong}")
+    bad += len(wrong)
+sys.exit(1 if bad else 0)
+PY
+
 "$VENV/bin/python" - "$WORK/ref.txt" "$WORK/ours.txt" <<'PY'
 import sys
 ref = open(sys.argv[1]).read().split("\n")
@@ -92,3 +128,4 @@ if len(ref) != len(ours):
 print(f"{len(ref) - 1} texts, {n_tok} reference tokens, {bad} mismatching texts")
 sys.exit(1 if bad else 0)
 PY
+exit $split_ok
