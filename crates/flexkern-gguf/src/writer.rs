@@ -84,6 +84,17 @@ impl GgufWriter {
         Ok(self)
     }
 
+    /// Adds an F32 tensor from values (little-endian), checking the count against `dims`.
+    pub fn add_f32_tensor(
+        &mut self,
+        name: impl Into<String>,
+        dims: &[u64],
+        values: &[f32],
+    ) -> Result<&mut Self> {
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.add_tensor(name, dims, GgmlType::F32, data)
+    }
+
     fn alignment(&self) -> u64 {
         self.metadata
             .iter()

@@ -311,8 +311,13 @@ fn writer_rejects_bad_arguments() {
         "a",
         Value::Array(ValueType::U8, vec![Value::I8(1)])
     )));
+    assert!(bad(w.add_f32_tensor("y", &[2, 2], &[1.0; 3])));
     w.add_tensor("x", &[4], GgmlType::F32, vec![0; 16]).unwrap();
     assert!(bad(w.add_tensor("x", &[4], GgmlType::F32, vec![0; 16])));
+    w.add_f32_tensor("y", &[2, 2], &[1.0, 2.0, 3.0, -4.0])
+        .unwrap();
+    let f = GgufFile::from_bytes(w.to_bytes()).unwrap();
+    assert_eq!(&f.tensor_data("y").unwrap()[12..], &(-4.0f32).to_le_bytes());
 }
 
 #[test]
