@@ -46,6 +46,8 @@ pub struct PagedKv<'a> {
     kv_lens: Vec<usize>,
     /// Logical index of each sequence's first listed page.
     first_page: Vec<usize>,
+    /// `(cu_pages[s], first_page[s])` side by side: the per-row lookup touches one cache line.
+    lookup: Vec<(usize, usize)>,
 }
 
 fn expand(s: Option<&Scales>, heads: usize) -> Vec<f32> {
@@ -62,7 +64,9 @@ impl<'a> PagedKv<'a> {
         first_page: Vec<usize>,
     ) -> PagedKv<'a> {
         let c = pool.config();
+        let lookup = lookup_of(&cu_pages, &first_page);
         PagedKv {
+            lookup,
             k: pool.k_pages(),
             v: pool.v_pages(),
             k_scale: expand(c.k_scales.as_ref(), c.num_kv_heads),
@@ -184,7 +188,10 @@ impl<'a> PagedKv<'a> {
                 ));
             }
         }
+        let cu_pages: Vec<usize> = cu_pages.iter().map(|&x| x as usize).collect();
+        let first_page = vec![0; kv_lens.len()];
         Ok(PagedKv {
+            lookup: lookup_of(&cu_pages, &first_page),
             k,
             v,
             k_scale: expand(l.k_scales.as_ref(), l.num_kv_heads),
@@ -196,9 +203,9 @@ impl<'a> PagedKv<'a> {
             dv: l.head_dim_v,
             num_pages,
             page_indices: page_indices.to_vec(),
-            cu_pages: cu_pages.iter().map(|&x| x as usize).collect(),
+            cu_pages,
             kv_lens: kv_lens.iter().map(|&x| x as usize).collect(),
-            first_page: vec![0; kv_lens.len()],
+            first_page,
         })
     }
 
@@ -237,8 +244,9 @@ impl<'a> PagedKv<'a> {
             Some(sh) => (pos >> sh, pos & (self.page_size - 1)),
             None => (pos / self.page_size, pos % self.page_size),
         };
-        let i = lp.checked_sub(self.first_page[seq])?;
-        let page = self.page_indices[self.cu_pages[seq] + i] as usize;
+        let (start, first) = self.lookup[seq];
+        let i = lp.checked_sub(first)?;
+        let page = self.page_indices[start + i] as usize;
         Some(((page * self.page_size + slot) * self.heads + head) * dim)
     }
 
@@ -333,6 +341,14 @@ pub fn kv_lens_from_last_page(
         out.push(n.saturating_sub(1) * ps + last);
     }
     Ok(out)
+}
+
+fn lookup_of(cu_pages: &[usize], first_page: &[usize]) -> Vec<(usize, usize)> {
+    cu_pages
+        .iter()
+        .copied()
+        .zip(first_page.iter().copied())
+        .collect()
 }
 
 fn shift_of(page_size: usize) -> Option<u32> {
