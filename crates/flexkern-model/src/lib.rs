@@ -1,1 +1,22 @@
-//! flexkern-model
+//! flexkern-model: the llama-family forward pass (llama, mistral, qwen2 GGUF files) on
+//! flexkern's backend traits, a KV cache, token sampling and the generation loop.
+//!
+//! `Model::load(&gguf, backend, progress)` → `Model::forward(&mut cache, tokens, Logits)`;
+//! `generate` streams tokens through a callback. `reference` is the f64 forward used by tests.
+
+pub mod config;
+pub mod error;
+pub mod forward;
+pub mod generate;
+pub mod kv;
+pub mod reference;
+pub mod sampler;
+pub mod weights;
+
+pub use config::Config;
+pub use error::{ModelError, Result};
+pub use forward::{Logits, Model};
+pub use generate::{generate, Flow, GenStats};
+pub use kv::KvCache;
+pub use sampler::{argmax, Sampler, SamplerConfig};
+pub use weights::Weights;

@@ -1,0 +1,131 @@
+//! Hyperparameters read from GGUF metadata (`{arch}.*` keys).
+
+use crate::error::{config_err, ModelError, Result};
+use flexkern::backend::tensor_ops::{Rope, RopeStyle};
+use flexkern_gguf::GgufFile;
+
+/// A llama-family model's shape and numerics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub arch: String,
+    pub n_layer: usize,
+    pub n_embd: usize,
+    pub n_ff: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub rms_eps: f32,
+    pub rope_style: RopeStyle,
+    pub rope_dims: usize,
+    pub rope_base: f32,
+    /// 1 / linear scaling factor (1 when unscaled).
+    pub rope_freq_scale: f32,
+    pub context_length: usize,
+    pub vocab: usize,
+}
+
+impl Config {
+    pub fn from_gguf(f: &GgufFile) -> Result<Config> {
+        let arch = f.get_str("general.architecture")?.to_string();
+        // GGUF's llama/mistral Q and K were permuted by the converter for adjacent-pair RoPE;
+        // qwen2 keeps the original halves layout.
+        let rope_style = match arch.as_str() {
+            "llama" | "mistral" => RopeStyle::Normal,
+            "qwen2" => RopeStyle::Neox,
+            _ => return Err(ModelError::UnsupportedArch(arch)),
+        };
+        let key = |k: &str| format!("{arch}.{k}");
+        let usize_key = |k: &str| f.get_usize(&key(k));
+        let n_embd = usize_key("embedding_length")?;
+        let n_head = usize_key("attention.head_count")?;
+        if n_head == 0 || n_embd == 0 {
+            return Err(config_err(&key("attention.head_count"), "must be positive"));
+        }
+        let n_head_kv = f
+            .get_opt(&key("attention.head_count_kv"), GgufFile::get_usize)?
+            .unwrap_or(n_head);
+        if n_head_kv == 0 || n_head % n_head_kv != 0 {
+            return Err(config_err(
+                &key("attention.head_count_kv"),
+                format!("{n_head_kv} does not divide {n_head} query heads"),
+            ));
+        }
+        let head_dim = match f.get_opt(&key("attention.key_length"), GgufFile::get_usize)? {
+            Some(d) => d,
+            None if n_embd % n_head == 0 => n_embd / n_head,
+            None => {
+                return Err(config_err(
+                    &key("embedding_length"),
+                    "not a multiple of heads",
+                ))
+            }
+        };
+        let rope_dims = f
+            .get_opt(&key("rope.dimension_count"), GgufFile::get_usize)?
+            .unwrap_or(head_dim);
+        if rope_dims > head_dim || rope_dims % 2 != 0 {
+            return Err(config_err(
+                &key("rope.dimension_count"),
+                format!("{rope_dims} for head dim {head_dim}"),
+            ));
+        }
+        let rope_freq_scale = rope_scale(f, &arch)?;
+        let vocab = match f.get_opt(&key("vocab_size"), GgufFile::get_usize)? {
+            Some(v) => v,
+            None => f.get_array("tokenizer.ggml.tokens")?.len(),
+        };
+        Ok(Config {
+            n_layer: usize_key("block_count")?,
+            n_ff: usize_key("feed_forward_length")?,
+            rms_eps: f
+                .get_opt(&key("attention.layer_norm_rms_epsilon"), GgufFile::get_f32)?
+                .unwrap_or(1e-5),
+            rope_base: f
+                .get_opt(&key("rope.freq_base"), GgufFile::get_f32)?
+                .unwrap_or(10_000.0),
+            context_length: f
+                .get_opt(&key("context_length"), GgufFile::get_usize)?
+                .unwrap_or(2048),
+            arch,
+            n_embd,
+            n_head,
+            n_head_kv,
+            head_dim,
+            rope_style,
+            rope_dims,
+            rope_freq_scale,
+            vocab,
+        })
+    }
+
+    pub fn rope(&self) -> Rope {
+        Rope::new(
+            self.rope_style,
+            self.rope_dims,
+            self.rope_base,
+            self.rope_freq_scale,
+        )
+    }
+}
+
+/// Frequency scale from `rope.scaling.*` (linear only; YaRN and llama3 scaling are refused).
+fn rope_scale(f: &GgufFile, arch: &str) -> Result<f32> {
+    let ty_key = format!("{arch}.rope.scaling.type");
+    let factor_key = format!("{arch}.rope.scaling.factor");
+    let ty = f.get_opt(&ty_key, GgufFile::get_str)?.unwrap_or("none");
+    let factor = f.get_opt(&factor_key, GgufFile::get_f32)?;
+    match (ty, factor) {
+        ("none", _) | (_, None) => {
+            if let Ok(s) = f.get_f32(&format!("{arch}.rope.scale_linear")) {
+                return Ok(1.0 / s);
+            }
+            Ok(1.0)
+        }
+        ("linear", Some(x)) if x > 0.0 => Ok(1.0 / x),
+        (_, Some(x)) if x == 1.0 => Ok(1.0),
+        (t, _) => Err(config_err(
+            &ty_key,
+            format!("rope scaling {t:?} is not supported"),
+        )),
+    }
+}

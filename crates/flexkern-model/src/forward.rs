@@ -1,0 +1,174 @@
+//! The llama-family forward pass, generic over the backend: every kernel goes through
+//! `TensorOps` (and attention through `TensorOps::causal_attention`). A call with many tokens is
+//! a batched prefill; a call with one token is a decode step.
+
+use crate::config::Config;
+use crate::error::{ModelError, Result};
+use crate::kv::KvCache;
+use crate::weights::{Layer, Weights};
+use flexkern::backend::tensor_ops::{AttnShape, Rope, TensorOps};
+use flexkern::Backend;
+use flexkern_gguf::GgufFile;
+
+/// Which positions get logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last token's (generation).
+    Last,
+    /// Every token's (tests, scoring).
+    All,
+}
+
+pub struct Model<'a, B> {
+    pub config: Config,
+    pub weights: Weights<'a>,
+    backend: B,
+    rope: Rope,
+}
+
+/// Scratch buffers of one forward call.
+struct Scratch {
+    h: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    proj: Vec<f32>,
+    ff: Vec<f32>,
+}
+
+impl<'a, B: Backend + TensorOps> Model<'a, B> {
+    /// Reads the configuration and wraps every tensor of `f`; `progress(done, total)` reports
+    /// loading.
+    pub fn load(f: &'a GgufFile, backend: B, progress: impl FnMut(usize, usize)) -> Result<Self> {
+        let config = Config::from_gguf(f)?;
+        let weights = Weights::load(f, &config, progress)?;
+        Ok(Self::new(config, weights, backend))
+    }
+
+    pub fn new(config: Config, weights: Weights<'a>, backend: B) -> Self {
+        let rope = config.rope();
+        Model {
+            config,
+            weights,
+            backend,
+            rope,
+        }
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// An empty KV cache holding up to the model's context length.
+    pub fn new_cache(&self) -> KvCache {
+        KvCache::new(&self.config, self.config.context_length)
+    }
+
+    /// Runs `tokens` after the positions already in `cache`, appends their K/V, and returns
+    /// logits (`[vocab]` for `Logits::Last`, `[tokens, vocab]` for `Logits::All`). On error
+    /// the cache is left as it was.
+    pub fn forward(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>> {
+        let c = &self.config;
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= c.vocab) {
+            return Err(ModelError::TokenOutOfRange { id, vocab: c.vocab });
+        }
+        let needed = cache.len() + tokens.len();
+        if needed > cache.max_len() {
+            return Err(ModelError::ContextFull {
+                needed,
+                max: cache.max_len(),
+            });
+        }
+        if tokens.is_empty() {
+            return Err(ModelError::InvalidArgument {
+                arg: "tokens",
+                msg: "no tokens to run".into(),
+            });
+        }
+        let start = cache.len();
+        let r = self.run(cache, tokens, which);
+        match r {
+            Ok(_) => cache.commit(tokens.len()),
+            Err(_) => cache.truncate(start),
+        }
+        r
+    }
+
+    fn run(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>> {
+        let (c, b, w) = (&self.config, &self.backend, &self.weights);
+        let m = tokens.len();
+        let (d, qd, kvd) = (c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
+        let positions: Vec<usize> = (cache.len()..cache.len() + m).collect();
+        let mut x = vec![0.0f32; m * d];
+        b.embedding(&w.tok_embd, tokens, &mut x)?;
+        let mut s = Scratch {
+            h: vec![0.0; m * d],
+            q: vec![0.0; m * qd],
+            k: vec![0.0; m * kvd],
+            v: vec![0.0; m * kvd],
+            att: vec![0.0; m * qd],
+            proj: vec![0.0; m * d],
+            ff: vec![0.0; m * c.n_ff],
+        };
+        for (i, layer) in w.layers.iter().enumerate() {
+            self.attention_block(i, layer, cache, &positions, &mut x, &mut s)?;
+            self.ffn_block(layer, &mut x, &mut s)?;
+        }
+        let rows = match which {
+            Logits::Last => &x[(m - 1) * d..],
+            Logits::All => &x[..],
+        };
+        let n = rows.len() / d;
+        let mut h = vec![0.0f32; rows.len()];
+        b.rms_norm(rows, &w.output_norm, c.rms_eps, &mut h)?;
+        let mut logits = vec![0.0f32; n * c.vocab];
+        b.matmul(&w.output, &h, n, &mut logits)?;
+        Ok(logits)
+    }
+
+    fn attention_block(
+        &self,
+        i: usize,
+        l: &Layer,
+        cache: &mut KvCache,
+        positions: &[usize],
+        x: &mut [f32],
+        s: &mut Scratch,
+    ) -> Result<()> {
+        let (c, b) = (&self.config, &self.backend);
+        let m = positions.len();
+        b.rms_norm(x, &l.attn_norm, c.rms_eps, &mut s.h)?;
+        b.matmul(&l.wq, &s.h, m, &mut s.q)?;
+        b.matmul(&l.wk, &s.h, m, &mut s.k)?;
+        b.matmul(&l.wv, &s.h, m, &mut s.v)?;
+        for (y, bias) in [(&mut s.q, &l.bq), (&mut s.k, &l.bk), (&mut s.v, &l.bv)] {
+            if let Some(bias) = bias {
+                b.add_bias(y, bias)?;
+            }
+        }
+        b.rope(&mut s.q, c.n_head, c.head_dim, positions, &self.rope)?;
+        b.rope(&mut s.k, c.n_head_kv, c.head_dim, positions, &self.rope)?;
+        cache.append(i, &s.k, &s.v);
+        let (kc, vc) = cache.layer(i);
+        let shape = AttnShape {
+            q_heads: c.n_head,
+            kv_heads: c.n_head_kv,
+            head_dim: c.head_dim,
+        };
+        b.causal_attention(&s.q, kc, vc, shape, &mut s.att)?;
+        b.matmul(&l.wo, &s.att, m, &mut s.proj)?;
+        b.add(x, &s.proj)?;
+        Ok(())
+    }
+
+    fn ffn_block(&self, l: &Layer, x: &mut [f32], s: &mut Scratch) -> Result<()> {
+        let (c, b) = (&self.config, &self.backend);
+        let m = x.len() / c.n_embd;
+        b.rms_norm(x, &l.ffn_norm, c.rms_eps, &mut s.h)?;
+        b.swiglu(&l.gate, &l.up, &s.h, m, &mut s.ff)?;
+        b.matmul(&l.down, &s.ff, m, &mut s.proj)?;
+        b.add(x, &s.proj)?;
+        Ok(())
+    }
+}
