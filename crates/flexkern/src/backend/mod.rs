@@ -1,6 +1,7 @@
 //! The backend interface: one small trait that every device implements.
 
 pub mod cpu;
+pub mod tensor_ops;
 
 use crate::attention::kv::KvSource;
 use crate::attention::plan::Plan;

@@ -2,6 +2,7 @@
 
 mod run;
 pub(crate) mod simd;
+mod tensor_ops;
 mod tile;
 
 use crate::attention::kv::KvSource;
