@@ -323,11 +323,25 @@ fn quantize_q8(x: &[f32], qs: &mut [i8; QK]) -> (f32, i32) {
     let id = inv(d);
     let mut sum = 0i32;
     for (q, &v) in qs.iter_mut().zip(x) {
-        // `f32::round` is C's `roundf`: halves away from zero.
-        *q = (v * id).round() as i8;
+        *q = roundf_small(v * id) as i8;
         sum += *q as i32;
     }
     (d, sum)
+}
+
+/// C's `roundf` (halves away from zero) for |x| < 2^31, without a libm call: the truncation and
+/// the fraction `x - trunc(x)` are both exact in f32, so the result is bit-identical.
+#[inline]
+fn roundf_small(x: f32) -> f32 {
+    let t = x as i32 as f32;
+    let frac = x - t;
+    if frac >= 0.5 {
+        t + 1.0
+    } else if frac <= -0.5 {
+        t - 1.0
+    } else {
+        t
+    }
 }
 
 fn dot_i8(a: &[i8; QK], b: &[i8; QK]) -> i32 {
@@ -398,10 +412,42 @@ impl QuantBlock for BlockQ8_1 {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundf_small_matches_round() {
+        let mut v = vec![
+            0.5f32,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            0.49999997,
+            -0.49999997,
+            126.5,
+            -127.0,
+            0.0,
+            -0.0,
+        ];
+        v.extend((0..20000).map(|i| (i as f32 - 10000.0) * 0.01273));
+        for x in v {
+            assert_eq!(roundf_small(x), x.round(), "{x}");
+        }
+    }
+
+    #[test]
+    fn block_sizes_match_format_table() {
+        assert_eq!(size_of::<BlockQ4_0>(), Format::Q4_0.block_bytes());
+        assert_eq!(size_of::<BlockQ8_1>(), Format::Q8_1.block_bytes());
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::*;
-    use crate::simd::{bits_to_bytes, dot_i8_i32, dot_u8_i8_i32, h2f, hsum_ps, nibbles_32};
+    use crate::simd::{bits_to_bytes, dot_i8_i32, dot_u8_i8_i32, h2f, h2f_x8, hsum_ps, nibbles_32};
     use std::arch::x86_64::*;
 
     #[inline]
@@ -424,14 +470,14 @@ mod avx2 {
                 {
                     let ($b, $y) = (w.get_unchecked(i), a.get_unchecked(i));
                     let isum: __m256i = $isum;
-                    let scale = _mm256_set1_ps(h2f($b.d) * h2f($y.d));
+                    let scale = _mm256_mul_ps(h2f_x8($b.d), h2f_x8($y.d));
                     acc0 = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc0);
                     extra += $extra;
                 }
                 {
                     let ($b, $y) = (w.get_unchecked(i + 1), a.get_unchecked(i + 1));
                     let isum: __m256i = $isum;
-                    let scale = _mm256_set1_ps(h2f($b.d) * h2f($y.d));
+                    let scale = _mm256_mul_ps(h2f_x8($b.d), h2f_x8($y.d));
                     acc1 = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc1);
                     extra += $extra;
                 }
@@ -440,7 +486,7 @@ mod avx2 {
             if i < n {
                 let ($b, $y) = (w.get_unchecked(i), a.get_unchecked(i));
                 let isum: __m256i = $isum;
-                let scale = _mm256_set1_ps(h2f($b.d) * h2f($y.d));
+                let scale = _mm256_mul_ps(h2f_x8($b.d), h2f_x8($y.d));
                 acc0 = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc0);
                 extra += $extra;
             }

@@ -342,3 +342,20 @@ fn malformed_arguments_are_typed_errors() {
 fn bytemuck_bytes(x: &[f32]) -> &[u8] {
     bytemuck::cast_slice(x)
 }
+
+#[test]
+fn format_table_matches_block_structs() {
+    use flexkern_quant::k_quants::*;
+    use std::mem::size_of;
+    let sizes = [
+        (Format::Q2K, size_of::<BlockQ2K>()),
+        (Format::Q3K, size_of::<BlockQ3K>()),
+        (Format::Q4K, size_of::<BlockQ4K>()),
+        (Format::Q5K, size_of::<BlockQ5K>()),
+        (Format::Q6K, size_of::<BlockQ6K>()),
+        (Format::Q8K, size_of::<BlockQ8K>()),
+    ];
+    for (f, s) in sizes {
+        assert_eq!(f.block_bytes(), s, "{f}");
+    }
+}
