@@ -6,7 +6,7 @@
 //! group. Items of one (sequence, kv head, q block) with more than one partition (split-KV,
 //! flash-decoding) write partial `(O, LSE)` states that a merge step combines.
 
-use super::kv::KvSource;
+use super::kv::{KvRow, KvSource};
 use super::problem::Problem;
 use crate::backend::Caps;
 use crate::error::{invalid, Result};
@@ -26,7 +26,9 @@ pub enum Kernel {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WorkItem {
     pub seq: usize,
+    /// First kv head, and how many consecutive kv heads the item runs together.
     pub kv_head: usize,
+    pub kv_heads: usize,
     pub q_block: usize,
     /// Range into [`Plan::kv_blocks`].
     pub blocks: (usize, usize),
@@ -41,9 +43,10 @@ pub struct WorkItem {
 pub struct MergeGroup {
     pub seq: usize,
     pub kv_head: usize,
+    pub kv_heads: usize,
     pub q_block: usize,
     pub parts: usize,
-    /// Rows of the stacked tile (q rows of the block times the group size).
+    /// Rows of the stacked tile (q rows of the block times the group size times `kv_heads`).
     pub rows: usize,
     /// First row of partition 0 in the partial-state buffer; partition `i` follows at `i * rows`.
     pub slot: usize,
@@ -77,7 +80,7 @@ const MIN_PART_BLOCKS: usize = 4;
 /// Plans `p` for a device with `caps`; uses `user_mask` (and its block sizes) when given.
 pub fn plan<'m>(
     p: &Problem,
-    _kv: &dyn KvSource,
+    kv: &dyn KvSource,
     caps: &Caps,
     user_mask: Option<&'m BlockMask>,
 ) -> Result<Plan<'m>> {
@@ -89,6 +92,12 @@ pub fn plan<'m>(
     } else {
         Kernel::Prefill
     };
+    // Decode over a token-major cache runs all kv heads in one item, so each token's rows are
+    // read as one contiguous run (a head's rows alone sit a page apart: no hardware prefetch).
+    let fuse_heads = kernel == Kernel::Decode
+        && !p.variant.mask_per_head()
+        && user_mask.is_none_or(|m| m.heads == 1)
+        && heads_interleaved(p, kv);
     let block_mask = match user_mask {
         Some(m) if m.matches(&p.lens, p.num_q_heads) => Cow::Borrowed(m),
         Some(_) => {
@@ -99,6 +108,11 @@ pub fn plan<'m>(
         }
         None => {
             let (qb, kb) = match kernel {
+                // Fused heads: keep every head's K and V tiles within L2 together.
+                Kernel::Decode if fuse_heads => (
+                    max_q.max(1),
+                    (DECODE_KV_BLOCK * 2 / p.num_kv_heads).clamp(16, DECODE_KV_BLOCK),
+                ),
                 Kernel::Decode => (max_q.max(1), DECODE_KV_BLOCK),
                 Kernel::Prefill => ((PREFILL_ROWS / g).clamp(16, PREFILL_ROWS), PREFILL_KV_BLOCK),
             };
@@ -112,11 +126,13 @@ pub fn plan<'m>(
         }
     };
     let (q_block, kv_block) = (block_mask.q_block, block_mask.kv_block);
+    let fuse = fuse_heads;
 
     // Base tasks and their visited blocks.
     struct Base {
         seq: usize,
         kv_head: usize,
+        kv_heads: usize,
         q_block: usize,
         rows: usize,
         blocks: (usize, usize),
@@ -128,18 +144,20 @@ pub fn plan<'m>(
         let q_len = p.lens.q_len(s);
         for qb in 0..block_mask.q_blocks(s) {
             let rows = (q_len - qb * q_block).min(q_block) * g;
-            for kvh in 0..p.num_kv_heads {
+            let step = if fuse { p.num_kv_heads } else { 1 };
+            for kvh in (0..p.num_kv_heads).step_by(step) {
                 // A broadcast mask gives every kv head the same list: compute it once.
                 if kvh == 0 || block_mask.heads > 1 {
-                    visited(&block_mask, s, qb, kvh * g..(kvh + 1) * g, &mut union);
+                    visited(&block_mask, s, qb, kvh * g..(kvh + step) * g, &mut union);
                 }
                 let start = kv_blocks.len();
                 kv_blocks.extend_from_slice(&union);
                 bases.push(Base {
                     seq: s,
                     kv_head: kvh,
+                    kv_heads: step,
                     q_block: qb,
-                    rows,
+                    rows: rows * step,
                     blocks: (start, kv_blocks.len()),
                 });
             }
@@ -164,6 +182,7 @@ pub fn plan<'m>(
             items.push(WorkItem {
                 seq: b.seq,
                 kv_head: b.kv_head,
+                kv_heads: b.kv_heads,
                 q_block: b.q_block,
                 blocks: b.blocks,
                 merge: None,
@@ -174,6 +193,7 @@ pub fn plan<'m>(
         merges.push(MergeGroup {
             seq: b.seq,
             kv_head: b.kv_head,
+            kv_heads: b.kv_heads,
             q_block: b.q_block,
             parts,
             rows: b.rows,
@@ -186,6 +206,7 @@ pub fn plan<'m>(
             items.push(WorkItem {
                 seq: b.seq,
                 kv_head: b.kv_head,
+                kv_heads: b.kv_heads,
                 q_block: b.q_block,
                 blocks: (lo, hi),
                 merge: Some(merges.len() - 1),
@@ -208,6 +229,28 @@ pub fn plan<'m>(
         merges,
         partial_rows,
     })
+}
+
+/// Whether kv head 1's row follows kv head 0's in memory (a token-major cache).
+fn heads_interleaved(p: &Problem, kv: &dyn KvSource) -> bool {
+    if p.num_kv_heads < 2 || kv.num_kv_heads() != p.num_kv_heads {
+        return false;
+    }
+    let Some(s) = (0..p.lens.num_seqs()).find(|&s| p.lens.kv_len(s) > 0 && kv.kv_len(s) > 0) else {
+        return false;
+    };
+    let span = |r: KvRow| -> (usize, usize) {
+        match r {
+            KvRow::F32(x) => (x.as_ptr() as usize, x.len() * 4),
+            KvRow::F16(x) => (x.as_ptr() as usize, x.len() * 2),
+            KvRow::BF16(x) => (x.as_ptr() as usize, x.len() * 2),
+            KvRow::Fp8E4M3(x, _) | KvRow::Fp8E5M2(x, _) => (x.as_ptr() as usize, x.len()),
+            KvRow::I8(x, _) => (x.as_ptr() as usize, x.len()),
+        }
+    };
+    let (a, n) = span(kv.k_row(s, 0, 0));
+    let (b, _) = span(kv.k_row(s, 1, 0));
+    b == a + n
 }
 
 /// The kv blocks of (seq, q block) that any head in `heads` visits, ascending, into `out`.
@@ -269,14 +312,16 @@ mod tests {
     fn decode_splits_long_kv_over_workers() {
         let pl = plan_for(1, 32768, 32, 8, Variant::full(), 4, None).unwrap();
         assert_eq!(pl.kernel, Kernel::Decode);
-        assert_eq!(pl.merges.len(), 8);
-        assert!(pl.merges.iter().all(|m| m.parts >= 4 && m.rows == 4));
+        // A token-major cache: one item runs all 8 kv heads (32 stacked rows).
+        assert_eq!(pl.merges.len(), 1);
+        assert!(pl.merges[0].parts >= 4 && pl.merges[0].rows == 32);
+        assert_eq!(pl.merges[0].kv_heads, 8);
         // Every kv block is visited exactly once per kv head.
         for kvh in 0..8 {
             let mut seen: Vec<u32> = pl
                 .items
                 .iter()
-                .filter(|it| it.kv_head == kvh)
+                .filter(|it| (it.kv_head..it.kv_head + it.kv_heads).contains(&kvh))
                 .flat_map(|it| pl.kv_blocks[it.blocks.0..it.blocks.1].iter().copied())
                 .collect();
             seen.sort();

@@ -46,13 +46,13 @@ pub(crate) fn attention(
     });
     plan.merges.par_iter().for_each(|mg| {
         let (hq, g) = (p.num_q_heads, p.group_size());
-        let nq = mg.rows / g;
+        // Rows are stacked (kv head, head in group, query).
+        let nq = mg.rows / (g * mg.kv_heads);
         let i0 = mg.q_block * plan.q_block;
         let zeros = vec![0f32; dv];
         let mut o = vec![0f32; dv];
         for r in 0..mg.rows {
-            let (gh, i) = (r / nq, r % nq);
-            let h = mg.kv_head * g + gh;
+            let (h, i) = (mg.kv_head * g + r / nq, r % nq);
             o.fill(0.0);
             let mut l = f32::NEG_INFINITY;
             for part in 0..mg.parts {

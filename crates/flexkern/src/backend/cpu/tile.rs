@@ -1,8 +1,8 @@
 //! One work item: the stacked queries of a kv-head group against its visited kv tiles, with the
 //! online softmax in base 2 (`scale * log2(e)` folded into Q when there is no score program).
 
-use super::simd::{pad8, Isa};
-use crate::attention::kv::{KvRow, KvSource};
+use super::simd::{pad8, prefetch_row, Isa};
+use crate::attention::kv::KvSource;
 use crate::attention::plan::{Plan, WorkItem};
 use crate::attention::problem::Problem;
 use crate::variant::block_mask::BlockKind;
@@ -63,107 +63,167 @@ pub(crate) struct Scratch {
     vbuf: Vec<f32>,
     krows: Vec<*const f32>,
     vrows: Vec<*const f32>,
+    var: VarScratch,
+}
+
+/// Buffers for running the variant's programs on a tile.
+#[derive(Default)]
+struct VarScratch {
     prog: program::Scratch<f32>,
     tile: Vec<f32>,
     keep: Vec<bool>,
 }
 
+/// Rows fetched ahead of use (enough in flight to cover DRAM latency).
+const PREFETCH: usize = 12;
+
+/// Runs one work item: `it.kv_heads` kv heads (one, or all of them when decode reads a
+/// token-major cache, so every token's rows are read as one contiguous run), each with its
+/// group's q rows stacked into one tile of `m = g * nq` rows.
 pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
     let p = c.p;
-    let (s, kvh) = (it.seq, it.kv_head);
+    let s = it.seq;
     let (bq, bk_max) = (c.plan.q_block, c.plan.kv_block);
     let (q_len, kv_len) = (p.lens.q_len(s), p.lens.kv_len(s));
     let i0 = it.q_block * bq;
     let nq = (q_len - i0).min(bq);
-    let g = p.group_size();
+    let (g, nh) = (p.group_size(), it.kv_heads);
     let (m, dk, dv) = (nq * g, p.head_dim, p.head_dim_v);
     let (m_pad, dv_pad) = (pad8(m), pad8(dv));
-    let score = p.variant.score.as_ref();
     // Without a score program the scores come out in base-2 units directly.
-    let qscale = if score.is_some() {
+    let qscale = if p.variant.score.is_some() {
         p.scale
     } else {
         p.scale * LOG2_E
     };
 
-    // Q, transposed into panels of 16 stacked rows (row r = head-in-group * nq + query).
+    // Q of each head, transposed into panels of 16 stacked rows (row = head-in-group * nq + i).
     sc.qt.clear();
-    sc.qt.resize(m_pad * dk, 0.0);
+    sc.qt.resize(nh * m_pad * dk, 0.0);
     sc.qrow.resize(dk, 0.0);
-    for gh in 0..g {
-        for i in 0..nq {
-            let off = p.q.offset(s, i0 + i, kvh * g + gh);
-            p.q.data.read_f32(off, &mut sc.qrow);
-            let r = gh * nq + i;
-            let p0 = r / 16 * 16;
-            let w = (m_pad - p0).min(16);
-            let base = p0 * dk + (r - p0);
-            for (d, &x) in sc.qrow.iter().enumerate() {
-                sc.qt[base + d * w] = x * qscale;
+    for hh in 0..nh {
+        let qt = &mut sc.qt[hh * m_pad * dk..][..m_pad * dk];
+        for gh in 0..g {
+            for i in 0..nq {
+                let off = p.q.offset(s, i0 + i, (it.kv_head + hh) * g + gh);
+                p.q.data.read_f32(off, &mut sc.qrow);
+                let r = gh * nq + i;
+                let p0 = r / 16 * 16;
+                let w = (m_pad - p0).min(16);
+                let base = p0 * dk + (r - p0);
+                for (d, &x) in sc.qrow.iter().enumerate() {
+                    qt[base + d * w] = x * qscale;
+                }
             }
         }
     }
     sc.o.clear();
-    sc.o.resize(m * dv_pad, 0.0);
+    sc.o.resize(nh * m * dv_pad, 0.0);
     for (v, x) in [
         (&mut sc.mx, f32::NEG_INFINITY),
         (&mut sc.l, 0.0),
         (&mut sc.alpha, 0.0),
     ] {
         v.clear();
-        v.resize(m_pad, x);
+        v.resize(nh * m_pad, x);
     }
-    sc.st.resize(bk_max * m_pad, 0.0);
-    sc.kbuf.resize(bk_max * dk, 0.0);
+    sc.st.resize(nh * bk_max * m_pad, 0.0);
+    sc.kbuf.resize(nh * bk_max * dk, 0.0);
     // Padding columns of converted V rows stay zero.
     sc.vbuf.clear();
-    sc.vbuf.resize(bk_max * dv_pad, 0.0);
+    sc.vbuf.resize(nh * bk_max * dv_pad, 0.0);
+    sc.krows.resize(nh * bk_max, std::ptr::null());
+    sc.vrows.resize(nh * bk_max, std::ptr::null());
 
-    for &kb in &c.plan.kv_blocks[it.blocks.0..it.blocks.1] {
+    let blocks = &c.plan.kv_blocks[it.blocks.0..it.blocks.1];
+    for (bi, &kb) in blocks.iter().enumerate() {
         let k0 = kb as usize * bk_max;
         let bk = (kv_len - k0).min(bk_max);
-        sc.krows.clear();
+        // The K rows of the next tile follow only when it is the adjacent block.
+        let next_k0 = match blocks.get(bi + 1) {
+            Some(&nb) if nb == kb + 1 => Some(k0 + bk),
+            _ => None,
+        };
         for j in 0..bk {
-            let row = c.kv.k_row(s, kvh, k0 + j);
-            assert_eq!(row.len(), dk, "KvSource k_row length");
-            sc.krows.push(match row {
-                KvRow::F32(r) => r.as_ptr(),
-                row => {
-                    let dst = &mut sc.kbuf[j * dk..][..dk];
-                    (c.isa.convert)(row, dst);
-                    dst.as_ptr()
+            // Prefetch PREFETCH rows ahead: the rest of K, then this tile's V.
+            let ahead = j + PREFETCH;
+            for hh in 0..nh {
+                let h = it.kv_head + hh;
+                if ahead < bk {
+                    prefetch_row(c.kv.k_row(s, h, k0 + ahead));
+                } else if ahead - bk < bk {
+                    prefetch_row(c.kv.v_row(s, h, k0 + ahead - bk));
                 }
-            });
+                let row = c.kv.k_row(s, h, k0 + j);
+                assert_eq!(row.len(), dk, "KvSource k_row length");
+                // Always copy: rows of a [tokens, heads, dim] cache sit a power of two apart
+                // and would all map to the same few L1 sets.
+                let dst = &mut sc.kbuf[(hh * bk_max + j) * dk..][..dk];
+                (c.isa.convert)(row, dst);
+                sc.krows[hh * bk_max + j] = dst.as_ptr();
+            }
         }
-        // SAFETY: every row pointer addresses `dk` f32 that live through this call.
-        unsafe { (c.isa.qk)(&sc.qt, dk, m_pad, &sc.krows, &mut sc.st) };
-        apply_variant(c, it, sc, nq, k0, bk, m_pad);
-        (c.isa.softmax)(&mut sc.st, bk, m_pad, &mut sc.mx, &mut sc.l, &mut sc.alpha);
-        sc.vrows.clear();
+        for hh in 0..nh {
+            let st = &mut sc.st[hh * bk_max * m_pad..][..bk_max * m_pad];
+            let qt = &sc.qt[hh * m_pad * dk..][..m_pad * dk];
+            // SAFETY: every row pointer addresses `dk` f32 that live through this call.
+            unsafe { (c.isa.qk)(qt, dk, m_pad, &sc.krows[hh * bk_max..][..bk], st) };
+            apply_variant(c, it, it.kv_head + hh, st, &mut sc.var, nq, k0, bk, m_pad);
+            let state = hh * m_pad..(hh + 1) * m_pad;
+            (c.isa.softmax)(
+                st,
+                bk,
+                m_pad,
+                &mut sc.mx[state.clone()],
+                &mut sc.l[state.clone()],
+                &mut sc.alpha[state],
+            );
+        }
         for j in 0..bk {
-            let row = c.kv.v_row(s, kvh, k0 + j);
-            assert_eq!(row.len(), dv, "KvSource v_row length");
-            sc.vrows.push(match row {
-                KvRow::F32(r) if dv == dv_pad => r.as_ptr(),
-                row => {
-                    let dst = &mut sc.vbuf[j * dv_pad..][..dv];
-                    (c.isa.convert)(row, dst);
-                    dst.as_ptr()
+            let ahead = j + PREFETCH;
+            for hh in 0..nh {
+                let h = it.kv_head + hh;
+                if ahead < bk {
+                    prefetch_row(c.kv.v_row(s, h, k0 + ahead));
+                } else if let Some(n0) = next_k0 {
+                    if n0 + ahead - bk < kv_len {
+                        prefetch_row(c.kv.k_row(s, h, n0 + ahead - bk));
+                    }
                 }
-            });
+                let row = c.kv.v_row(s, h, k0 + j);
+                assert_eq!(row.len(), dv, "KvSource v_row length");
+                let dst = &mut sc.vbuf[(hh * bk_max + j) * dv_pad..][..dv];
+                (c.isa.convert)(row, dst);
+                sc.vrows[hh * bk_max + j] = dst.as_ptr();
+            }
         }
-        // SAFETY: every row pointer addresses `dv_pad` f32 that live through this call.
-        unsafe { (c.isa.pv)(&sc.st, m_pad, m, &sc.vrows, dv_pad, &mut sc.o, &sc.alpha) };
+        for hh in 0..nh {
+            // SAFETY: every row pointer addresses `dv_pad` f32 that live through this call.
+            unsafe {
+                (c.isa.pv)(
+                    &sc.st[hh * bk_max * m_pad..][..bk * m_pad],
+                    m_pad,
+                    m,
+                    &sc.vrows[hh * bk_max..][..bk],
+                    dv_pad,
+                    &mut sc.o[hh * m * dv_pad..][..m * dv_pad],
+                    &sc.alpha[hh * m_pad..][..m_pad],
+                )
+            };
+        }
     }
     finish(c, it, sc, nq, i0, dv_pad);
 }
 
-/// Runs the score program on every tile and the mask on partial ones, per head of the group:
-/// masked scores become -inf.
+/// Runs the score program on every tile and the mask on partial ones, for each q head of kv
+/// head `kvh`: masked scores become -inf.
+#[allow(clippy::too_many_arguments)]
 fn apply_variant(
     c: &Ctx,
     it: &WorkItem,
-    sc: &mut Scratch,
+    kvh: usize,
+    st: &mut [f32],
+    sc: &mut VarScratch,
     nq: usize,
     k0: usize,
     bk: usize,
@@ -176,7 +236,7 @@ fn apply_variant(
     let kb = k0 / c.plan.kv_block;
     let score = p.variant.score.as_ref();
     for gh in 0..g {
-        let h = it.kv_head * g + gh;
+        let h = kvh * g + gh;
         let kind = bm.kind(s, h, it.q_block, kb);
         if kind == BlockKind::Full && score.is_none() {
             continue;
@@ -185,7 +245,7 @@ fn apply_variant(
         if kind == BlockKind::Empty {
             // Another head of the group needs this tile; this one sees none of it.
             for k in 0..bk {
-                sc.st[k * m_pad + col..][..nq].fill(f32::NEG_INFINITY);
+                st[k * m_pad + col..][..nq].fill(f32::NEG_INFINITY);
             }
             continue;
         }
@@ -206,13 +266,13 @@ fn apply_variant(
             sc.tile.resize(nq * bk, 0.0);
             for k in 0..bk {
                 for i in 0..nq {
-                    sc.tile[i * bk + k] = sc.st[k * m_pad + col + i];
+                    sc.tile[i * bk + k] = st[k * m_pad + col + i];
                 }
             }
             sp.apply_score(&t, &mut sc.prog, &mut sc.tile);
             for k in 0..bk {
                 for i in 0..nq {
-                    sc.st[k * m_pad + col + i] = sc.tile[i * bk + k] * LOG2_E;
+                    st[k * m_pad + col + i] = sc.tile[i * bk + k] * LOG2_E;
                 }
             }
         }
@@ -223,7 +283,7 @@ fn apply_variant(
                 for k in 0..bk {
                     for i in 0..nq {
                         if !sc.keep[i * bk + k] {
-                            sc.st[k * m_pad + col + i] = f32::NEG_INFINITY;
+                            st[k * m_pad + col + i] = f32::NEG_INFINITY;
                         }
                     }
                 }
@@ -232,47 +292,51 @@ fn apply_variant(
     }
 }
 
-/// Normalizes the accumulator and writes O and LSE (natural log), to the output or, for a
+/// Normalizes the accumulators and writes O and LSE (natural log), to the output or, for a
 /// split item, to its partial state (sinks are added after the merge then).
 fn finish(c: &Ctx, it: &WorkItem, sc: &Scratch, nq: usize, i0: usize, dv_pad: usize) {
     let p = c.p;
     let (hq, dv, g) = (p.num_q_heads, p.head_dim_v, p.group_size());
+    let (m, m_pad) = (nq * g, pad8(nq * g));
     let sinks = p.variant.sinks.as_deref();
-    for gh in 0..g {
-        let h = it.kv_head * g + gh;
-        let sink2 = match (it.merge, sinks) {
-            (None, Some(v)) => v[h] * LOG2_E,
-            _ => f32::NEG_INFINITY,
-        };
-        for i in 0..nq {
-            let r = gh * nq + i;
-            let (m2, l) = (sc.mx[r], sc.l[r]);
-            let mf = m2.max(sink2);
-            let (f, lse) = if mf == f32::NEG_INFINITY {
-                (0.0, f32::NEG_INFINITY)
-            } else {
-                let w = (m2 - mf).exp2();
-                let lt = l * w + (sink2 - mf).exp2();
-                (w / lt, (mf + lt.log2()) * LN_2)
+    for hh in 0..it.kv_heads {
+        for gh in 0..g {
+            let h = (it.kv_head + hh) * g + gh;
+            let sink2 = match (it.merge, sinks) {
+                (None, Some(v)) => v[h] * LOG2_E,
+                _ => f32::NEG_INFINITY,
             };
-            let (o_at, l_at, o_buf, l_buf) = match it.merge {
-                None => {
-                    let t = p.lens.q_start(it.seq) + i0 + i;
-                    ((t * hq + h) * dv, t * hq + h, &c.out, c.lse.as_ref())
+            for i in 0..nq {
+                let r = gh * nq + i;
+                let (m2, l) = (sc.mx[hh * m_pad + r], sc.l[hh * m_pad + r]);
+                let mf = m2.max(sink2);
+                let (f, lse) = if mf == f32::NEG_INFINITY {
+                    (0.0, f32::NEG_INFINITY)
+                } else {
+                    let w = (m2 - mf).exp2();
+                    let lt = l * w + (sink2 - mf).exp2();
+                    (w / lt, (mf + lt.log2()) * LN_2)
+                };
+                let (o_at, l_at, o_buf, l_buf) = match it.merge {
+                    None => {
+                        let t = p.lens.q_start(it.seq) + i0 + i;
+                        ((t * hq + h) * dv, t * hq + h, &c.out, c.lse.as_ref())
+                    }
+                    Some(mi) => {
+                        let mg = &c.plan.merges[mi];
+                        let row = mg.slot + it.part * mg.rows + hh * m + r;
+                        (row * dv, row, &c.part_o, Some(&c.part_lse))
+                    }
+                };
+                // SAFETY: the plan gives this (row, head) to this item alone.
+                let dst = unsafe { o_buf.slice(o_at, dv) };
+                let acc = &sc.o[(hh * m + r) * dv_pad..][..dv];
+                for (d, &a) in dst.iter_mut().zip(acc) {
+                    *d = a * f;
                 }
-                Some(mi) => {
-                    let mg = &c.plan.merges[mi];
-                    let row = mg.slot + it.part * mg.rows + r;
-                    (row * dv, row, &c.part_o, Some(&c.part_lse))
+                if let Some(lb) = l_buf {
+                    unsafe { lb.slice(l_at, 1)[0] = lse };
                 }
-            };
-            // SAFETY: the plan gives this (row, head) to this item alone.
-            let dst = unsafe { o_buf.slice(o_at, dv) };
-            for (d, &a) in dst.iter_mut().zip(&sc.o[r * dv_pad..][..dv]) {
-                *d = a * f;
-            }
-            if let Some(lb) = l_buf {
-                unsafe { lb.slice(l_at, 1)[0] = lse };
             }
         }
     }

@@ -72,6 +72,30 @@ impl Isa {
     }
 }
 
+/// Asks the cache for every line of `row`: KV rows of one head sit in different pages, where
+/// the hardware prefetcher does not follow them.
+#[inline]
+pub(crate) fn prefetch_row(row: KvRow<'_>) {
+    let (ptr, bytes) = match row {
+        KvRow::F32(s) => (s.as_ptr() as *const u8, s.len() * 4),
+        KvRow::F16(s) => (s.as_ptr() as *const u8, s.len() * 2),
+        KvRow::BF16(s) => (s.as_ptr() as *const u8, s.len() * 2),
+        KvRow::Fp8E4M3(s, _) | KvRow::Fp8E5M2(s, _) => (s.as_ptr(), s.len()),
+        KvRow::I8(s, _) => (s.as_ptr() as *const u8, s.len()),
+    };
+    #[cfg(target_arch = "x86_64")]
+    for off in (0..bytes).step_by(64) {
+        // SAFETY: prefetching never faults; the address is inside the row.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                ptr.add(off) as *const i8
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (ptr, bytes);
+}
+
 /// Rounds `n` up to a multiple of 8.
 pub(crate) fn pad8(n: usize) -> usize {
     n.div_ceil(8) * 8
@@ -136,7 +160,11 @@ mod tests {
             let want: Vec<f64> = x.iter().map(|&t| (t as f64).exp2()).collect();
             (isa.exp2)(&mut x);
             for (a, b) in x.iter().zip(&want) {
-                assert!(((*a as f64) - b).abs() <= 4e-7 * b + 1e-37, "{} {a} {b}", isa.name);
+                assert!(
+                    ((*a as f64) - b).abs() <= 4e-7 * b + 1e-37,
+                    "{} {a} {b}",
+                    isa.name
+                );
             }
         }
     }
