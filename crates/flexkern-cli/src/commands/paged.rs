@@ -144,6 +144,88 @@ pub fn attention_paged(
     Ok(())
 }
 
+/// Medians of interleaved runs (contiguous, then paged, alternately, so load drift hits both).
+#[derive(Clone, Copy, Debug)]
+pub struct DecodeTimes {
+    pub contiguous_ms: f64,
+    pub paged_ms: f64,
+}
+
+/// Times one decode token (causal, `hq` / `hkv` heads of `d`, `kv_len` keys) through contiguous
+/// `kv_dtype`-free storage of `act` (f32 or bf16) and through a shuffled paged cache of
+/// `page_size` holding `kv_dtype` (default: `act`). For `flexkern bench`.
+pub fn bench_paged_decode(
+    (hq, hkv, d): (usize, usize, usize),
+    kv_len: usize,
+    page_size: usize,
+    act: DType,
+    kv_dtype: Option<DType>,
+    iters: usize,
+) -> Result<DecodeTimes> {
+    use half::bf16;
+    use std::time::Instant;
+    let gen = |n: usize, s: f32| -> Vec<f32> { (0..n).map(|i| (i as f32 * s).sin()).collect() };
+    let (q, k, v) = (
+        gen(hq * d, 0.37),
+        gen(kv_len * hkv * d, 0.011),
+        gen(kv_len * hkv * d, 0.023),
+    );
+    let to_bf = |x: &[f32]| -> Vec<bf16> { x.iter().map(|&y| bf16::from_f32(y)).collect() };
+    let (qb, kb, vb) = (to_bf(&q), to_bf(&k), to_bf(&v));
+    let (qs, ks) = ([1, hq, d], [kv_len, hkv, d]);
+    let args = match act {
+        DType::F32 => AttentionArgs::new(
+            TensorView::contiguous(&q[..], &qs),
+            TensorView::contiguous(&k[..], &ks),
+            TensorView::contiguous(&v[..], &ks),
+        ),
+        DType::BF16 => AttentionArgs::new(
+            TensorView::contiguous(&qb[..], &qs),
+            TensorView::contiguous(&kb[..], &ks),
+            TensorView::contiguous(&vb[..], &ks),
+        ),
+        other => bail!("activation dtype {} (f32 or bf16)", other.name()),
+    }
+    .variant(flexkern::Variant::full().mask(flexkern::builtins::causal()));
+    let (cache, seqs) = page_kv(&args.k, &args.v, None, page_size, kv_dtype, 1)?;
+    let kv = cache.view(&seqs)?;
+    #[allow(clippy::default_constructed_unit_structs)]
+    let backend = CpuBackend::default();
+    let mut out = vec![0f32; hq * d];
+    let (mut tc, mut tp) = (Vec::new(), Vec::new());
+    for i in 0..=iters {
+        let t = Instant::now();
+        flexkern::attention(&backend, &args, None, &mut out, None)?;
+        let c = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        paged_attention(
+            &backend,
+            &args.q,
+            &[0, 1],
+            &kv,
+            None,
+            &args.variant,
+            None,
+            &mut out,
+            None,
+        )?;
+        let p = t.elapsed().as_secs_f64() * 1e3;
+        if i > 0 {
+            // The first pair warms caches and thread pools.
+            tc.push(c);
+            tp.push(p);
+        }
+    }
+    let med = |mut x: Vec<f64>| {
+        x.sort_by(f64::total_cmp);
+        x.get(x.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    Ok(DecodeTimes {
+        contiguous_ms: med(tc),
+        paged_ms: med(tp),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +272,8 @@ mod tests {
         }
         assert!(parse_kv_dtype("fp4").is_err());
         assert!(attention_paged(&args, 0, None, 0, &mut want, None).is_err());
+        let t =
+            bench_paged_decode((4, 2, 8), 100, 16, DType::BF16, Some(DType::Fp8E4M3), 1).unwrap();
+        assert!(t.contiguous_ms >= 0.0 && t.paged_ms >= 0.0);
     }
 }

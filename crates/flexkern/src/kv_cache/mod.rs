@@ -6,6 +6,7 @@ pub mod paged;
 pub mod pool;
 pub mod quant;
 pub mod table;
+pub mod widen;
 
 pub use paged::{PageLayout, PagedKv, PhysicalBlocks};
 pub use pool::{CacheConfig, PageBuf, PagePool};
