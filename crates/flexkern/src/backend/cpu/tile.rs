@@ -101,6 +101,8 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
     sc.qt.clear();
     sc.qt.resize(nh * m_pad * dk, 0.0);
     sc.qrow.resize(dk, 0.0);
+    // A few rows (decode) take row-major Q and the dot-product kernel instead.
+    let rows_kernel = m <= 8 && dk >= 8;
     for hh in 0..nh {
         let qt = &mut sc.qt[hh * m_pad * dk..][..m_pad * dk];
         for gh in 0..g {
@@ -108,6 +110,12 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
                 let off = p.q.offset(s, i0 + i, (it.kv_head + hh) * g + gh);
                 p.q.data.read_f32(off, &mut sc.qrow);
                 let r = gh * nq + i;
+                if rows_kernel {
+                    for (d, &x) in qt[r * dk..][..dk].iter_mut().zip(&sc.qrow) {
+                        *d = x * qscale;
+                    }
+                    continue;
+                }
                 let p0 = r / 16 * 16;
                 let w = (m_pad - p0).min(16);
                 let base = p0 * dk + (r - p0);
@@ -166,8 +174,15 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
         for hh in 0..nh {
             let st = &mut sc.st[hh * bk_max * m_pad..][..bk_max * m_pad];
             let qt = &sc.qt[hh * m_pad * dk..][..m_pad * dk];
+            let krows = &sc.krows[hh * bk_max..][..bk];
             // SAFETY: every row pointer addresses `dk` f32 that live through this call.
-            unsafe { (c.isa.qk)(qt, dk, m_pad, &sc.krows[hh * bk_max..][..bk], st) };
+            unsafe {
+                if rows_kernel {
+                    (c.isa.qk_rows)(qt, m, dk, m_pad, krows, st)
+                } else {
+                    (c.isa.qk)(qt, dk, m_pad, krows, st)
+                }
+            };
             apply_variant(c, it, it.kv_head + hh, st, &mut sc.var, nq, k0, bk, m_pad);
             let state = hh * m_pad..(hh + 1) * m_pad;
             (c.isa.softmax)(

@@ -8,6 +8,7 @@ use std::arch::x86_64::*;
 pub(super) const ISA: Isa = Isa {
     name: "avx2",
     qk,
+    qk_rows,
     pv,
     softmax,
     convert,
@@ -88,6 +89,91 @@ unsafe fn qk_micro<const R: usize, const V: usize>(
     for (r, a) in acc.iter().enumerate() {
         for (j, x) in a.iter().enumerate() {
             _mm256_storeu_ps(out.add(r * ld + 8 * j), *x);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn qk_rows(
+    qr: &[f32],
+    m: usize,
+    dk: usize,
+    m_pad: usize,
+    krows: &[*const f32],
+    st: &mut [f32],
+) {
+    let nk = krows.len();
+    assert!((1..=8).contains(&m) && m <= m_pad && qr.len() >= m * dk);
+    assert!(st.len() >= nk * m_pad);
+    // Up to 4 rows: 3 keys at a time (12 accumulators); more rows: one key at a time.
+    let kr_max = if m <= 4 { 3 } else { 1 };
+    let mut k0 = 0;
+    while k0 < nk {
+        let kr = (nk - k0).min(kr_max);
+        let rows = &krows[k0..k0 + kr];
+        let out = st.as_mut_ptr().add(k0 * m_pad);
+        let q = qr.as_ptr();
+        match (kr, m) {
+            (3, 4) => qk_rows_micro::<3, 4>(q, dk, rows, out, m_pad),
+            (3, 3) => qk_rows_micro::<3, 3>(q, dk, rows, out, m_pad),
+            (3, 2) => qk_rows_micro::<3, 2>(q, dk, rows, out, m_pad),
+            (3, _) => qk_rows_micro::<3, 1>(q, dk, rows, out, m_pad),
+            (2, 4) => qk_rows_micro::<2, 4>(q, dk, rows, out, m_pad),
+            (2, 3) => qk_rows_micro::<2, 3>(q, dk, rows, out, m_pad),
+            (2, 2) => qk_rows_micro::<2, 2>(q, dk, rows, out, m_pad),
+            (2, _) => qk_rows_micro::<2, 1>(q, dk, rows, out, m_pad),
+            (_, 8) => qk_rows_micro::<1, 8>(q, dk, rows, out, m_pad),
+            (_, 7) => qk_rows_micro::<1, 7>(q, dk, rows, out, m_pad),
+            (_, 6) => qk_rows_micro::<1, 6>(q, dk, rows, out, m_pad),
+            (_, 5) => qk_rows_micro::<1, 5>(q, dk, rows, out, m_pad),
+            (_, 4) => qk_rows_micro::<1, 4>(q, dk, rows, out, m_pad),
+            (_, 3) => qk_rows_micro::<1, 3>(q, dk, rows, out, m_pad),
+            (_, 2) => qk_rows_micro::<1, 2>(q, dk, rows, out, m_pad),
+            _ => qk_rows_micro::<1, 1>(q, dk, rows, out, m_pad),
+        }
+        k0 += kr;
+    }
+}
+
+/// `K` keys by `R` rows of 8-lane partial dot products, reduced horizontally at the end.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn qk_rows_micro<const K: usize, const R: usize>(
+    q: *const f32,
+    dk: usize,
+    rows: &[*const f32],
+    out: *mut f32,
+    ld: usize,
+) {
+    let mut acc = [[_mm256_setzero_ps(); R]; K];
+    let mut kp = [std::ptr::null::<f32>(); K];
+    kp.copy_from_slice(&rows[..K]);
+    let d8 = dk / 8 * 8;
+    let mut d = 0;
+    while d < d8 {
+        let mut kv = [_mm256_setzero_ps(); K];
+        for (x, p) in kv.iter_mut().zip(&kp) {
+            *x = _mm256_loadu_ps(p.add(d));
+        }
+        for r in 0..R {
+            let qv = _mm256_loadu_ps(q.add(r * dk + d));
+            for k in 0..K {
+                acc[k][r] = _mm256_fmadd_ps(kv[k], qv, acc[k][r]);
+            }
+        }
+        d += 8;
+    }
+    for k in 0..K {
+        for r in 0..R {
+            let v = acc[k][r];
+            let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            let h = _mm_add_ss(h, _mm_movehdup_ps(h));
+            let mut x = _mm_cvtss_f32(h);
+            for t in d8..dk {
+                x += *kp[k].add(t) * *q.add(r * dk + t);
+            }
+            *out.add(k * ld + r) = x;
         }
     }
 }

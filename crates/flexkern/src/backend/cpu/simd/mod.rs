@@ -20,6 +20,11 @@ use crate::attention::kv::KvRow;
 pub(crate) type QkFn =
     unsafe fn(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]);
 
+/// The same scores for a few rows (`m <= 8`) from row-major queries `qr[q * dk + d]`: dot
+/// products along `d`, so no vector lane is spent on padding rows (decode).
+pub(crate) type QkRowsFn =
+    unsafe fn(qr: &[f32], m: usize, dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]);
+
 /// `o[q] = o[q] * alpha[q] + sum_k st[k][q] * V_k` for `q < m`; each `vrows[k]` points at
 /// `dv_pad` (a multiple of 8) readable f32.
 pub(crate) type PvFn = unsafe fn(
@@ -48,6 +53,7 @@ pub(crate) type Exp2Fn = fn(x: &mut [f32]);
 pub(crate) struct Isa {
     pub name: &'static str,
     pub qk: QkFn,
+    pub qk_rows: QkRowsFn,
     pub pv: PvFn,
     pub softmax: SoftmaxFn,
     pub convert: ConvertFn,
@@ -139,6 +145,16 @@ mod tests {
                 for r in 0..m {
                     let want: f32 = (0..dk).map(|d| q[r * dk + d] * k[j * dk + d]).sum();
                     assert!((st[j * m_pad + r] - want).abs() < 1e-4, "{}", isa.name);
+                }
+            }
+            for rows in 1..=8 {
+                let mut st2 = vec![0f32; bk * 8];
+                unsafe { (isa.qk_rows)(&q, rows, dk, 8, &krows, &mut st2) };
+                for j in 0..bk {
+                    for r in 0..rows {
+                        let d = st2[j * 8 + r] - st[j * m_pad + r];
+                        assert!(d.abs() < 1e-4, "{} rows {rows}", isa.name);
+                    }
                 }
             }
             let alpha: Vec<f32> = (0..m_pad).map(|i| 0.5 + i as f32 * 0.01).collect();

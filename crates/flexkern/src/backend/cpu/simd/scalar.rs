@@ -6,6 +6,7 @@ use crate::attention::kv::KvRow;
 pub(super) const ISA: Isa = Isa {
     name: "scalar",
     qk,
+    qk_rows,
     pv,
     softmax,
     convert,
@@ -30,6 +31,27 @@ unsafe fn qk(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut
                 }
             }
             p0 += w;
+        }
+    }
+}
+
+unsafe fn qk_rows(
+    qr: &[f32],
+    m: usize,
+    dk: usize,
+    m_pad: usize,
+    krows: &[*const f32],
+    st: &mut [f32],
+) {
+    for (k, &kp) in krows.iter().enumerate() {
+        // SAFETY: the caller guarantees `dk` readable elements per row.
+        let krow = unsafe { std::slice::from_raw_parts(kp, dk) };
+        for r in 0..m {
+            st[k * m_pad + r] = krow
+                .iter()
+                .zip(&qr[r * dk..][..dk])
+                .map(|(a, b)| a * b)
+                .sum();
         }
     }
 }
