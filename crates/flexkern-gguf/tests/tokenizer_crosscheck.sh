@@ -39,6 +39,12 @@ texts = [
     "URL: https://example.com/path?q=1&r=two#frag <tag attr=\"v\">text</tag>",
     "😀" * 10 + "🙂abc🙂",
 ]
+import random, string
+rnd = random.Random(7)
+# Long words exercise the merge queue; random mixed-script soup exercises everything else.
+texts.append("".join(rnd.choice(string.ascii_letters) for _ in range(5000)))
+soup = string.printable + "éüßçñ€£¥—–…“”‘’αβγδ日本語中文한국🙂👍🏽\u200d\u00a0"
+texts += ["".join(rnd.choice(soup) for _ in range(2000)) for _ in range(5)]
 for p in sorted((root / "crates/flexkern-gguf/src").rglob("*.rs"))[:8]:
     texts.append(p.read_text())
 sep = "\n\x1e\n"

@@ -1,6 +1,7 @@
 //! Byte-level BPE (GPT-2 style): bytes map to printable code points, then ranked merges.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 /// GPT-2's reversible byte -> char table: printable Latin-1 bytes map to themselves, the rest to
 /// U+0100 upwards, so every token is printable text.
@@ -49,32 +50,54 @@ impl BpeMerges {
         (Self { ranks }, skipped)
     }
 
-    /// Applies merges to a symbol sequence, lowest rank first, leftmost among equals.
+    /// Applies merges lowest rank first, leftmost among equal ranks (HF's order), using a heap
+    /// over a linked list so long words stay O(n log n).
     pub fn apply(&self, symbols: &mut Vec<u32>) {
-        loop {
-            let best = symbols
-                .windows(2)
-                .filter_map(|w| {
-                    self.ranks
-                        .get(&(w[0], w[1]))
-                        .map(|&(r, m)| (r, w[0], w[1], m))
-                })
-                .min_by_key(|&(r, ..)| r);
-            let Some((_, l, r, merged)) = best else { break };
-            // Merge every non-overlapping occurrence of this pair, left to right.
-            let mut out = Vec::with_capacity(symbols.len());
-            let mut i = 0;
-            while i < symbols.len() {
-                if i + 1 < symbols.len() && symbols[i] == l && symbols[i + 1] == r {
-                    out.push(merged);
-                    i += 2;
-                } else {
-                    out.push(symbols[i]);
-                    i += 1;
-                }
-            }
-            *symbols = out;
+        let n = symbols.len();
+        if n < 2 {
+            return;
         }
+        // Linked list over positions; a merged-away position is marked dead.
+        let mut next: Vec<usize> = (1..=n).collect();
+        let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+        let mut alive = vec![true; n];
+        let mut heap = BinaryHeap::new();
+        let push = |heap: &mut BinaryHeap<Reverse<(u32, usize, u32, u32)>>,
+                    s: &[u32],
+                    l: usize,
+                    r: usize| {
+            if let Some(&(rank, _)) = self.ranks.get(&(s[l], s[r])) {
+                heap.push(Reverse((rank, l, s[l], s[r])));
+            }
+        };
+        for i in 0..n - 1 {
+            push(&mut heap, symbols, i, i + 1);
+        }
+        while let Some(Reverse((_, l, a, b))) = heap.pop() {
+            let r = next[l];
+            // Stale if either side changed since this pair was queued.
+            if !alive[l] || r >= n || symbols[l] != a || symbols[r] != b {
+                continue;
+            }
+            let Some(&(_, merged)) = self.ranks.get(&(a, b)) else {
+                continue;
+            };
+            symbols[l] = merged;
+            alive[r] = false;
+            next[l] = next[r];
+            if next[l] < n {
+                prev[next[l]] = l;
+            }
+            if prev[l] < n {
+                push(&mut heap, symbols, prev[l], l);
+            }
+            if next[l] < n {
+                push(&mut heap, symbols, l, next[l]);
+            }
+        }
+        let mut out = Vec::with_capacity(n);
+        out.extend((0..n).filter(|&i| alive[i]).map(|i| symbols[i]));
+        *symbols = out;
     }
 }
 
