@@ -57,11 +57,13 @@ pub(crate) fn dot_path() -> DotPath {
     }
 }
 
-/// Whether this CPU runs the AVX2 kernels.
+/// Whether this CPU runs the AVX2 kernels (AVX2 + FMA, and F16C for the f16 scales).
 pub(crate) fn avx2_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

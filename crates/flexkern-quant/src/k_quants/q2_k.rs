@@ -135,7 +135,7 @@ impl BlockQ2K {
     pub(crate) fn vec_dot_with(path: DotPath, w: &[Self], a: &[BlockQ8K]) -> f32 {
         #[cfg(target_arch = "x86_64")]
         if path == DotPath::Avx2 && super::avx2_available() {
-            // SAFETY: AVX2 and FMA are present.
+            // SAFETY: AVX2, FMA and F16C are present.
             return unsafe { avx2::vec_dot(w, a) };
         }
         let _ = path;
@@ -170,14 +170,14 @@ impl QuantBlock for BlockQ2K {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::super::simd::{dot_scaled, hsum_i32, load16, load32, scale_pair};
+    use super::super::simd::{dot_scaled, f16x2_to_f32, hsum_i32, load16, load32, scale_pair};
     use super::{combine, BlockQ2K, BlockQ8K};
     use std::arch::x86_64::*;
 
     /// Per super-block: 2-bit fields shifted and masked out of one 32-byte load per half,
     /// `maddubs` against the activations, `madd` with the 4-bit scales; the mins go through
     /// `bsums`.
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn vec_dot(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
         let m2 = _mm256_set1_epi8(0x03);
         let m4 = _mm_set1_epi8(0x0F);
@@ -197,7 +197,8 @@ mod avx2 {
                     acc = _mm256_add_epi32(acc, dot_scaled(q, av, scale_pair(sc, 4 * h + k)));
                 }
             }
-            sumf += combine(x.d.to_f32(), x.dmin.to_f32(), y.d, hsum_i32(acc), isum_min);
+            let (d, dmin) = f16x2_to_f32(x.d.to_bits() as u32 | (x.dmin.to_bits() as u32) << 16);
+            sumf += combine(d, dmin, y.d, hsum_i32(acc), isum_min);
         }
         sumf
     }

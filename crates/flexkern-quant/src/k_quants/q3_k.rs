@@ -140,7 +140,7 @@ impl BlockQ3K {
     pub(crate) fn vec_dot_with(path: DotPath, w: &[Self], a: &[BlockQ8K]) -> f32 {
         #[cfg(target_arch = "x86_64")]
         if path == DotPath::Avx2 && super::avx2_available() {
-            // SAFETY: AVX2 and FMA are present.
+            // SAFETY: AVX2, FMA and F16C are present.
             return unsafe { avx2::vec_dot(w, a) };
         }
         let _ = path;
@@ -175,13 +175,13 @@ impl QuantBlock for BlockQ3K {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::super::simd::{hsum_i32, load16, load32, scale_pair};
+    use super::super::simd::{f16_to_f32, hsum_i32, load16, load32, scale_pair};
     use super::{combine, unpack_q3_scales, BlockQ3K, BlockQ8K};
     use std::arch::x86_64::*;
 
     /// Per super-block: `maddubs(low 2 bits, a) - maddubs(4 * (1 - high bit), a)` per 32
     /// elements, `madd` with the signed scales, one integer horizontal sum.
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn vec_dot(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
         let m2 = _mm256_set1_epi8(0x03);
         let m1 = _mm256_set1_epi8(0x01);
@@ -208,7 +208,7 @@ mod avx2 {
                     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scale_pair(sc, 4 * h + k)));
                 }
             }
-            sumf += combine(x.d.to_f32(), 0.0, y.d, hsum_i32(acc), 0);
+            sumf += combine(f16_to_f32(x.d), 0.0, y.d, hsum_i32(acc), 0);
         }
         sumf
     }

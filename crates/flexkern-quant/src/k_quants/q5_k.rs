@@ -130,7 +130,7 @@ impl BlockQ5K {
     pub(crate) fn vec_dot_with(path: DotPath, w: &[Self], a: &[BlockQ8K]) -> f32 {
         #[cfg(target_arch = "x86_64")]
         if path == DotPath::Avx2 && super::avx2_available() {
-            // SAFETY: AVX2 and FMA are present.
+            // SAFETY: AVX2, FMA and F16C are present.
             return unsafe { avx2::vec_dot(w, a) };
         }
         let _ = path;
@@ -166,23 +166,21 @@ impl QuantBlock for BlockQ5K {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::super::simd::{
-        dot_scaled, hsum_i32, load32, mins_dot_bsums_k4, scale_k4, scales_k4,
+        dot_scaled, f16x2_to_f32, hsum_i32, load32, scale_k4, scales_mins_k4,
     };
-    use super::{combine, unpack_scale_min_k4, BlockQ5K, BlockQ8K};
+    use super::{combine, BlockQ5K, BlockQ8K};
     use std::arch::x86_64::*;
 
     /// As Q4_K, with the 5th bit taken from the 32-byte `qh` vector, shifted right by 2 per
     /// 64-element chunk.
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn vec_dot(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
         let m4 = _mm256_set1_epi8(0x0F);
         let b1 = _mm256_set1_epi8(0x01);
         let b2 = _mm256_set1_epi8(0x02);
         let mut sumf = 0.0f32;
         for (x, y) in w.iter().zip(a) {
-            let (sc, m) = unpack_scale_min_k4(&x.scales);
-            let isum_min = mins_dot_bsums_k4(&m, &y.bsums);
-            let scales = scales_k4(&sc);
+            let (scales, isum_min) = scales_mins_k4(&x.scales, &y.bsums);
             let mut hb = load32(&x.qh);
             let mut acc = _mm256_setzero_si256();
             for i in 0..4 {
@@ -204,7 +202,8 @@ mod avx2 {
                 );
                 acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
             }
-            sumf += combine(x.d.to_f32(), x.dmin.to_f32(), y.d, hsum_i32(acc), isum_min);
+            let (d, dmin) = f16x2_to_f32(x.d.to_bits() as u32 | (x.dmin.to_bits() as u32) << 16);
+            sumf += combine(d, dmin, y.d, hsum_i32(acc), isum_min);
         }
         sumf
     }

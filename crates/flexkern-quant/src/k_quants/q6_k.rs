@@ -115,7 +115,7 @@ impl BlockQ6K {
     pub(crate) fn vec_dot_with(path: DotPath, w: &[Self], a: &[BlockQ8K]) -> f32 {
         #[cfg(target_arch = "x86_64")]
         if path == DotPath::Avx2 && super::avx2_available() {
-            // SAFETY: AVX2 and FMA are present.
+            // SAFETY: AVX2, FMA and F16C are present.
             return unsafe { avx2::vec_dot(w, a) };
         }
         let _ = path;
@@ -150,14 +150,14 @@ impl QuantBlock for BlockQ6K {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::super::simd::{dot_scaled, hsum_i32, load16, load32, scale_pair};
+    use super::super::simd::{dot_scaled, f16_to_f32, hsum_i32, load16, load32, scale_pair};
     use super::{combine, BlockQ6K, BlockQ8K};
     use std::arch::x86_64::*;
 
     /// Per super-block: the unsigned 6-bit values (q + 32) rebuilt from two nibble loads and one
     /// high-bit load per half, `maddubs` against the activations, `madd` with the sub-block
     /// scales; the `- 32` is applied once through `bsums`.
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn vec_dot(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
         let m4 = _mm256_set1_epi8(0x0F);
         let m2 = _mm256_set1_epi8(0x03);
@@ -199,7 +199,7 @@ mod avx2 {
                     acc = _mm256_add_epi32(acc, dot_scaled(qk, av, scale_pair(sc, 4 * h + k)));
                 }
             }
-            sumf += combine(x.d.to_f32(), 0.0, y.d, hsum_i32(acc) - 32 * bias, 0);
+            sumf += combine(f16_to_f32(x.d), 0.0, y.d, hsum_i32(acc) - 32 * bias, 0);
         }
         sumf
     }

@@ -59,7 +59,7 @@ impl BlockQ8K {
     pub(crate) fn vec_dot_with(path: DotPath, w: &[Self], a: &[Self]) -> f32 {
         #[cfg(target_arch = "x86_64")]
         if path == DotPath::Avx2 && super::avx2_available() {
-            // SAFETY: AVX2 and FMA are present.
+            // SAFETY: AVX2, FMA and F16C are present.
             return unsafe { avx2::vec_dot(w, a) };
         }
         let _ = path;

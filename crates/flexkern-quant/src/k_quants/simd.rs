@@ -79,27 +79,57 @@ static K4_SHUF: [[u8; 32]; 8] = {
     t
 };
 
-/// Eight u8 scales widened to i16 and copied into both 128-bit halves, for `scale_k4`.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) unsafe fn scales_k4(sc: &[u8; 8]) -> __m256i {
-    let v = _mm_cvtepu8_epi16(_mm_loadl_epi64(sc.as_ptr() as *const __m128i));
-    _mm256_broadcastsi128_si256(v)
-}
-
-/// All sixteen i16 lanes set to scale `j` of `scales_k4`'s vector.
+/// All sixteen i16 lanes set to scale `j` of `scales_mins_k4`'s scale vector.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn scale_k4(scales: __m256i, j: usize) -> __m256i {
     _mm256_shuffle_epi8(scales, load32(&K4_SHUF[j]))
 }
 
-/// `sum_j m[j] * (bsums[2j] + bsums[2j+1])`: the offset term of Q4_K / Q5_K (32-element
-/// sub-blocks, 16-element bsums).
+/// Two adjacent f16 values (little-endian `lo`, `hi` in `bits`) to f32 with F16C (exact).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) unsafe fn f16x2_to_f32(bits: u32) -> (f32, f32) {
+    let v = _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32));
+    (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
+}
+
+/// One f16 to f32 with F16C (exact).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+pub(super) unsafe fn f16_to_f32(v: half::f16) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(v.to_bits() as i32)))
+}
+
+/// Q4_K / Q5_K scale decoding in registers: returns the eight 6-bit scales as i16 in both
+/// 128-bit halves (for `scale_k4`) and `sum_j m[j] * (bsums[2j] + bsums[2j+1])`.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn mins_dot_bsums_k4(m: &[u8; 8], bsums: &[i16; 16]) -> i32 {
-    let mx = _mm_loadl_epi64(m.as_ptr() as *const __m128i);
-    let m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mx, mx));
-    hsum_i32(_mm256_madd_epi16(load32(bsums), m16))
+pub(super) unsafe fn scales_mins_k4(q: &[u8; 12], bsums: &[i16; 16]) -> (__m256i, i32) {
+    let a0 = u32::from_le_bytes([q[0], q[1], q[2], q[3]]);
+    let a1 = u32::from_le_bytes([q[4], q[5], q[6], q[7]]);
+    let a2 = u32::from_le_bytes([q[8], q[9], q[10], q[11]]);
+    let sc_lo = a0 & 0x3f3f_3f3f;
+    let m_lo = a1 & 0x3f3f_3f3f;
+    let sc_hi = (a2 & 0x0f0f_0f0f) | (((a0 >> 6) & 0x0303_0303) << 4);
+    let m_hi = ((a2 >> 4) & 0x0f0f_0f0f) | (((a1 >> 6) & 0x0303_0303) << 4);
+    let sm = _mm256_cvtepu8_epi16(_mm_set_epi32(
+        m_hi as i32,
+        m_lo as i32,
+        sc_hi as i32,
+        sc_lo as i32,
+    ));
+    let mins = _mm256_extracti128_si256::<1>(sm);
+    let bs = load32(bsums);
+    let pairs = _mm_hadd_epi16(
+        _mm256_castsi256_si128(bs),
+        _mm256_extracti128_si256::<1>(bs),
+    );
+    let pm = _mm_madd_epi16(mins, pairs);
+    let pm = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));
+    let pm = _mm_add_epi32(pm, _mm_shuffle_epi32::<0b01>(pm));
+    (
+        _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm)),
+        _mm_cvtsi128_si32(pm),
+    )
 }

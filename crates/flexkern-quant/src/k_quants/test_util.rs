@@ -150,6 +150,21 @@ pub(crate) fn crosscheck_inputs() -> Vec<f32> {
     one_hot[37] = -3.0;
     x.extend(one_hot);
     x.extend(random_data(Dist::Normal, QK_K, 1e-20, 9));
+    // Heavy tails and outliers, and a different scale in every block (1e-6 .. 1e6).
+    let heavy = random_data(Dist::Normal, 64 * QK_K, 1.0, 10);
+    x.extend(heavy.iter().map(|v| v * v * v));
+    let mut spiky = random_data(Dist::Uniform, 64 * QK_K, 0.1, 11);
+    for i in (0..spiky.len()).step_by(97) {
+        spiky[i] *= 300.0;
+    }
+    x.extend(spiky);
+    for (b, chunk) in random_data(Dist::Normal, 128 * QK_K, 1.0, 12)
+        .chunks(QK_K)
+        .enumerate()
+    {
+        let scale = 10f32.powi((b % 13) as i32 - 6);
+        x.extend(chunk.iter().map(|v| v * scale));
+    }
     x
 }
 
