@@ -9,9 +9,10 @@ Reads what `cargo test -p flexkern-quant kquants_export` wrote under $FLEXKERN_C
 Checks, each bit for bit:
   1. dequantize: gguf-py (`gguf.quants.dequantize`, numpy) on the same bytes, for Q2_K..Q6_K;
      Q8_K, which gguf-py does not implement, against `d * qs` in numpy.
-  2. quantize (with --ggml-lib): ggml's own `quantize_row_<fmt>_ref` (C, from llama.cpp, built
-     by kquants_crosscheck.sh) on the same f32 input, compared byte for byte with flexkern's blocks.
-     gguf-py itself has no K-quant quantizers.
+  2. with --ggml-lib (ggml's C ggml-quants.c from llama.cpp, built by kquants_crosscheck.sh):
+     - dequantize: ggml's `dequantize_row_<fmt>` on the same bytes;
+     - quantize: ggml's `quantize_row_<fmt>_ref` on the same f32 input, compared byte for byte
+       with flexkern's blocks (gguf-py itself has no K-quant quantizers).
 Exits 1 on any mismatch, 2 on missing inputs.
 """
 
@@ -86,6 +87,20 @@ def main() -> int:
             failures += 1
             detail = first_mismatches(ours, ref) if ours.shape == ref.shape else f"shape {ours.shape} vs {ref.shape}"
             print(f"FAIL {case}: dequantize differs from {who}: {detail}")
+
+        if lib is not None:
+            fn = getattr(lib, f"dequantize_row_{fmt[:2]}_K")
+            fn.restype = None
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+            cblocks = np.ascontiguousarray(blocks)
+            cref = np.full(len(blocks) * QK_K, np.nan, dtype=np.float32)
+            fn(cblocks.ctypes.data, cref.ctypes.data, ctypes.c_int64(cref.size))
+            checks += 1
+            if ours.shape == cref.shape and np.array_equal(ours.view(np.uint32), cref.view(np.uint32)):
+                print(f"ok   {case}: dequantize of {len(blocks)} blocks bit-identical to ggml dequantize_row_{fmt[:2]}_K")
+            else:
+                failures += 1
+                print(f"FAIL {case}: dequantize differs from ggml: {first_mismatches(ours, cref)}")
 
         src_path = args.dir / f"{case}.src.f32"
         if lib is not None and src_path.exists():
