@@ -337,3 +337,144 @@ fn malformed_arguments_are_errors() {
     assert_eq!(kv.kv_len(0), 12);
     assert!(flexkern::attention(&b, &args, None, &mut out, None).is_ok());
 }
+
+/// K/V rows scattered over memory in a shuffled order, unused slots NaN, int8 or f16 storage:
+/// the kernels may assume nothing beyond one row.
+struct ShuffledKv {
+    heads: usize,
+    dim: usize,
+    lens: Vec<usize>,
+    /// Slot of (seq, pos) = slots[offset(seq) + pos]; the row of (slot, head) follows.
+    slots: Vec<usize>,
+    k16: Vec<f16>,
+    v8: Vec<i8>,
+}
+
+impl ShuffledKv {
+    fn new(rng: &mut StdRng, lens: &[usize], heads: usize, dim: usize) -> ShuffledKv {
+        let n: usize = lens.iter().sum();
+        let total = 2 * n + 3;
+        let mut slots: Vec<usize> = (0..total).collect();
+        for i in (1..total).rev() {
+            slots.swap(i, rng.gen_range(0..=i));
+        }
+        slots.truncate(n);
+        let mut k16 = vec![f16::NAN; total * heads * dim];
+        let mut v8 = vec![0i8; total * heads * dim];
+        for &s in &slots {
+            for x in &mut k16[s * heads * dim..][..heads * dim] {
+                *x = f16::from_f32(rng.gen_range(-2.0..2.0));
+            }
+            for x in &mut v8[s * heads * dim..][..heads * dim] {
+                *x = rng.gen_range(-127..=127);
+            }
+        }
+        ShuffledKv {
+            heads,
+            dim,
+            lens: lens.to_vec(),
+            slots,
+            k16,
+            v8,
+        }
+    }
+    fn at(&self, seq: usize, head: usize, pos: usize) -> usize {
+        let slot = self.slots[self.lens[..seq].iter().sum::<usize>() + pos];
+        (slot * self.heads + head) * self.dim
+    }
+}
+
+impl KvSource for ShuffledKv {
+    fn num_kv_heads(&self) -> usize {
+        self.heads
+    }
+    fn head_dim(&self) -> usize {
+        self.dim
+    }
+    fn head_dim_v(&self) -> usize {
+        self.dim
+    }
+    fn kv_len(&self, seq: usize) -> usize {
+        self.lens[seq]
+    }
+    fn k_row(&self, seq: usize, head: usize, pos: usize) -> flexkern::attention::kv::KvRow<'_> {
+        let a = self.at(seq, head, pos);
+        flexkern::attention::kv::KvRow::F16(&self.k16[a..a + self.dim])
+    }
+    fn v_row(&self, seq: usize, head: usize, pos: usize) -> flexkern::attention::kv::KvRow<'_> {
+        let a = self.at(seq, head, pos);
+        flexkern::attention::kv::KvRow::I8(&self.v8[a..a + self.dim], 1.0 / 64.0)
+    }
+}
+
+#[test]
+fn scattered_kv_rows_and_head_major_layouts() {
+    let mut rng = StdRng::seed_from_u64(400);
+    let (hq, hkv, d) = (8, 2, 64);
+    let q_lens = [1usize, 150, 3];
+    let kv_lens = [900usize, 160, 40];
+    let kv = ShuffledKv::new(&mut rng, &kv_lens, hkv, d);
+    let tq: usize = q_lens.iter().sum();
+    let q: Vec<f16> = (0..tq * hq * d)
+        .map(|_| f16::from_f32(rng.gen_range(-2.0..2.0)))
+        .collect();
+    // Only Q (and the lengths) come from these args; K/V come from `kv`.
+    let cu = |l: &[usize]| {
+        let mut out = vec![0u64];
+        for &x in l {
+            out.push(out.last().unwrap() + x as u64);
+        }
+        out
+    };
+    let (cq, ck) = (cu(&q_lens), cu(&kv_lens));
+    let dummy = vec![f16::ZERO; ck[3] as usize * hkv * d];
+    for v in [Variant::full(), causal().sinks(vec![0.3; hq])] {
+        let args = AttentionArgs::new(
+            TensorView::contiguous(&q[..], &[tq, hq, d]),
+            TensorView::contiguous(&dummy[..], &[ck[3] as usize, hkv, d]),
+            TensorView::contiguous(&dummy[..], &[ck[3] as usize, hkv, d]),
+        )
+        .ragged(&cq, &ck)
+        .variant(v);
+        let (p, _) = args.prepare().unwrap();
+        let r = reference::attention(&p, &kv);
+        let backends: [&dyn Backend; 2] = [&CpuBackend, &ScalarCpuBackend];
+        for b in backends {
+            let plan = flexkern::attention::plan::plan(&p, &kv, &b.caps(), None).unwrap();
+            let mut out = vec![f32::NAN; tq * hq * d];
+            let mut lse = vec![f32::NAN; tq * hq];
+            b.attention(&p, &kv, &plan, &mut out, Some(&mut lse))
+                .unwrap();
+            compare(&out, &lse, &r, 1e-5, "scattered");
+        }
+    }
+    // Batch-major [B, H, S, D] storage passed through strides: a head's rows are adjacent, so
+    // decode runs kv heads as separate items.
+    let (b, s, kvl) = (2usize, 2usize, 700usize);
+    let qd: Vec<f32> = (0..b * s * hq * d)
+        .map(|_| rng.gen_range(-2.0..2.0))
+        .collect();
+    let kd: Vec<f32> = (0..b * hkv * kvl * d)
+        .map(|_| rng.gen_range(-2.0..2.0))
+        .collect();
+    let vd: Vec<f32> = (0..b * hkv * kvl * d)
+        .map(|_| rng.gen_range(-2.0..2.0))
+        .collect();
+    let st = [hkv * kvl * d, d, kvl * d, 1];
+    let args = AttentionArgs::new(
+        TensorView::contiguous(&qd[..], &[b, s, hq, d]),
+        TensorView::strided(&kd[..], &[b, kvl, hkv, d], &st),
+        TensorView::strided(&vd[..], &[b, kvl, hkv, d], &st),
+    )
+    .variant(causal());
+    let (p, kv) = args.prepare().unwrap();
+    let r = reference::attention(&p, &kv);
+    let plan = flexkern::attention::plan::plan(&p, &kv, &CpuBackend.caps(), None).unwrap();
+    assert!(plan.items.iter().all(|it| it.kv_heads == 1));
+    for be in [&CpuBackend as &dyn Backend, &ScalarCpuBackend] {
+        let mut out = vec![f32::NAN; b * s * hq * d];
+        let mut lse = vec![f32::NAN; b * s * hq];
+        flexkern::attention(be, &args, None, &mut out, Some(&mut lse)).unwrap();
+        compare(&out, &lse, &r, 1e-5, "head-major");
+    }
+}

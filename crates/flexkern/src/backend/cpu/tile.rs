@@ -2,7 +2,7 @@
 //! online softmax in base 2 (`scale * log2(e)` folded into Q when there is no score program).
 
 use super::simd::{pad8, prefetch_row, Isa};
-use crate::attention::kv::KvSource;
+use crate::attention::kv::{KvRow, KvSource};
 use crate::attention::plan::{Plan, WorkItem};
 use crate::attention::problem::Problem;
 use crate::variant::block_mask::BlockKind;
@@ -103,6 +103,9 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
     sc.qrow.resize(dk, 0.0);
     // A few rows (decode) take row-major Q and the dot-product kernel instead.
     let rows_kernel = m <= 8 && dk >= 8;
+    // With at most 6 rows both kernels read each K and V element once: f32 rows are used in
+    // place instead of copied.
+    let stream = rows_kernel && m <= 6;
     for hh in 0..nh {
         let qt = &mut sc.qt[hh * m_pad * dk..][..m_pad * dk];
         for gh in 0..g {
@@ -164,11 +167,16 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
                 }
                 let row = c.kv.k_row(s, h, k0 + j);
                 assert_eq!(row.len(), dk, "KvSource k_row length");
-                // Always copy: rows of a [tokens, heads, dim] cache sit a power of two apart
-                // and would all map to the same few L1 sets.
-                let dst = &mut sc.kbuf[(hh * bk_max + j) * dk..][..dk];
-                (c.isa.convert)(row, dst);
-                sc.krows[hh * bk_max + j] = dst.as_ptr();
+                sc.krows[hh * bk_max + j] = match row {
+                    KvRow::F32(r) if stream => r.as_ptr(),
+                    row => {
+                        // Copy when rows are reused: rows of a [tokens, heads, dim] cache sit
+                        // a power of two apart and would all map to the same few L1 sets.
+                        let dst = &mut sc.kbuf[(hh * bk_max + j) * dk..][..dk];
+                        (c.isa.convert)(row, dst);
+                        dst.as_ptr()
+                    }
+                };
             }
         }
         for hh in 0..nh {
@@ -207,9 +215,14 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
                 }
                 let row = c.kv.v_row(s, h, k0 + j);
                 assert_eq!(row.len(), dv, "KvSource v_row length");
-                let dst = &mut sc.vbuf[(hh * bk_max + j) * dv_pad..][..dv];
-                (c.isa.convert)(row, dst);
-                sc.vrows[hh * bk_max + j] = dst.as_ptr();
+                sc.vrows[hh * bk_max + j] = match row {
+                    KvRow::F32(r) if stream && dv == dv_pad => r.as_ptr(),
+                    row => {
+                        let dst = &mut sc.vbuf[(hh * bk_max + j) * dv_pad..][..dv];
+                        (c.isa.convert)(row, dst);
+                        dst.as_ptr()
+                    }
+                };
             }
         }
         for hh in 0..nh {
