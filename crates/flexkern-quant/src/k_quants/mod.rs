@@ -9,6 +9,10 @@
 //!   per-block integer sums exactly and combine them into f32 in the same order, so they return the
 //!   same bits; see `dot_error_bound` for the bound against the f64 dot of dequantized values.
 
+// The ports keep ggml's index arithmetic (`for j in 0..16 { .. x[16 * j + i] .. }`) so they
+// read line by line against the C they must match bit for bit.
+#![allow(clippy::needless_range_loop)]
+
 mod q2_k;
 mod q3_k;
 mod q4_k;

@@ -214,7 +214,7 @@ mod tests {
         // nibble 0b1100, top bits 0b11 into byte 1.
         assert_eq!(packed[0], 1);
         assert_eq!(packed[1], 63 | (0b11 << 6));
-        assert_eq!(packed[8], 5 | ((48 & 0xF) << 4));
+        assert_eq!(packed[8], 5); // 48 & 0xF = 0 in the high nibble
         assert_eq!(packed[9], 0b1100 | ((3 & 0xF) << 4));
         assert_eq!(packed[4], 62 | ((48 >> 4) << 6));
     }

@@ -144,8 +144,8 @@ pub(crate) fn crosscheck_inputs() -> Vec<f32> {
             .iter()
             .map(|v| -v.abs() - 0.5),
     );
-    x.extend(std::iter::repeat(0.0).take(QK_K));
-    x.extend(std::iter::repeat(0.75).take(QK_K));
+    x.extend(std::iter::repeat_n(0.0, QK_K));
+    x.extend(std::iter::repeat_n(0.75, QK_K));
     let mut one_hot = vec![0.0; QK_K];
     one_hot[37] = -3.0;
     x.extend(one_hot);
