@@ -10,7 +10,7 @@ WORK="$ROOT/.cache/tokcheck"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target-h3}"
 [ -f "$MODEL" ] || { echo "model not found: $MODEL" >&2; exit 2; }
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/python" -c "import tokenizers, gguf" 2>/dev/null || "$VENV/bin/pip" install -q tokenizers gguf
+"$VENV/bin/python" -c "import tokenizers, gguf, sentencepiece" 2>/dev/null || "$VENV/bin/pip" install -q tokenizers gguf sentencepiece
 mkdir -p "$WORK"
 
 # Varied texts: unicode, numbers, code, whitespace runs, emoji, special tokens, plus source files.
@@ -115,6 +115,59 @@ for pre in ["llama-bpe", "qwen2", "gpt-2"]:
     print(f"pre-tokenizer {pre}: {len(ref) - 1} texts, {len(wrong)} mismatching {wrong}")
     bad += len(wrong)
 sys.exit(1 if bad else 0)
+PY
+
+# SentencePiece (llama) path: train a small BPE model with byte fallback (Llama's settings:
+# identity normalisation, dummy prefix, no whitespace squeezing), write its vocab to a GGUF with
+# the `gguf` package, and compare our encoding with sentencepiece's own.
+"$VENV/bin/python" - "$WORK" <<'PY' || split_ok=1
+import io, sys, random
+import sentencepiece as spm
+from gguf import GGUFWriter
+work = sys.argv[1]
+texts = open(f"{work}/texts.txt", newline="").read().split("\n\x1e\n")
+rnd = random.Random(3)
+corpus = [line for t in texts for line in t.split("\n") if line.strip()]
+words = "the of and to in is that for it as with was on be by this are from at or an".split()
+corpus += [" ".join(rnd.choice(words) for _ in range(12)) for _ in range(2000)]
+model = io.BytesIO()
+spm.SentencePieceTrainer.train(
+    sentence_iterator=iter(corpus), model_writer=model, vocab_size=900, model_type="bpe",
+    byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False,
+    add_dummy_prefix=True, character_coverage=0.98, minloglevel=2)
+sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+w = GGUFWriter(f"{work}/spm.gguf", "llama")
+tokens, scores, types = [], [], []
+for i in range(sp.get_piece_size()):
+    tokens.append(sp.id_to_piece(i))
+    scores.append(sp.get_score(i))
+    types.append(2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 6 if sp.is_byte(i) else 5 if sp.is_unused(i) else 1)
+w.add_tokenizer_model("llama")
+w.add_token_list(tokens)
+w.add_token_scores(scores)
+w.add_token_types(types)
+w.add_bos_token_id(sp.bos_id())
+w.add_eos_token_id(sp.eos_id())
+w.add_unk_token_id(sp.unk_id())
+w.write_header_to_file()
+w.write_kv_data_to_file()
+w.write_tensors_to_file()
+w.close()
+with open(f"{work}/ref-spm.txt", "w") as out:
+    for t in texts:
+        out.write(" ".join(map(str, sp.encode(t))) + "\n")
+PY
+cargo run -q --release -p flexkern-gguf --example tokenize -- "$WORK/spm.gguf" "$WORK/texts.txt" > "$WORK/ours-spm.txt"
+"$VENV/bin/python" - "$WORK" <<'PY' || split_ok=1
+import sys
+work = sys.argv[1]
+ref = open(f"{work}/ref-spm.txt").read().split("\n")
+ours = open(f"{work}/ours-spm.txt").read().split("\n")
+wrong = [i for i, (a, b) in enumerate(zip(ref, ours)) if a != b] + ([-1] if len(ref) != len(ours) else [])
+for i in wrong[:3]:
+    print(f"SPM MISMATCH text {i}:\n  ref : {ref[i][:300]}\n  ours: {ours[i][:300]}")
+print(f"sentencepiece (llama) vocab: {len(ref) - 1} texts, {sum(len(r.split()) for r in ref)} reference tokens, {len(wrong)} mismatching texts")
+sys.exit(1 if wrong else 0)
 PY
 
 "$VENV/bin/python" - "$WORK/ref.txt" "$WORK/ours.txt" <<'PY'

@@ -83,8 +83,13 @@ pub fn encode(
     }
     while let Some(bg) = heap.pop() {
         let (l, r) = (bg.left, bg.right);
-        // Skip stale entries: a side was merged away or changed since it was queued.
-        if syms[l].next != Some(r) || syms[r].len == 0 || syms[l].len + syms[r].len != bg.len {
+        // Skip stale entries: a side was merged away or changed since it was queued
+        // (a dead symbol keeps its old `next`, so liveness is checked on both sides).
+        let stale = syms[l].len == 0
+            || syms[r].len == 0
+            || syms[l].next != Some(r)
+            || syms[l].len + syms[r].len != bg.len;
+        if stale {
             continue;
         }
         syms[l].len += syms[r].len;
@@ -125,4 +130,32 @@ pub fn parse_byte_token(s: &str) -> Option<u8> {
         return None;
     }
     u8::from_str_radix(hex, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// "ab" merges first (killing "b"), then "cd"; the queued "bc" pair is stale and must not
+    /// fire even though its length still matches.
+    #[test]
+    fn stale_pairs_after_a_dead_left_symbol_are_skipped() {
+        let pieces = ["a", "b", "c", "d", "ab", "cd", "bc"];
+        let scores = [-9.0, -9.0, -9.0, -9.0, -1.0, -2.0, -3.0];
+        let vocab = pieces
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.to_string(), i as u32))
+            .collect();
+        let mut out = Vec::new();
+        encode("abcd", &vocab, &scores, &[None; 256], None, &mut out);
+        assert_eq!(out, vec![4, 5]);
+    }
+
+    #[test]
+    fn byte_tokens_parse() {
+        assert_eq!(parse_byte_token("<0x0A>"), Some(10));
+        assert_eq!(parse_byte_token("<0xZZ>"), None);
+        assert_eq!(parse_byte_token("<0x0AB>"), None);
+    }
 }
