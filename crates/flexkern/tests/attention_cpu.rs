@@ -313,7 +313,7 @@ fn user_block_masks_dictate_tiles() {
 #[test]
 fn malformed_arguments_are_errors() {
     let q = vec![0.5f32; 10 * 2 * 8];
-    let k = vec![0.5f32; 12 * 1 * 8];
+    let k = vec![0.5f32; 12 * 8];
     let args = AttentionArgs::new(
         TensorView::contiguous(&q[..], &[10, 2, 8]),
         TensorView::contiguous(&k[..], &[12, 1, 8]),

@@ -20,7 +20,7 @@ pub(crate) fn softmax_rows_with(isa: Isa, x: &mut [f32], cols: usize) -> Result<
     if cols == 0 {
         return Err(invalid("cols", "must be positive"));
     }
-    if x.len() % cols != 0 {
+    if !x.len().is_multiple_of(cols) {
         return Err(invalid(
             "x",
             format!("length {} is not a multiple of cols = {cols}", x.len()),

@@ -176,7 +176,7 @@ impl Program {
     }
 
     pub fn uses(&self, v: Var) -> bool {
-        self.ops.iter().any(|o| *o == Op::Var(v))
+        self.ops.contains(&Op::Var(v))
     }
 
     fn lower(&mut self, e: &Expr, memo: &mut HashMap<Op, usize>) -> usize {
@@ -247,9 +247,7 @@ impl Program {
     fn run<F: Real>(&self, t: &TileCtx, s: &mut Scratch<F>, score: Option<&[F]>) {
         let n = t.rows * t.cols;
         let k = self.ops.len();
-        for v in [&mut s.ints].into_iter() {
-            v.resize_with(k, Vec::new);
-        }
+        s.ints.resize_with(k, Vec::new);
         s.floats.resize_with(k, Vec::new);
         s.bools.resize_with(k, Vec::new);
         for (i, op) in self.ops.iter().enumerate() {

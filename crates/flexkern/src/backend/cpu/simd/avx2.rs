@@ -42,7 +42,7 @@ macro_rules! dispatch {
 #[target_feature(enable = "avx2,fma")]
 unsafe fn qk(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]) {
     let nk = krows.len();
-    assert!(m_pad % 8 == 0 && qt.len() >= m_pad * dk && st.len() >= nk * m_pad);
+    assert!(m_pad.is_multiple_of(8) && qt.len() >= m_pad * dk && st.len() >= nk * m_pad);
     let mut k0 = 0;
     while k0 < nk {
         // A group of keys stays in L1 while the query panels stream past it.
@@ -61,6 +61,8 @@ unsafe fn qk(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut
 }
 
 /// `R` keys by `8V` queries: broadcast one key element, FMA it into `V` query vectors.
+// Index loops over the const-sized register arrays unroll completely.
+#[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn qk_micro<const R: usize, const V: usize>(
@@ -136,6 +138,8 @@ unsafe fn qk_rows(
 }
 
 /// `K` keys by `R` rows of 8-lane partial dot products, reduced horizontally at the end.
+// Index loops over the const-sized register arrays unroll completely.
+#[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn qk_rows_micro<const K: usize, const R: usize>(
@@ -188,7 +192,7 @@ unsafe fn pv(
     o: &mut [f32],
     alpha: &[f32],
 ) {
-    assert!(dv_pad % 8 == 0 && m <= m_pad && o.len() >= m * dv_pad && alpha.len() >= m);
+    assert!(dv_pad.is_multiple_of(8) && m <= m_pad && o.len() >= m * dv_pad && alpha.len() >= m);
     assert!(pt.len() >= vrows.len() * m_pad);
     let mut r0 = 0;
     while r0 < m {
@@ -210,6 +214,8 @@ unsafe fn pv(
 
 /// `R` query rows by `8V` output columns: rescale by alpha, then broadcast each probability
 /// and FMA it into `V` vectors of the value row.
+// Index loops over the const-sized register arrays unroll completely.
+#[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
@@ -280,7 +286,7 @@ fn softmax(
     l: &mut [f32],
     alpha: &mut [f32],
 ) {
-    assert!(m_pad % 8 == 0 && st.len() >= bk * m_pad);
+    assert!(m_pad.is_multiple_of(8) && st.len() >= bk * m_pad);
     assert!(mx.len() >= m_pad && l.len() >= m_pad && alpha.len() >= m_pad);
     // SAFETY: the ISA is only handed out after AVX2/FMA detection; lengths checked above.
     unsafe { softmax_avx2(st, bk, m_pad, mx, l, alpha) }
