@@ -3,7 +3,8 @@
 #   * dequantize vs gguf-py (PyPI `gguf`, numpy) for Q2_K..Q6_K, and numpy for Q8_K;
 #   * quantize vs ggml's C reference quantizers (`quantize_row_qX_K_ref` from llama.cpp's
 #     ggml-quants.c, taken from the llama-cpp-python sdist on PyPI and built here with
-#     -ffp-contract=off, i.e. without FMA contraction, as ggml's portable build computes it).
+#     -O2 -DNDEBUG -ffp-contract=off: a release build without FMA contraction, as ggml's portable
+#     build computes it).
 # Set FLEXKERN_SKIP_GGML=1 to run only the gguf-py part. Exits non-zero on any mismatch.
 set -euo pipefail
 
@@ -46,7 +47,7 @@ if [ -z "${FLEXKERN_SKIP_GGML:-}" ]; then
         cp -r "$(dirname "$(dirname "$found")")/." "$SRC/"
     fi
     LIB="$CACHE/ggml-ref/libggml_quants_ref.so"
-    if [ ! -f "$LIB" ] || [ "$SRC/src/ggml-quants.c" -nt "$LIB" ]; then
+    if [ ! -f "$LIB" ] || [ "$SRC/src/ggml-quants.c" -nt "$LIB" ] || [ "$0" -nt "$LIB" ]; then
         echo "== building ggml's reference quantizers"
         mkdir -p "$CACHE/ggml-ref"
         # The few ggml.c symbols ggml-quants.c links against; the _ref quantizers never call them.
@@ -63,7 +64,7 @@ size_t ggml_row_size(int type, int64_t ne) { (void)type; (void)ne; abort(); }
 size_t ggml_type_size(int type) { (void)type; abort(); }
 const char *ggml_type_name(int type) { (void)type; return "?"; }
 CEOF
-        cc -O2 -ffp-contract=off -fPIC -shared -I"$SRC/include" -I"$SRC/src" \
+        cc -O2 -DNDEBUG -ffp-contract=off -fPIC -shared -I"$SRC/include" -I"$SRC/src" \
             "$SRC/src/ggml-quants.c" "$CACHE/ggml-ref/stubs.c" -lm -o "$LIB"
     fi
     GGML_ARGS=(--ggml-lib "$LIB")

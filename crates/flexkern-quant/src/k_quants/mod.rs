@@ -174,3 +174,50 @@ pub(crate) fn dot_error_bound(nblocks: usize, mag: f64) -> f64 {
 
 #[cfg(test)]
 pub(crate) mod test_util;
+
+#[cfg(test)]
+mod tests {
+    use super::test_util::*;
+    use super::*;
+    use crate::format::QuantBlock;
+
+    #[test]
+    fn force_scalar_switch() {
+        force_scalar(true);
+        assert_eq!(dot_path(), DotPath::Scalar);
+        force_scalar(false);
+        assert_eq!(dot_path() == DotPath::Avx2, avx2_available());
+    }
+
+    /// The trait's length contract is checked by the callers (`crate::codec`, the GEMV driver);
+    /// given mismatched slices the block functions still neither panic nor read out of bounds:
+    /// they process the whole blocks both sides have.
+    #[test]
+    fn mismatched_lengths_stay_in_bounds() {
+        fn check<B: QuantBlock<Dot = BlockQ8K>>() {
+            let x = random_data(Dist::Normal, 3 * QK_K + 7, 1.0, 1);
+            let mut w = vec![B::zeroed(); 2];
+            B::quantize_ref(&x, &mut w); // src longer than dst
+            let mut w3 = vec![B::zeroed(); 5];
+            B::quantize_ref(&x[..QK_K + 3], &mut w3); // src shorter than dst
+            let mut y = vec![f32::NAN; QK_K + 5];
+            B::dequantize(&w, &mut y); // dst shorter than src
+            assert!(y[..QK_K].iter().all(|v| v.is_finite()));
+            assert!(y[QK_K..].iter().all(|v| v.is_nan()));
+            let a = q8k(&x[..3 * QK_K]);
+            let full = B::vec_dot(&w, &a[..2]);
+            assert_eq!(B::vec_dot(&w, &a).to_bits(), full.to_bits());
+            assert_eq!(
+                B::vec_dot(&w[..1], &a).to_bits(),
+                B::vec_dot(&w[..1], &a[..1]).to_bits()
+            );
+            assert_eq!(B::vec_dot(&[], &a), 0.0);
+        }
+        check::<BlockQ2K>();
+        check::<BlockQ3K>();
+        check::<BlockQ4K>();
+        check::<BlockQ5K>();
+        check::<BlockQ6K>();
+        check::<BlockQ8K>();
+    }
+}
