@@ -8,7 +8,9 @@ use flexkern::builtins::{causal, sliding_window, softcap, tree};
 use flexkern::expr::{int, kv_pos, q_pos};
 use flexkern::kv_cache::{CacheConfig, KvCache, PageBuf, PageLayout, PagedKv, Scales, SeqId};
 use flexkern::DType;
-use flexkern::{reference, AttentionArgs, BlockMask, CpuBackend, Error, TensorView, Variant};
+use flexkern::{
+    reference, AttentionArgs, Backend, BlockMask, CpuBackend, Error, TensorView, Variant,
+};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 const HQ: usize = 4;
@@ -117,13 +119,24 @@ fn run_and_check(
     variant: &Variant,
     tol: f64,
 ) -> Vec<f32> {
+    run_and_check_on(&backend(), b, kv, oracle_kv, variant, tol)
+}
+
+fn run_and_check_on(
+    be: &dyn Backend,
+    b: &Batch,
+    kv: &PagedKv,
+    oracle_kv: &dyn KvSource,
+    variant: &Variant,
+    tol: f64,
+) -> Vec<f32> {
     let cu_q = b.cu(|l| l.0);
     let q = b.q_view();
     let nq = q.shape[0];
     let mut out = vec![f32::NAN; nq * HQ * D];
     let mut lse = vec![f32::NAN; nq * HQ];
     paged_attention(
-        &backend(),
+        be,
         &q,
         &cu_q,
         kv,
@@ -648,6 +661,29 @@ fn long_decode_split_into_partitions_matches_the_oracle() {
         ] {
             let ckv = contiguous(&b, &cu_q, &cu_kv, &var);
             run_and_check(&b, &kv, &ckv, &var, 1e-5);
+        }
+    }
+}
+
+#[test]
+fn portable_kernels_on_paged_and_quantized_kv() {
+    let b = Batch::new(12, MIXED);
+    let (cu_q, cu_kv) = (b.cu(|l| l.0), b.cu(|l| l.1));
+    let scalar = CpuBackend::scalar();
+    for (ps, dt) in [(24, DType::F32), (16, DType::Fp8E4M3), (1, DType::I8)] {
+        let mut cfg = CacheConfig::new(pages_for(MIXED, ps), ps, HKV, D);
+        (cfg.k_dtype, cfg.v_dtype) = (dt, dt);
+        if dt != DType::F32 {
+            cfg.k_scales = Some(Scales::calibrate(dt, &b.k, HKV, D, true).unwrap());
+            cfg.v_scales = Some(Scales::PerTensor(0.01));
+        }
+        let (cache, ids) = b.cache(cfg, 31, 77);
+        let kv = cache.view(&ids).unwrap();
+        for (_, var) in variants() {
+            let tol = if dt == DType::F32 { 1e-5 } else { 1e-2 };
+            let ckv = contiguous(&b, &cu_q, &cu_kv, &var);
+            let oracle: &dyn KvSource = if dt == DType::F32 { &ckv } else { &kv };
+            run_and_check_on(&scalar, &b, &kv, oracle, &var, tol);
         }
     }
 }

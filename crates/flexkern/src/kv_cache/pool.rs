@@ -277,7 +277,9 @@ impl PagePool {
                 free: self.free.len(),
             });
         }
-        let pages = self.free.split_off(self.free.len() - n);
+        let mut pages = self.free.split_off(self.free.len() - n);
+        // Pop order: a fresh pool hands out ascending, memory-contiguous pages.
+        pages.reverse();
         for &p in &pages {
             self.refs[p as usize] = 1;
         }
@@ -334,6 +336,7 @@ mod tests {
     fn alloc_is_all_or_nothing_and_refcounted() {
         let mut p = PagePool::new(CacheConfig::new(4, 16, 2, 8)).unwrap();
         let a = p.alloc(3).unwrap();
+        assert_eq!(a, [0, 1, 2]);
         assert_eq!(p.num_free(), 1);
         assert_eq!(p.alloc(2), Err(Error::OutOfPages { needed: 2, free: 1 }));
         assert_eq!(p.num_free(), 1);
@@ -349,7 +352,7 @@ mod tests {
         let mut p = PagePool::new(CacheConfig::new(100, 1, 1, 1)).unwrap();
         p.shuffle_free(7);
         let mut got = p.alloc(100).unwrap();
-        assert_ne!(got, (0..100).rev().collect::<Vec<u32>>());
+        assert_ne!(got, (0..100).collect::<Vec<u32>>());
         got.sort();
         assert_eq!(got, (0..100).collect::<Vec<u32>>());
     }
