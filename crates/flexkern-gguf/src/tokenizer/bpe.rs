@@ -127,4 +127,49 @@ mod tests {
         m.apply(&mut s);
         assert_eq!(s, vec![5]);
     }
+    /// Reference: repeatedly merge the leftmost occurrence of the lowest-ranked pair.
+    fn naive(m: &BpeMerges, mut s: Vec<u32>) -> Vec<u32> {
+        loop {
+            let best = (0..s.len().saturating_sub(1))
+                .filter_map(|i| m.ranks.get(&(s[i], s[i + 1])).map(|&(r, id)| (r, i, id)))
+                .min_by_key(|&(r, i, _)| (r, i));
+            let Some((_, i, id)) = best else { return s };
+            s[i] = id;
+            s.remove(i + 1);
+        }
+    }
+
+    #[test]
+    fn heap_merges_match_naive_order_on_random_vocabs() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for _ in 0..50 {
+            let mut vocab: HashMap<String, u32> = HashMap::new();
+            let mut names: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+            let mut merges = Vec::new();
+            for n in &names {
+                vocab.insert(n.clone(), vocab.len() as u32);
+            }
+            for _ in 0..30 {
+                let l = names[rng.gen_range(0..names.len())].clone();
+                let r = names[rng.gen_range(0..names.len())].clone();
+                let joined = format!("{l}{r}");
+                if !vocab.contains_key(&joined) {
+                    vocab.insert(joined.clone(), vocab.len() as u32);
+                    names.push(joined);
+                }
+                merges.push(format!("{l} {r}"));
+            }
+            let refs: Vec<&str> = merges.iter().map(String::as_str).collect();
+            let (m, _) = BpeMerges::new(&refs, &vocab);
+            for _ in 0..20 {
+                let s: Vec<u32> = (0..rng.gen_range(0..40))
+                    .map(|_| rng.gen_range(0..3))
+                    .collect();
+                let mut fast = s.clone();
+                m.apply(&mut fast);
+                assert_eq!(fast, naive(&m, s));
+            }
+        }
+    }
 }
