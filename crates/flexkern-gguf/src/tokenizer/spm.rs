@@ -158,4 +158,52 @@ mod tests {
         assert_eq!(parse_byte_token("<0xZZ>"), None);
         assert_eq!(parse_byte_token("<0x0AB>"), None);
     }
+    #[test]
+    fn heap_matches_naive_highest_score_leftmost() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        for _ in 0..40 {
+            let mut pieces: Vec<String> = vec!["a".into(), "b".into(), "c".into()];
+            for _ in 0..25 {
+                let l = pieces[rng.gen_range(0..pieces.len())].clone();
+                let r = pieces[rng.gen_range(0..pieces.len())].clone();
+                let joined = l + &r;
+                if !pieces.contains(&joined) {
+                    pieces.push(joined);
+                }
+            }
+            // Few distinct scores so ties (broken leftmost) are common.
+            let scores: Vec<f32> = pieces.iter().map(|_| rng.gen_range(0..4) as f32).collect();
+            let vocab: HashMap<String, u32> = pieces
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.clone(), i as u32))
+                .collect();
+            for _ in 0..20 {
+                let text: String = (0..rng.gen_range(0..30))
+                    .map(|_| ['a', 'b', 'c'][rng.gen_range(0..3)])
+                    .collect();
+                let mut fast = Vec::new();
+                encode(&text, &vocab, &scores, &[None; 256], None, &mut fast);
+                // Reference: merge the best-scoring adjacent pair, leftmost on ties.
+                let mut syms: Vec<String> = text.chars().map(String::from).collect();
+                loop {
+                    let best = (0..syms.len().saturating_sub(1))
+                        .filter_map(|i| {
+                            let id = *vocab.get(&format!("{}{}", syms[i], syms[i + 1]))?;
+                            Some((scores[id as usize], i))
+                        })
+                        .fold(None, |acc: Option<(f32, usize)>, (sc, i)| match acc {
+                            Some((bs, _)) if bs >= sc => acc,
+                            _ => Some((sc, i)),
+                        });
+                    let Some((_, i)) = best else { break };
+                    let r = syms.remove(i + 1);
+                    syms[i].push_str(&r);
+                }
+                let naive: Vec<u32> = syms.iter().map(|s| vocab[s]).collect();
+                assert_eq!(fast, naive, "text {text:?}");
+            }
+        }
+    }
 }
