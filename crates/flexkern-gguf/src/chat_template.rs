@@ -206,4 +206,30 @@ mod tests {
             Err(GgufError::ChatTemplate(_))
         ));
     }
+    #[test]
+    fn from_gguf_handles_absent_and_mistyped_templates() {
+        use crate::{GgufWriter, Value};
+        let f = |w: &GgufWriter| GgufFile::from_bytes(w.to_bytes()).unwrap();
+        let mut w = GgufWriter::new();
+        assert!(ChatTemplate::from_gguf(&f(&w)).unwrap().is_none());
+        w.add_metadata(CHAT_TEMPLATE_KEY, Value::U32(1)).unwrap();
+        assert!(matches!(
+            ChatTemplate::from_gguf(&f(&w)),
+            Err(GgufError::WrongType { .. })
+        ));
+        w.add_metadata(
+            CHAT_TEMPLATE_KEY,
+            Value::String("{{ bos_token }}|{{ eos_token }}".into()),
+        )
+        .unwrap();
+        w.add_metadata("tokenizer.ggml.tokens", Value::str_array(&["<s>", "</s>"]))
+            .unwrap();
+        w.add_metadata("tokenizer.ggml.bos_token_id", Value::U32(0))
+            .unwrap();
+        w.add_metadata("tokenizer.ggml.eos_token_id", Value::U32(7))
+            .unwrap();
+        let t = ChatTemplate::from_gguf(&f(&w)).unwrap().unwrap();
+        // An out-of-range eos id renders as empty rather than failing the template.
+        assert_eq!(t.apply::<&str, &str>(&[], false).unwrap(), "<s>|");
+    }
 }
