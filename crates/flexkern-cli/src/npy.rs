@@ -7,7 +7,10 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum NpyError {
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path}: not a valid .npy file: {msg}")]
     Format { path: String, msg: String },
 }
@@ -48,12 +51,18 @@ impl Npy {
 }
 
 fn fmt_err(path: &str, msg: impl Into<String>) -> NpyError {
-    NpyError::Format { path: path.to_string(), msg: msg.into() }
+    NpyError::Format {
+        path: path.to_string(),
+        msg: msg.into(),
+    }
 }
 
 pub fn read(path: &Path) -> Result<Npy, NpyError> {
     let p = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| NpyError::Io { path: p.clone(), source: e })?;
+    let bytes = std::fs::read(path).map_err(|e| NpyError::Io {
+        path: p.clone(),
+        source: e,
+    })?;
     parse(&bytes).map_err(|m| fmt_err(&p, m))
 }
 
@@ -62,7 +71,7 @@ fn parse(b: &[u8]) -> Result<Npy, String> {
         return Err("bad magic".into());
     }
     let (hlen, hstart) = match b[6] {
-        1 => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),
+        1 => (u16::from_le_bytes([b[8], b[9]]) as usize, 10usize),
         2 | 3 => {
             if b.len() < 12 {
                 return Err("truncated header".into());
@@ -71,7 +80,10 @@ fn parse(b: &[u8]) -> Result<Npy, String> {
         }
         v => return Err(format!("unsupported version {v}")),
     };
-    let hend = hstart.checked_add(hlen).filter(|&e| e <= b.len()).ok_or("truncated header")?;
+    let hend = hstart
+        .checked_add(hlen)
+        .filter(|&e| e <= b.len())
+        .ok_or("truncated header")?;
     let header = std::str::from_utf8(&b[hstart..hend]).map_err(|_| "header not UTF-8")?;
     let descr = dict_value(header, "descr").ok_or("no descr")?;
     let descr = descr.trim_matches(|c| c == '\'' || c == '"');
@@ -95,13 +107,34 @@ fn parse(b: &[u8]) -> Result<Npy, String> {
     let body = &b[hend..];
     let take = |size: usize| -> Result<&[u8], String> {
         let n = count.checked_mul(size).ok_or("size overflows")?;
-        body.get(..n).ok_or_else(|| format!("data truncated: need {n} bytes, have {}", body.len()))
+        body.get(..n)
+            .ok_or_else(|| format!("data truncated: need {n} bytes, have {}", body.len()))
     };
     let data = match descr {
-        "<f4" => NpyData::F32(take(4)?.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()),
-        "<f2" => NpyData::F16(take(2)?.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect()),
-        "<i4" => NpyData::I32(take(4)?.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect()),
-        "<i8" => NpyData::I64(take(8)?.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()),
+        "<f4" => NpyData::F32(
+            take(4)?
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        "<f2" => NpyData::F16(
+            take(2)?
+                .chunks_exact(2)
+                .map(|c| f16::from_le_bytes([c[0], c[1]]))
+                .collect(),
+        ),
+        "<i4" => NpyData::I32(
+            take(4)?
+                .chunks_exact(4)
+                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        "<i8" => NpyData::I64(
+            take(8)?
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
         d => return Err(format!("unsupported dtype {d} (use <f4, <f2, <i4 or <i8)")),
     };
     Ok(Npy { shape, data })
@@ -121,12 +154,19 @@ pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), NpyEr
     for x in data {
         out.extend_from_slice(&x.to_le_bytes());
     }
-    std::fs::write(path, out).map_err(|e| NpyError::Io { path: path.display().to_string(), source: e })
+    std::fs::write(path, out).map_err(|e| NpyError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })
 }
 
 fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape_s = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
+    let shape_s = if dims.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    };
     let mut h = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_s}, }}");
     // Pad so the data starts on a 64-byte boundary, header ends with '\n'.
     while (10 + h.len() + 1) % 64 != 0 {
