@@ -324,22 +324,33 @@ impl Program {
             }
             Op::Bin(op, a, b) => {
                 let (a, b) = (&s.ints[*a], &s.ints[*b]);
-                let f: fn(i64, i64) -> i64 = match op {
-                    BinOp::Add => |x, y| x.wrapping_add(y),
-                    BinOp::Sub => |x, y| x.wrapping_sub(y),
-                    BinOp::Mul => |x, y| x.wrapping_mul(y),
-                    BinOp::Div => |x, y| if y == 0 { 0 } else { x.wrapping_div(y) },
-                    BinOp::Rem => |x, y| if y == 0 { 0 } else { x.wrapping_rem(y) },
-                    BinOp::Min => |x, y| x.min(y),
-                    BinOp::Max => |x, y| x.max(y),
-                    BinOp::BitAnd => |x, y| x & y,
-                    BinOp::BitOr => |x, y| x | y,
-                    BinOp::Shl => |x, y| if (0..64).contains(&y) { x << y } else { 0 },
-                    BinOp::Shr => |x, y| if (0..64).contains(&y) { x >> y } else { 0 },
+                match op {
+                    BinOp::Add => map2(dst, a, b, |x, y| x.wrapping_add(y)),
+                    BinOp::Sub => map2(dst, a, b, |x, y| x.wrapping_sub(y)),
+                    BinOp::Mul => map2(dst, a, b, |x, y| x.wrapping_mul(y)),
+                    BinOp::Div => {
+                        map2(dst, a, b, |x, y| if y == 0 { 0 } else { x.wrapping_div(y) })
+                    }
+                    BinOp::Rem => {
+                        map2(dst, a, b, |x, y| if y == 0 { 0 } else { x.wrapping_rem(y) })
+                    }
+                    BinOp::Min => map2(dst, a, b, |x, y| x.min(y)),
+                    BinOp::Max => map2(dst, a, b, |x, y| x.max(y)),
+                    BinOp::BitAnd => map2(dst, a, b, |x, y| x & y),
+                    BinOp::BitOr => map2(dst, a, b, |x, y| x | y),
+                    BinOp::Shl => map2(
+                        dst,
+                        a,
+                        b,
+                        |x, y| if (0..64).contains(&y) { x << y } else { 0 },
+                    ),
+                    BinOp::Shr => map2(
+                        dst,
+                        a,
+                        b,
+                        |x, y| if (0..64).contains(&y) { x >> y } else { 0 },
+                    ),
                     _ => unreachable!("type-checked"),
-                };
-                for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
-                    *d = f(x, y);
                 }
             }
             Op::Select(c, a, b) => {
@@ -375,32 +386,26 @@ impl Program {
             }
             Op::Un(op, a) => {
                 let a = &s.floats[*a];
-                let f: fn(F) -> F = match op {
-                    UnOp::Neg => F::neg,
-                    UnOp::Abs => F::abs,
-                    UnOp::Tanh => F::tanh,
-                    UnOp::Exp => F::exp,
-                    UnOp::Log => F::ln,
-                    UnOp::Sqrt => F::sqrt,
+                match op {
+                    UnOp::Neg => map1(dst, a, F::neg),
+                    UnOp::Abs => map1(dst, a, F::abs),
+                    UnOp::Tanh => map1(dst, a, F::tanh),
+                    UnOp::Exp => map1(dst, a, F::exp),
+                    UnOp::Log => map1(dst, a, F::ln),
+                    UnOp::Sqrt => map1(dst, a, F::sqrt),
                     _ => unreachable!("type-checked"),
-                };
-                for (d, &x) in dst.iter_mut().zip(a) {
-                    *d = f(x);
                 }
             }
             Op::Bin(op, a, b) => {
                 let (a, b) = (&s.floats[*a], &s.floats[*b]);
-                let f: fn(F, F) -> F = match op {
-                    BinOp::Add => F::add,
-                    BinOp::Sub => F::sub,
-                    BinOp::Mul => F::mul,
-                    BinOp::Div => F::div,
-                    BinOp::Min => F::min,
-                    BinOp::Max => F::max,
+                match op {
+                    BinOp::Add => map2(dst, a, b, F::add),
+                    BinOp::Sub => map2(dst, a, b, F::sub),
+                    BinOp::Mul => map2(dst, a, b, F::mul),
+                    BinOp::Div => map2(dst, a, b, F::div),
+                    BinOp::Min => map2(dst, a, b, F::min),
+                    BinOp::Max => map2(dst, a, b, F::max),
                     _ => unreachable!("type-checked"),
-                };
-                for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
-                    *d = f(x, y);
                 }
             }
             Op::Select(c, a, b) => {
@@ -424,14 +429,11 @@ impl Program {
             Op::Bin(op, a, b) => match (self.tys[*a], op) {
                 (Ty::Bool, _) => {
                     let (a, b) = (&s.bools[*a], &s.bools[*b]);
-                    let f: fn(bool, bool) -> bool = match op {
-                        BinOp::And => |x, y| x & y,
-                        BinOp::Or => |x, y| x | y,
-                        BinOp::Eq => |x, y| x == y,
-                        _ => |x, y| x != y,
-                    };
-                    for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
-                        *d = f(x, y);
+                    match op {
+                        BinOp::And => map2(dst, a, b, |x, y| x & y),
+                        BinOp::Or => map2(dst, a, b, |x, y| x | y),
+                        BinOp::Eq => map2(dst, a, b, |x, y| x == y),
+                        _ => map2(dst, a, b, |x, y| x != y),
                     }
                 }
                 (Ty::Int, _) => cmp(dst, &s.ints[*a], &s.ints[*b], *op),
@@ -449,14 +451,27 @@ impl Program {
 }
 
 fn cmp<T: PartialOrd + Copy>(dst: &mut [bool], a: &[T], b: &[T], op: BinOp) {
-    let f: fn(T, T) -> bool = match op {
-        BinOp::Eq => |x, y| x == y,
-        BinOp::Ne => |x, y| x != y,
-        BinOp::Lt => |x, y| x < y,
-        BinOp::Le => |x, y| x <= y,
-        BinOp::Gt => |x, y| x > y,
-        _ => |x, y| x >= y,
-    };
+    match op {
+        BinOp::Eq => map2(dst, a, b, |x, y| x == y),
+        BinOp::Ne => map2(dst, a, b, |x, y| x != y),
+        BinOp::Lt => map2(dst, a, b, |x, y| x < y),
+        BinOp::Le => map2(dst, a, b, |x, y| x <= y),
+        BinOp::Gt => map2(dst, a, b, |x, y| x > y),
+        _ => map2(dst, a, b, |x, y| x >= y),
+    }
+}
+
+// Each instruction's loop is instantiated per operation (no call through a function pointer
+// per element), so the compiler inlines and vectorizes it.
+#[inline(always)]
+fn map1<T: Copy, R>(dst: &mut [R], a: &[T], f: impl Fn(T) -> R) {
+    for (d, &x) in dst.iter_mut().zip(a) {
+        *d = f(x);
+    }
+}
+
+#[inline(always)]
+fn map2<T: Copy, U: Copy, R>(dst: &mut [R], a: &[T], b: &[U], f: impl Fn(T, U) -> R) {
     for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
         *d = f(x, y);
     }
