@@ -58,6 +58,25 @@ impl QuantBlock for f16 {
         }
         w.iter().zip(a).map(|(x, y)| x.to_f32() * y).sum()
     }
+
+    fn vec_dot_rows(w: &[f16], a: &[f32], out: &mut [f32]) {
+        let k = a.len();
+        let mut groups = out.chunks_exact_mut(4);
+        let mut r = 0;
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            for o in groups.by_ref() {
+                // SAFETY: features checked at run time; `w` holds `out.len()` rows of `k`.
+                o.copy_from_slice(&unsafe { avx2::dot_f16_rows4(&w[r * k..(r + 4) * k], a) });
+                r += 4;
+            }
+        }
+        let _ = groups;
+        for o in out[r..].iter_mut() {
+            *o = Self::vec_dot(&w[r * k..(r + 1) * k], a);
+            r += 1;
+        }
+    }
 }
 
 impl QuantBlock for bf16 {
@@ -131,6 +150,34 @@ mod avx2 {
             |p: *const f16| _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)),
             |x: f16| x.to_f32()
         )
+    }
+
+    /// Four f16 rows against one activation: four independent read streams and FMA chains.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_f16_rows4(w: &[f16], a: &[f32]) -> [f32; 4] {
+        let k = a.len();
+        let (wp, ap) = (w.as_ptr(), a.as_ptr());
+        let load = |p: *const f16| _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut acc2 = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 16 <= k {
+            let x0 = _mm256_loadu_ps(ap.add(i));
+            let x1 = _mm256_loadu_ps(ap.add(i + 8));
+            for r in 0..4 {
+                acc[r] = _mm256_fmadd_ps(load(wp.add(r * k + i)), x0, acc[r]);
+                acc2[r] = _mm256_fmadd_ps(load(wp.add(r * k + i + 8)), x1, acc2[r]);
+            }
+            i += 16;
+        }
+        let mut out = [0.0f32; 4];
+        for r in 0..4 {
+            out[r] = hsum_ps(_mm256_add_ps(acc[r], acc2[r]));
+            for j in i..k {
+                out[r] += (*wp.add(r * k + j)).to_f32() * *ap.add(j);
+            }
+        }
+        out
     }
 
     #[target_feature(enable = "avx2,fma")]

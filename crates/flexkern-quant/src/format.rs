@@ -61,6 +61,19 @@ pub trait QuantBlock: bytemuck::Pod + Send + Sync + 'static {
     /// Sum over blocks of dot(w, a) where both cover the same number of elements
     /// (`w.len() * ELEMS == a.len() * Dot::ELEMS`). Chooses a SIMD path at run time.
     fn vec_dot(w: &[Self], a: &[Self::Dot]) -> f32;
+
+    /// `out[i] = vec_dot(row i, a)` for `out.len()` consecutive rows of `w`, each
+    /// `w.len() / out.len()` blocks. Formats override it to share each activation block's loads
+    /// and scale across several weight rows (Akunu's and ggml's multi-row GEMV).
+    fn vec_dot_rows(w: &[Self], a: &[Self::Dot], out: &mut [f32]) {
+        if out.is_empty() {
+            return;
+        }
+        let nb = w.len() / out.len();
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
+        }
+    }
 }
 
 /// Names accepted by [`Format::from_name`] for the fixed formats, with the format.

@@ -16,6 +16,9 @@ pub(crate) trait Rows: Sync {
     fn rows(&self, r0: usize, out: &mut [f32]);
 }
 
+/// Weight rows per multi-row dot group in the batched path.
+const ROWS: usize = 4;
+
 /// A block-format matrix and its activation rows quantized to the format's `Dot` type.
 pub(crate) struct BlockRows<'a, B: QuantBlock> {
     pub w: &'a [B],
@@ -48,11 +51,22 @@ impl<B: QuantBlock> Rows for BlockRows<'_, B> {
     }
     fn rows(&self, r0: usize, out: &mut [f32]) {
         let nb = self.blocks_per_row;
-        for (i, o) in out.chunks_exact_mut(self.acts.len()).enumerate() {
-            let r = r0 + i;
-            let w = &self.w[r * nb..(r + 1) * nb];
-            for (y, a) in o.iter_mut().zip(&self.acts) {
-                *y = B::vec_dot(w, a);
+        let m = self.acts.len();
+        let rows = out.len() / m;
+        let w = &self.w[r0 * nb..(r0 + rows) * nb];
+        if m == 1 {
+            B::vec_dot_rows(w, &self.acts[0], out);
+            return;
+        }
+        // Groups of ROWS weight rows stay in L1 while every activation row passes over them.
+        let mut tmp = [0.0f32; ROWS];
+        for (g, wg) in w.chunks(ROWS * nb).enumerate() {
+            let gr = wg.len() / nb;
+            for (j, a) in self.acts.iter().enumerate() {
+                B::vec_dot_rows(wg, a, &mut tmp[..gr]);
+                for (i, &v) in tmp[..gr].iter().enumerate() {
+                    out[(g * ROWS + i) * m + j] = v;
+                }
             }
         }
     }
@@ -96,8 +110,10 @@ fn chunk_rows(n: usize, parallel: bool) -> usize {
     if !parallel {
         return n.max(1);
     }
+    // A multiple of ROWS, so multi-row groups start at the same rows threaded or not and the
+    // results are bit-identical either way.
     let tasks = rayon::current_num_threads() * 8;
-    n.div_ceil(tasks).max(8)
+    n.div_ceil(tasks).max(8).next_multiple_of(ROWS)
 }
 
 /// Calls `f(r0, out)` over chunks of rows of a row-major `[n, m]` output `yt`.

@@ -147,6 +147,18 @@ impl QuantBlock for BlockQ4_0 {
             })
             .sum()
     }
+
+    fn vec_dot_rows(w: &[Self], a: &[BlockQ8_0], out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: features checked at run time.
+            return unsafe { rows_by4(w, a, out, avx2::q4_0_rows4) };
+        }
+        let nb = w.len() / out.len().max(1);
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
+        }
+    }
 }
 
 impl QuantBlock for BlockQ4_1 {
@@ -196,6 +208,18 @@ impl QuantBlock for BlockQ4_1 {
                 s as f32 * b.d.to_f32() * y.d.to_f32() + b.m.to_f32() * y.s.to_f32()
             })
             .sum()
+    }
+
+    fn vec_dot_rows(w: &[Self], a: &[BlockQ8_1], out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: features checked at run time.
+            return unsafe { rows_by4(w, a, out, avx2::q4_1_rows4) };
+        }
+        let nb = w.len() / out.len().max(1);
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
+        }
     }
 }
 
@@ -255,6 +279,18 @@ impl QuantBlock for BlockQ5_0 {
             })
             .sum()
     }
+
+    fn vec_dot_rows(w: &[Self], a: &[BlockQ8_0], out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: features checked at run time.
+            return unsafe { rows_by4(w, a, out, avx2::q5_0_rows4) };
+        }
+        let nb = w.len() / out.len().max(1);
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
+        }
+    }
 }
 
 impl QuantBlock for BlockQ5_1 {
@@ -313,6 +349,18 @@ impl QuantBlock for BlockQ5_1 {
                 s as f32 * b.d.to_f32() * y.d.to_f32() + b.m.to_f32() * y.s.to_f32()
             })
             .sum()
+    }
+
+    fn vec_dot_rows(w: &[Self], a: &[BlockQ8_1], out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: features checked at run time.
+            return unsafe { rows_by4(w, a, out, avx2::q5_1_rows4) };
+        }
+        let nb = w.len() / out.len().max(1);
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
+        }
     }
 }
 
@@ -380,6 +428,18 @@ impl QuantBlock for BlockQ8_0 {
             .map(|(b, y)| dot_i8(&b.qs, &y.qs) as f32 * b.d.to_f32() * y.d.to_f32())
             .sum()
     }
+
+    fn vec_dot_rows(w: &[Self], a: &[BlockQ8_0], out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: features checked at run time.
+            return unsafe { rows_by4(w, a, out, avx2::q8_0_rows4) };
+        }
+        let nb = w.len() / out.len().max(1);
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
+        }
+    }
 }
 
 impl QuantBlock for BlockQ8_1 {
@@ -409,6 +469,28 @@ impl QuantBlock for BlockQ8_1 {
             .zip(a)
             .map(|(b, y)| dot_i8(&b.qs, &y.qs) as f32 * b.d.to_f32() * y.d.to_f32())
             .sum()
+    }
+}
+
+/// Runs a 4-row kernel over groups of 4 rows and the 1-row `vec_dot` over the rest.
+#[cfg(target_arch = "x86_64")]
+unsafe fn rows_by4<B: QuantBlock>(
+    w: &[B],
+    a: &[B::Dot],
+    out: &mut [f32],
+    k4: unsafe fn(&[B], &[B::Dot]) -> [f32; 4],
+) {
+    if out.is_empty() {
+        return;
+    }
+    let nb = w.len() / out.len();
+    let full = out.len() / 4;
+    for g in 0..full {
+        let r = k4(&w[4 * g * nb..4 * (g + 1) * nb], a);
+        out[4 * g..4 * g + 4].copy_from_slice(&r);
+    }
+    for i in 4 * full..out.len() {
+        out[i] = B::vec_dot(&w[i * nb..(i + 1) * nb], a);
     }
 }
 
@@ -552,5 +634,112 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
         block_loop!(w, a, |b, y| dot_i8_i32(load(&b.qs), load(&y.qs)), 0.0)
+    }
+
+    /// Four weight rows against one activation: each activation block is loaded, its scale
+    /// converted and its shared terms formed once, then used by four independent FMA chains.
+    /// `w` holds the 4 rows back to back (`4 * a.len()` blocks).
+    macro_rules! rows4 {
+        ($w:expr, $a:expr, |$y:ident, $yq:ident, $sh:ident| $shared:expr, |$b:ident| $isum:expr, $extra:expr) => {{
+            let (w, a) = ($w, $a);
+            let nb = a.len();
+            let mut acc = [_mm256_setzero_ps(); 4];
+            let mut extra = [0.0f32; 4];
+            for i in 0..nb {
+                let $y = a.get_unchecked(i);
+                let $yq = _mm256_loadu_si256($y.qs.as_ptr() as *const __m256i);
+                let $sh: __m256i = $shared;
+                let dy = h2f_x8($y.d);
+                for r in 0..4 {
+                    let $b = w.get_unchecked(r * nb + i);
+                    let isum: __m256i = $isum;
+                    let scale = _mm256_mul_ps(h2f_x8($b.d), dy);
+                    acc[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc[r]);
+                    extra[r] += $extra;
+                }
+            }
+            [
+                hsum_ps(acc[0]) + extra[0],
+                hsum_ps(acc[1]) + extra[1],
+                hsum_ps(acc[2]) + extra[2],
+                hsum_ps(acc[3]) + extra[3],
+            ]
+        }};
+    }
+
+    /// `c * sum(y)` over each group of 4 bytes, as 8 i32 lanes aligned with `maddubs`+`madd` sums.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn scaled_sums(y: __m256i, c: i16) -> __m256i {
+        _mm256_madd_epi16(
+            _mm256_maddubs_epi16(_mm256_set1_epi8(1), y),
+            _mm256_set1_epi16(c),
+        )
+    }
+
+    /// Q4_0 with unsigned nibbles: sum((q - 8) y) = sum(q y) - 8 sum(y), the second term shared.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q4_0_rows4(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> [f32; 4] {
+        rows4!(
+            w,
+            a,
+            |y, yq, ys8| scaled_sums(yq, 8),
+            |b| _mm256_sub_epi32(dot_u8_i8_i32(nibbles_32(b.qs.as_ptr()), yq), ys8),
+            0.0
+        )
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q4_1_rows4(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> [f32; 4] {
+        rows4!(
+            w,
+            a,
+            |y, yq, _unused| _mm256_setzero_si256(),
+            |b| dot_u8_i8_i32(nibbles_32(b.qs.as_ptr()), yq),
+            h2f(b.m) * h2f(y.s)
+        )
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q5_0_rows4(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> [f32; 4] {
+        let x10 = _mm256_set1_epi8(0x10);
+        rows4!(
+            w,
+            a,
+            |y, yq, ys16| scaled_sums(yq, 16),
+            |b| {
+                let hi = _mm256_and_si256(bits_to_bytes(u32::from_le_bytes(b.qh)), x10);
+                let q = _mm256_or_si256(nibbles_32(b.qs.as_ptr()), hi);
+                _mm256_sub_epi32(dot_u8_i8_i32(q, yq), ys16)
+            },
+            0.0
+        )
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q5_1_rows4(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> [f32; 4] {
+        let x10 = _mm256_set1_epi8(0x10);
+        rows4!(
+            w,
+            a,
+            |y, yq, _unused| _mm256_setzero_si256(),
+            |b| {
+                let hi = _mm256_and_si256(bits_to_bytes(u32::from_le_bytes(b.qh)), x10);
+                let q = _mm256_or_si256(nibbles_32(b.qs.as_ptr()), hi);
+                dot_u8_i8_i32(q, yq)
+            },
+            h2f(b.m) * h2f(y.s)
+        )
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn q8_0_rows4(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> [f32; 4] {
+        rows4!(
+            w,
+            a,
+            |y, yq, _unused| _mm256_setzero_si256(),
+            |b| dot_i8_i32(load(&b.qs), yq),
+            0.0
+        )
     }
 }
