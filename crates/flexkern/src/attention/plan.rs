@@ -330,6 +330,11 @@ mod tests {
         // One kv head: still split over every worker.
         let pl = plan_for(1, 8192, 1, 1, Variant::full(), 2, None).unwrap();
         assert!(pl.merges[0].parts >= 2);
+        // A short prefill chunk over a long KV is split too, so every worker has work.
+        let pl = plan_for(100, 8192, 1, 1, Variant::full(), 2, None).unwrap();
+        assert_eq!(pl.kernel, Kernel::Prefill);
+        assert_eq!(pl.merges.len(), 1);
+        assert!(pl.merges[0].parts >= 2 && pl.items.len() == pl.merges[0].parts);
         // Short KV is not split.
         let pl = plan_for(1, 100, 4, 1, Variant::full(), 8, None).unwrap();
         assert!(pl.merges.is_empty() && pl.items.len() == 1);

@@ -94,6 +94,16 @@ fn check(p: &Problem, kv: &dyn KvSource, plan: &Plan) -> Result<()> {
                 ),
             ));
         }
+        // The kernels read whole rows: a source with other row lengths is refused up front.
+        if kv.kv_len(s) > 0
+            && (kv.k_row(s, 0, 0).len() != p.head_dim || kv.v_row(s, 0, 0).len() != p.head_dim_v)
+        {
+            return Err(mismatch(
+                "kv",
+                "problem",
+                "row lengths differ from the head sizes",
+            ));
+        }
     }
     if !plan.block_mask.matches(&p.lens, p.num_q_heads) {
         return Err(invalid("plan", "block mask built for another problem"));
