@@ -34,6 +34,14 @@ impl QuantBlock for f32 {
         }
         w.iter().zip(a).map(|(x, y)| x * y).sum()
     }
+
+    fn vec_dot_rows(w: &[f32], a: &[f32], out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        let k4 = has_avx2().then_some(avx2::dot_f32_rows4 as Rows4<f32>);
+        #[cfg(not(target_arch = "x86_64"))]
+        let k4 = None;
+        rows_by4(w, a, out, k4);
+    }
 }
 
 impl QuantBlock for f16 {
@@ -60,22 +68,11 @@ impl QuantBlock for f16 {
     }
 
     fn vec_dot_rows(w: &[f16], a: &[f32], out: &mut [f32]) {
-        let k = a.len();
-        let mut groups = out.chunks_exact_mut(4);
-        let mut r = 0;
         #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            for o in groups.by_ref() {
-                // SAFETY: features checked at run time; `w` holds `out.len()` rows of `k`.
-                o.copy_from_slice(&unsafe { avx2::dot_f16_rows4(&w[r * k..(r + 4) * k], a) });
-                r += 4;
-            }
-        }
-        let _ = groups;
-        for o in out[r..].iter_mut() {
-            *o = Self::vec_dot(&w[r * k..(r + 1) * k], a);
-            r += 1;
-        }
+        let k4 = has_avx2().then_some(avx2::dot_f16_rows4 as Rows4<f16>);
+        #[cfg(not(target_arch = "x86_64"))]
+        let k4 = None;
+        rows_by4(w, a, out, k4);
     }
 }
 
@@ -100,6 +97,36 @@ impl QuantBlock for bf16 {
             return unsafe { avx2::dot_bf16(w, a) };
         }
         w.iter().zip(a).map(|(x, y)| x.to_f32() * y).sum()
+    }
+
+    fn vec_dot_rows(w: &[bf16], a: &[f32], out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        let k4 = has_avx2().then_some(avx2::dot_bf16_rows4 as Rows4<bf16>);
+        #[cfg(not(target_arch = "x86_64"))]
+        let k4 = None;
+        rows_by4(w, a, out, k4);
+    }
+}
+
+/// A 4-row kernel: four rows of `a.len()` weights back to back, against one activation.
+type Rows4<T> = unsafe fn(&[T], &[f32]) -> [f32; 4];
+
+/// Groups of 4 rows through `k4` (when given), the rest through the 1-row `vec_dot`.
+fn rows_by4<T: QuantBlock<Dot = f32>>(w: &[T], a: &[f32], out: &mut [f32], k4: Option<Rows4<T>>) {
+    let k = a.len();
+    let mut r = 0;
+    if let Some(k4) = k4 {
+        while r + 4 <= out.len() {
+            // SAFETY: `k4` is only offered after its CPU features were checked; the slice holds
+            // exactly 4 rows of `k`.
+            let v = unsafe { k4(&w[r * k..(r + 4) * k], a) };
+            out[r..r + 4].copy_from_slice(&v);
+            r += 4;
+        }
+    }
+    while r < out.len() {
+        out[r] = T::vec_dot(&w[r * k..(r + 1) * k], a);
+        r += 1;
     }
 }
 
@@ -152,32 +179,61 @@ mod avx2 {
         )
     }
 
-    /// Four f16 rows against one activation: four independent read streams and FMA chains.
+    /// Four rows against one activation: four independent read streams and FMA chains, each
+    /// activation vector loaded once for the four rows.
+    macro_rules! rows4_loop {
+        ($w:expr, $a:expr, $load:expr, $tail:expr) => {{
+            let k = $a.len();
+            let (wp, ap) = ($w.as_ptr(), $a.as_ptr());
+            let mut acc = [_mm256_setzero_ps(); 4];
+            let mut acc2 = [_mm256_setzero_ps(); 4];
+            let mut i = 0;
+            while i + 16 <= k {
+                let x0 = _mm256_loadu_ps(ap.add(i));
+                let x1 = _mm256_loadu_ps(ap.add(i + 8));
+                for r in 0..4 {
+                    acc[r] = _mm256_fmadd_ps($load(wp.add(r * k + i)), x0, acc[r]);
+                    acc2[r] = _mm256_fmadd_ps($load(wp.add(r * k + i + 8)), x1, acc2[r]);
+                }
+                i += 16;
+            }
+            let mut out = [0.0f32; 4];
+            for r in 0..4 {
+                out[r] = hsum_ps(_mm256_add_ps(acc[r], acc2[r]));
+                for j in i..k {
+                    out[r] += $tail(*wp.add(r * k + j)) * *ap.add(j);
+                }
+            }
+            out
+        }};
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn dot_f16_rows4(w: &[f16], a: &[f32]) -> [f32; 4] {
-        let k = a.len();
-        let (wp, ap) = (w.as_ptr(), a.as_ptr());
-        let load = |p: *const f16| _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
-        let mut acc = [_mm256_setzero_ps(); 4];
-        let mut acc2 = [_mm256_setzero_ps(); 4];
-        let mut i = 0;
-        while i + 16 <= k {
-            let x0 = _mm256_loadu_ps(ap.add(i));
-            let x1 = _mm256_loadu_ps(ap.add(i + 8));
-            for r in 0..4 {
-                acc[r] = _mm256_fmadd_ps(load(wp.add(r * k + i)), x0, acc[r]);
-                acc2[r] = _mm256_fmadd_ps(load(wp.add(r * k + i + 8)), x1, acc2[r]);
-            }
-            i += 16;
-        }
-        let mut out = [0.0f32; 4];
-        for r in 0..4 {
-            out[r] = hsum_ps(_mm256_add_ps(acc[r], acc2[r]));
-            for j in i..k {
-                out[r] += (*wp.add(r * k + j)).to_f32() * *ap.add(j);
-            }
-        }
-        out
+        rows4_loop!(
+            w,
+            a,
+            |p: *const f16| _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)),
+            |x: f16| x.to_f32()
+        )
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dot_bf16_rows4(w: &[bf16], a: &[f32]) -> [f32; 4] {
+        rows4_loop!(
+            w,
+            a,
+            |p: *const bf16| _mm256_castsi256_ps(_mm256_slli_epi32(
+                _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i)),
+                16
+            )),
+            |x: bf16| x.to_f32()
+        )
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dot_f32_rows4(w: &[f32], a: &[f32]) -> [f32; 4] {
+        rows4_loop!(w, a, |p: *const f32| _mm256_loadu_ps(p), |x: f32| x)
     }
 
     #[target_feature(enable = "avx2,fma")]
