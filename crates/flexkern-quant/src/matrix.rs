@@ -363,9 +363,13 @@ pub fn swiglu_gate_up(
     Ok(())
 }
 
-/// Akunu's fused down projection: `y[j] = W_down (silu(gate_act[j]) * up_act[j])`, the SwiGLU
-/// product formed on the fly (once per activation element) while W_down streams.
+/// Akunu's fused down projection: `y[j] = W_down (silu(gate_act[j]) * up_act[j])`.
 /// `gate_act` and `up_act` are `[m, down.k]`, `y` is `[m, down.n]`.
+///
+/// The SwiGLU product is formed inside the call (no intermediate for the caller to allocate or
+/// pass), once per activation element, and then quantized to the format's activation type; on a
+/// CPU the integer dot needs the whole quantized activation row, so the product is formed in one
+/// O(K) pass before the O(N*K) stream over W_down rather than per weight row as on a GPU.
 pub fn down_with_swiglu(
     down: &QuantMatrix,
     gate_act: &[f32],
