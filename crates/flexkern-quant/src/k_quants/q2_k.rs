@@ -170,7 +170,9 @@ impl QuantBlock for BlockQ2K {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::super::simd::{dot_scaled, f16x2_to_f32, hsum_i32, load16, load32, scale_pair};
+    use super::super::simd::{
+        dot_scaled, f16x2_to_f32, hsum_i32, load16, load32, prefetch_ahead, scale_pair,
+    };
     use super::{combine, BlockQ2K, BlockQ8K};
     use std::arch::x86_64::*;
 
@@ -183,6 +185,7 @@ mod avx2 {
         let m4 = _mm_set1_epi8(0x0F);
         let mut sumf = 0.0f32;
         for (x, y) in w.iter().zip(a) {
+            prefetch_ahead(x);
             let sc_all = load16(&x.scales);
             let sc = _mm_and_si128(sc_all, m4);
             let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(sc_all), m4));

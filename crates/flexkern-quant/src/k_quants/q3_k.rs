@@ -175,7 +175,7 @@ impl QuantBlock for BlockQ3K {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::super::simd::{f16_to_f32, hsum_i32, load16, load32, scale_pair};
+    use super::super::simd::{f16_to_f32, hsum_i32, load16, load32, prefetch_ahead, scale_pair};
     use super::{combine, unpack_q3_scales, BlockQ3K, BlockQ8K};
     use std::arch::x86_64::*;
 
@@ -188,6 +188,7 @@ mod avx2 {
         let ones = _mm256_set1_epi8(-1);
         let mut sumf = 0.0f32;
         for (x, y) in w.iter().zip(a) {
+            prefetch_ahead(x);
             let sc_bytes = unpack_q3_scales(&x.scales);
             let sc = load16(&sc_bytes);
             // Clear high bits (which subtract 4) as set bits.

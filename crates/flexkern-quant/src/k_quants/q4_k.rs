@@ -149,7 +149,7 @@ impl QuantBlock for BlockQ4K {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::super::simd::{
-        dot_scaled, f16x2_to_f32, hsum_i32, load32, scale_k4, scales_mins_k4,
+        dot_scaled, f16x2_to_f32, hsum_i32, load32, prefetch_ahead, scale_k4, scales_mins_k4,
     };
     use super::{combine, BlockQ4K, BlockQ8K};
     use std::arch::x86_64::*;
@@ -161,6 +161,7 @@ mod avx2 {
         let m4 = _mm256_set1_epi8(0x0F);
         let mut sumf = 0.0f32;
         for (x, y) in w.iter().zip(a) {
+            prefetch_ahead(x);
             let (scales, isum_min) = scales_mins_k4(&x.scales, &y.bsums);
             let mut acc = _mm256_setzero_si256();
             for i in 0..4 {

@@ -166,7 +166,7 @@ impl QuantBlock for BlockQ5K {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::super::simd::{
-        dot_scaled, f16x2_to_f32, hsum_i32, load32, scale_k4, scales_mins_k4,
+        dot_scaled, f16x2_to_f32, hsum_i32, load32, prefetch_ahead, scale_k4, scales_mins_k4,
     };
     use super::{combine, BlockQ5K, BlockQ8K};
     use std::arch::x86_64::*;
@@ -180,6 +180,7 @@ mod avx2 {
         let b2 = _mm256_set1_epi8(0x02);
         let mut sumf = 0.0f32;
         for (x, y) in w.iter().zip(a) {
+            prefetch_ahead(x);
             let (scales, isum_min) = scales_mins_k4(&x.scales, &y.bsums);
             let mut hb = load32(&x.qh);
             let mut acc = _mm256_setzero_si256();

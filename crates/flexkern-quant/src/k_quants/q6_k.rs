@@ -150,7 +150,9 @@ impl QuantBlock for BlockQ6K {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::super::simd::{dot_scaled, f16_to_f32, hsum_i32, load16, load32, scale_pair};
+    use super::super::simd::{
+        dot_scaled, f16_to_f32, hsum_i32, load16, load32, prefetch_ahead, scale_pair,
+    };
     use super::{combine, BlockQ6K, BlockQ8K};
     use std::arch::x86_64::*;
 
@@ -166,6 +168,7 @@ mod avx2 {
         let m2d = _mm256_set1_epi8(0xC0u8 as i8);
         let mut sumf = 0.0f32;
         for (x, y) in w.iter().zip(a) {
+            prefetch_ahead(x);
             let sc = load16(&x.scales);
             let bias = hsum_i32(_mm256_madd_epi16(
                 load32(&y.bsums),

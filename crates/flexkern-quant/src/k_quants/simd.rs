@@ -133,3 +133,20 @@ pub(super) unsafe fn scales_mins_k4(q: &[u8; 12], bsums: &[i16; 16]) -> (__m256i
         _mm_cvtsi128_si32(pm),
     )
 }
+
+/// Bytes ahead of the current weight block that the dot kernels prefetch.
+const PREFETCH_AHEAD: usize = 768;
+
+/// Prefetches one block's worth of cache lines `PREFETCH_AHEAD` bytes past the start of
+/// `block`: a stream ahead of the hardware prefetcher, which alone leaves the single-thread dot
+/// short of DRAM bandwidth on Zen. A hint only: it never faults, even past the end.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn prefetch_ahead<T>(block: &T) {
+    let p = (block as *const T as *const i8).wrapping_add(PREFETCH_AHEAD);
+    let mut off = 0;
+    while off < std::mem::size_of::<T>() {
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off));
+        off += 64;
+    }
+}
