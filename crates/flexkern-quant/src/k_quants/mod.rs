@@ -3,11 +3,20 @@
 //!
 //! * `quantize_ref` follows ggml's `quantize_row_qX_K_ref` operation by operation (same scale
 //!   search, same f32 operation order, no fused multiply-add), so the bytes match llama.cpp's
-//!   reference quantizer built without FP contraction.
+//!   reference quantizer built without FP contraction (as its x86 `ggml-base` is: no `-march`).
+//!   A build that contracts `a * b + c` into FMA (e.g. `-march=native` GCC, or aarch64) picks
+//!   other scales in some blocks; flexkern never contracts.
 //! * `dequantize` follows `dequantize_row_qX_K` operation by operation (bit-exact f32).
-//! * `vec_dot` runs against a Q8_K activation. Both paths (portable scalar and AVX2) compute the
-//!   per-block integer sums exactly and combine them into f32 in the same order, so they return the
-//!   same bits; see `dot_error_bound` for the bound against the f64 dot of dequantized values.
+//! * `vec_dot` runs against a Q8_K activation (ggml's `vec_dot_type`; its `bsums` must be the
+//!   16-element sums of its `qs`, as `BlockQ8K::quantize_ref` writes them). Both paths (portable
+//!   scalar and AVX2) compute the per-block integer sums exactly and combine them into f32 in the
+//!   same order, so they return the same bits; the error against the f64 dot of the dequantized
+//!   operands is at most `(nblocks + 8) * f32::EPSILON * sum_i |a_i| (|d_i q_i| + |m_i|)`
+//!   (`dot_error_bound`, checked in every format's tests).
+//!
+//! Verification: unit tests here (layouts, hand-built blocks, ggml's error thresholds, dot
+//! bounds) and `tests/kquants_crosscheck.sh`, which compares bytes and f32 bits with gguf-py and
+//! with ggml's own C `quantize_row_*_ref` / `dequantize_row_*`.
 
 // The ports keep ggml's index arithmetic (`for j in 0..16 { .. x[16 * j + i] .. }`) so they
 // read line by line against the C they must match bit for bit.
