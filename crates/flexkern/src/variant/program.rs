@@ -29,7 +29,7 @@ pub trait Real: Copy + PartialOrd + Send + Sync + 'static + std::fmt::Debug {
 }
 
 macro_rules! impl_real {
-    ($t:ty) => {
+    ($t:ty, $tanh:path) => {
         impl Real for $t {
             #[inline(always)]
             fn from_f64(x: f64) -> Self {
@@ -45,7 +45,7 @@ macro_rules! impl_real {
             }
             #[inline(always)]
             fn tanh(self) -> Self {
-                <$t>::tanh(self)
+                $tanh(self)
             }
             #[inline(always)]
             fn exp(self) -> Self {
@@ -94,8 +94,40 @@ macro_rules! impl_real {
         }
     };
 }
-impl_real!(f32);
-impl_real!(f64);
+impl_real!(f32, tanh_f32);
+impl_real!(f64, f64::tanh);
+
+/// 2^x in f32 without a libm call (kernels apply score programs to whole tiles, and loops over
+/// this vectorize): round to nearest by the 1.5 * 2^23 trick, the Cephes exp2f polynomial on the
+/// remainder (relative error ~2e-7), and 2^n built in the exponent bits.
+#[inline(always)]
+fn exp2_f32(x: f32) -> f32 {
+    let x = x.clamp(-126.0, 126.0);
+    let n = (x + 12_582_912.0) - 12_582_912.0;
+    let f = x - n;
+    let p = 1.535_336_2e-4f32;
+    let p = p * f + 1.339_887_4e-3;
+    let p = p * f + 9.618_437e-3;
+    let p = p * f + 5.550_332_5e-2;
+    let p = p * f + 2.402_264_8e-1;
+    let p = p * f + 6.931_472e-1;
+    let p = p * f + 1.0;
+    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+/// tanh in f32, branch-free: (1 - e) / (1 + e) with e = e^(-2|x|) (no overflow), an odd Taylor
+/// polynomial below |x| = 0.25 where that form cancels; NaN stays NaN.
+#[inline(always)]
+fn tanh_f32(x: f32) -> f32 {
+    let a = x.abs();
+    let e = exp2_f32(a * (-2.0 * std::f32::consts::LOG2_E));
+    let big = (1.0 - e) / (1.0 + e);
+    let a2 = a * a;
+    let poly =
+        1.0 + a2 * (-1.0 / 3.0 + a2 * (2.0 / 15.0 + a2 * (-17.0 / 315.0 + a2 * (62.0 / 2835.0))));
+    let t = if a < 0.25 { a * poly } else { big };
+    t.copysign(x)
+}
 
 #[derive(Clone, Debug, PartialEq)]
 enum Op {
@@ -448,6 +480,24 @@ impl Program {
             _ => unreachable!("type-checked"),
         }
     }
+}
+
+#[cfg(test)]
+#[test]
+fn fast_f32_tanh_matches_f64() {
+    for i in -40000..=40000 {
+        let x = i as f32 * 1e-3;
+        let want = (x as f64).tanh();
+        let got = tanh_f32(x) as f64;
+        assert!(
+            (got - want).abs() <= 4e-7 * want.abs().max(1e-3),
+            "{x}: {got} vs {want}"
+        );
+    }
+    assert!(tanh_f32(f32::NAN).is_nan());
+    assert_eq!(tanh_f32(f32::INFINITY), 1.0);
+    assert_eq!(tanh_f32(-1e30), -1.0);
+    assert_eq!(tanh_f32(-0.0).to_bits(), (-0.0f32).to_bits());
 }
 
 fn cmp<T: PartialOrd + Copy>(dst: &mut [bool], a: &[T], b: &[T], op: BinOp) {
