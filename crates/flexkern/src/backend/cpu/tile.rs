@@ -1,7 +1,7 @@
 //! One work item: the stacked queries of a kv-head group against its visited kv tiles, with the
 //! online softmax in base 2 (`scale * log2(e)` folded into Q when there is no score program).
 
-use super::simd::{pad8, prefetch_row, Isa};
+use super::simd::{pad8, prefetch_rows, Isa};
 use crate::attention::kv::{KvRow, KvSource};
 use crate::attention::plan::{Plan, WorkItem};
 use crate::attention::problem::Problem;
@@ -156,15 +156,16 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
             _ => None,
         };
         for j in 0..bk {
-            // Prefetch PREFETCH rows ahead: the rest of K, then this tile's V.
+            // Prefetch PREFETCH rows ahead (every fused head's at once): the rest of K, then
+            // this tile's V.
             let ahead = j + PREFETCH;
+            if ahead < bk {
+                prefetch_rows(c.kv.k_row(s, it.kv_head, k0 + ahead), nh);
+            } else if ahead - bk < bk {
+                prefetch_rows(c.kv.v_row(s, it.kv_head, k0 + ahead - bk), nh);
+            }
             for hh in 0..nh {
                 let h = it.kv_head + hh;
-                if ahead < bk {
-                    prefetch_row(c.kv.k_row(s, h, k0 + ahead));
-                } else if ahead - bk < bk {
-                    prefetch_row(c.kv.v_row(s, h, k0 + ahead - bk));
-                }
                 let row = c.kv.k_row(s, h, k0 + j);
                 assert_eq!(row.len(), dk, "KvSource k_row length");
                 sc.krows[hh * bk_max + j] = match row {
@@ -204,15 +205,15 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
         }
         for j in 0..bk {
             let ahead = j + PREFETCH;
+            if ahead < bk {
+                prefetch_rows(c.kv.v_row(s, it.kv_head, k0 + ahead), nh);
+            } else if let Some(n0) = next_k0 {
+                if n0 + ahead - bk < kv_len {
+                    prefetch_rows(c.kv.k_row(s, it.kv_head, n0 + ahead - bk), nh);
+                }
+            }
             for hh in 0..nh {
                 let h = it.kv_head + hh;
-                if ahead < bk {
-                    prefetch_row(c.kv.v_row(s, h, k0 + ahead));
-                } else if let Some(n0) = next_k0 {
-                    if n0 + ahead - bk < kv_len {
-                        prefetch_row(c.kv.k_row(s, h, n0 + ahead - bk));
-                    }
-                }
                 let row = c.kv.v_row(s, h, k0 + j);
                 assert_eq!(row.len(), dv, "KvSource v_row length");
                 sc.vrows[hh * bk_max + j] = match row {

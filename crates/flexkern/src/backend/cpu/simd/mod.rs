@@ -78,10 +78,11 @@ impl Isa {
     }
 }
 
-/// Asks the cache for every line of `row`: KV rows of one head sit in different pages, where
-/// the hardware prefetcher does not follow them.
+/// Asks the cache for every line of `row` and the `count - 1` rows that follow it in memory
+/// (fused heads of a token-major cache): KV rows of one head sit in different pages, where the
+/// hardware prefetcher does not follow them. Prefetching never faults, so a guess is harmless.
 #[inline]
-pub(crate) fn prefetch_row(row: KvRow<'_>) {
+pub(crate) fn prefetch_rows(row: KvRow<'_>, count: usize) {
     let (ptr, bytes) = match row {
         KvRow::F32(s) => (s.as_ptr() as *const u8, s.len() * 4),
         KvRow::F16(s) => (s.as_ptr() as *const u8, s.len() * 2),
@@ -89,12 +90,13 @@ pub(crate) fn prefetch_row(row: KvRow<'_>) {
         KvRow::Fp8E4M3(s, _) | KvRow::Fp8E5M2(s, _) => (s.as_ptr(), s.len()),
         KvRow::I8(s, _) => (s.as_ptr() as *const u8, s.len()),
     };
+    let bytes = bytes * count;
     #[cfg(target_arch = "x86_64")]
     for off in (0..bytes).step_by(64) {
-        // SAFETY: prefetching never faults; the address is inside the row.
+        // SAFETY: prefetching never faults; `wrapping_add` keeps the address computation defined.
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                ptr.add(off) as *const i8
+                ptr.wrapping_add(off) as *const i8,
             )
         };
     }
