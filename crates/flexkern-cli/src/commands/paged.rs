@@ -151,9 +151,9 @@ pub struct DecodeTimes {
     pub paged_ms: f64,
 }
 
-/// Times one decode token (causal, `hq` / `hkv` heads of `d`, `kv_len` keys) through contiguous
-/// `kv_dtype`-free storage of `act` (f32 or bf16) and through a shuffled paged cache of
-/// `page_size` holding `kv_dtype` (default: `act`). For `flexkern bench`.
+/// Times one decode token (causal; `hq` / `hkv` heads of size `d`; `kv_len` keys) over
+/// contiguous K/V in `act` (f32 or bf16) and over a shuffled paged cache of `page_size` storing
+/// `kv_dtype` (default: `act`), `iters` interleaved pairs after one warm-up. For `flexkern bench`.
 pub fn bench_paged_decode(
     (hq, hkv, d): (usize, usize, usize),
     kv_len: usize,
