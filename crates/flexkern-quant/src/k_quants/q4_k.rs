@@ -149,20 +149,22 @@ impl QuantBlock for BlockQ4K {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::super::simd::{
-        dot_scaled, f16x2_to_f32, hsum_i32, load32, prefetch_ahead, scale_k4, scales_mins_k4,
+        dot_scaled, f16x2_to_f32, hsum_f32_minus, load32, prefetch_ahead, scale_k4, scales_mins_k4,
     };
-    use super::{combine, BlockQ4K, BlockQ8K};
+    use super::{BlockQ4K, BlockQ8K};
     use std::arch::x86_64::*;
 
     /// Per super-block: nibbles masked out of 32-byte loads, `maddubs` against the int8
-    /// activations, `madd` with the broadcast 6-bit scale, one integer horizontal sum.
+    /// activations, `madd` with the broadcast 6-bit scale; the exact i32 lane sums are scaled and
+    /// accumulated in f32 lanes (ggml's order of work), reduced once at the end.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn vec_dot(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
         let m4 = _mm256_set1_epi8(0x0F);
-        let mut sumf = 0.0f32;
+        let mut accf = _mm256_setzero_ps();
+        let mut accm = _mm_setzero_ps();
         for (x, y) in w.iter().zip(a) {
             prefetch_ahead(x);
-            let (scales, isum_min) = scales_mins_k4(&x.scales, &y.bsums);
+            let (scales, pm) = scales_mins_k4(&x.scales, &y.bsums);
             let mut acc = _mm256_setzero_si256();
             for i in 0..4 {
                 let q4 = load32(&x.qs[32 * i..]);
@@ -177,9 +179,10 @@ mod avx2 {
                 acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
             }
             let (d, dmin) = f16x2_to_f32(x.d.to_bits() as u32 | (x.dmin.to_bits() as u32) << 16);
-            sumf += combine(d, dmin, y.d, hsum_i32(acc), isum_min);
+            accf = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(acc), accf);
+            accm = _mm_fmadd_ps(_mm_set1_ps(dmin * y.d), _mm_cvtepi32_ps(pm), accm);
         }
-        sumf
+        hsum_f32_minus(accf, accm)
     }
 }
 

@@ -166,9 +166,9 @@ impl QuantBlock for BlockQ5K {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::super::simd::{
-        dot_scaled, f16x2_to_f32, hsum_i32, load32, prefetch_ahead, scale_k4, scales_mins_k4,
+        dot_scaled, f16x2_to_f32, hsum_f32_minus, load32, prefetch_ahead, scale_k4, scales_mins_k4,
     };
-    use super::{combine, BlockQ5K, BlockQ8K};
+    use super::{BlockQ5K, BlockQ8K};
     use std::arch::x86_64::*;
 
     /// As Q4_K, with the 5th bit taken from the 32-byte `qh` vector, shifted right by 2 per
@@ -178,10 +178,11 @@ mod avx2 {
         let m4 = _mm256_set1_epi8(0x0F);
         let b1 = _mm256_set1_epi8(0x01);
         let b2 = _mm256_set1_epi8(0x02);
-        let mut sumf = 0.0f32;
+        let mut accf = _mm256_setzero_ps();
+        let mut accm = _mm_setzero_ps();
         for (x, y) in w.iter().zip(a) {
             prefetch_ahead(x);
-            let (scales, isum_min) = scales_mins_k4(&x.scales, &y.bsums);
+            let (scales, pm) = scales_mins_k4(&x.scales, &y.bsums);
             let mut hb = load32(&x.qh);
             let mut acc = _mm256_setzero_si256();
             for i in 0..4 {
@@ -204,9 +205,10 @@ mod avx2 {
                 acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
             }
             let (d, dmin) = f16x2_to_f32(x.d.to_bits() as u32 | (x.dmin.to_bits() as u32) << 16);
-            sumf += combine(d, dmin, y.d, hsum_i32(acc), isum_min);
+            accf = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(acc), accf);
+            accm = _mm_fmadd_ps(_mm_set1_ps(dmin * y.d), _mm_cvtepi32_ps(pm), accm);
         }
-        sumf
+        hsum_f32_minus(accf, accm)
     }
 }
 

@@ -151,14 +151,15 @@ impl QuantBlock for BlockQ6K {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::super::simd::{
-        dot_scaled, f16_to_f32, hsum_i32, load16, load32, prefetch_ahead, scale_pair,
+        dot_scaled, f16_to_f32, hsum_f32_minus, load16, load32, prefetch_ahead, scale_pair,
     };
-    use super::{combine, BlockQ6K, BlockQ8K};
+    use super::{BlockQ6K, BlockQ8K};
     use std::arch::x86_64::*;
 
     /// Per super-block: the unsigned 6-bit values (q + 32) rebuilt from two nibble loads and one
     /// high-bit load per half, `maddubs` against the activations, `madd` with the sub-block
-    /// scales; the `- 32` is applied once through `bsums`.
+    /// scales; the `- 32` enters once through `bsums`. Exact i32 lane sums, scaled and
+    /// accumulated in f32 lanes, reduced once at the end.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn vec_dot(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
         let m4 = _mm256_set1_epi8(0x0F);
@@ -166,15 +167,13 @@ mod avx2 {
         let m2b = _mm256_set1_epi8(0x0C);
         let m2c = _mm256_set1_epi8(0x30);
         let m2d = _mm256_set1_epi8(0xC0u8 as i8);
-        let mut sumf = 0.0f32;
+        let mut accf = _mm256_setzero_ps();
         for (x, y) in w.iter().zip(a) {
             prefetch_ahead(x);
             let sc = load16(&x.scales);
-            let bias = hsum_i32(_mm256_madd_epi16(
-                load32(&y.bsums),
-                _mm256_cvtepi8_epi16(sc),
-            ));
-            let mut acc = _mm256_setzero_si256();
+            // Start from -32 * sum_j sc[j] * bsums[j] (the offset of q - 32), spread over lanes.
+            let bias = _mm256_madd_epi16(load32(&y.bsums), _mm256_cvtepi8_epi16(sc));
+            let mut acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(bias));
             for h in 0..2 {
                 let q4a = load32(&x.ql[64 * h..]);
                 let q4b = load32(&x.ql[64 * h + 32..]);
@@ -202,9 +201,10 @@ mod avx2 {
                     acc = _mm256_add_epi32(acc, dot_scaled(qk, av, scale_pair(sc, 4 * h + k)));
                 }
             }
-            sumf += combine(f16_to_f32(x.d), 0.0, y.d, hsum_i32(acc) - 32 * bias, 0);
+            let dd = _mm256_set1_ps(f16_to_f32(x.d) * y.d);
+            accf = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(acc), accf);
         }
-        sumf
+        hsum_f32_minus(accf, _mm_setzero_ps())
     }
 }
 

@@ -102,10 +102,11 @@ pub(super) unsafe fn f16_to_f32(v: half::f16) -> f32 {
 }
 
 /// Q4_K / Q5_K scale decoding in registers: returns the eight 6-bit scales as i16 in both
-/// 128-bit halves (for `scale_k4`) and `sum_j m[j] * (bsums[2j] + bsums[2j+1])`.
+/// 128-bit halves (for `scale_k4`) and the four i32 partial sums of
+/// `sum_j m[j] * (bsums[2j] + bsums[2j+1])`.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn scales_mins_k4(q: &[u8; 12], bsums: &[i16; 16]) -> (__m256i, i32) {
+pub(super) unsafe fn scales_mins_k4(q: &[u8; 12], bsums: &[i16; 16]) -> (__m256i, __m128i) {
     let a0 = u32::from_le_bytes([q[0], q[1], q[2], q[3]]);
     let a1 = u32::from_le_bytes([q[4], q[5], q[6], q[7]]);
     let a2 = u32::from_le_bytes([q[8], q[9], q[10], q[11]]);
@@ -125,13 +126,20 @@ pub(super) unsafe fn scales_mins_k4(q: &[u8; 12], bsums: &[i16; 16]) -> (__m256i
         _mm256_castsi256_si128(bs),
         _mm256_extracti128_si256::<1>(bs),
     );
-    let pm = _mm_madd_epi16(mins, pairs);
-    let pm = _mm_add_epi32(pm, _mm_unpackhi_epi64(pm, pm));
-    let pm = _mm_add_epi32(pm, _mm_shuffle_epi32::<0b01>(pm));
     (
         _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm)),
-        _mm_cvtsi128_si32(pm),
+        _mm_madd_epi16(mins, pairs),
     )
+}
+
+/// `sum(acc) - sum(accm)` of eight and four f32 lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn hsum_f32_minus(acc: __m256, accm: __m128) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps::<1>(acc));
+    let s = _mm_sub_ps(s, accm);
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
 }
 
 /// Bytes ahead of the current weight block that the dot kernels prefetch.

@@ -207,8 +207,8 @@ pub(crate) fn check_round_trip<B: QuantBlock>(ggml_tol: f64, rel_tol: [f64; 2]) 
 }
 
 /// `vec_dot` checks shared by the weight formats, on `w` (quantized data and random bytes):
-/// scalar and AVX2 give the same bits, and both lie within `dot_error_bound` of the f64 dot of
-/// the dequantized operands. `mins(b)` gives each element's subtracted offset (zero for
+/// scalar and AVX2 both lie within `dot_error_bound` of the f64 dot of the dequantized operands
+/// (and so of each other). `mins(b)` gives each element's subtracted offset (zero for
 /// symmetric formats), used to bound the error without cancellation.
 pub(crate) fn check_vec_dot<B: QuantBlock>(
     w: &[B],
@@ -225,22 +225,30 @@ pub(crate) fn check_vec_dot<B: QuantBlock>(
     let oracle = dot_f64(&wd, &ad);
     let s = dot(DotPath::Scalar, w, &a);
     let v = dot(DotPath::Avx2, w, &a);
-    assert_eq!(
-        s.to_bits(),
-        v.to_bits(),
+    let bound = dot_error_bound(w.len(), mag);
+    for (path, got) in [("scalar", s), ("avx2", v)] {
+        let err = (got as f64 - oracle).abs();
+        assert!(
+            err <= bound,
+            "{:?} {path}: dot {got} vs f64 {oracle} (bound {bound})",
+            B::FORMAT
+        );
+    }
+    // The paths differ only in f32 summation order (integer sums are exact in both).
+    assert!(
+        (s as f64 - v as f64).abs() <= bound,
         "{:?}: scalar {s} vs avx2 {v}",
         B::FORMAT
     );
-    let bound = dot_error_bound(w.len(), mag);
-    assert!(
-        (s as f64 - oracle).abs() <= bound,
-        "{:?}: dot {s} vs f64 {oracle} (bound {bound})",
-        B::FORMAT
-    );
-    // Prefixes, so every block count (and the empty dot) goes through both paths.
+    // Prefixes, so small block counts (and the empty dot) go through both paths.
     for n in 0..w.len().min(3) {
-        let s = dot(DotPath::Scalar, &w[..n], &a[..n]);
-        assert_eq!(s.to_bits(), dot(DotPath::Avx2, &w[..n], &a[..n]).to_bits());
+        let s = dot(DotPath::Scalar, &w[..n], &a[..n]) as f64;
+        let v = dot(DotPath::Avx2, &w[..n], &a[..n]) as f64;
+        assert!(
+            (s - v).abs() <= dot_error_bound(n, mag),
+            "{:?}: {n} blocks",
+            B::FORMAT
+        );
     }
 }
 
