@@ -10,8 +10,8 @@
 //! * `vec_dot` runs against a Q8_K activation (ggml's `vec_dot_type`; its `bsums` must be the
 //!   16-element sums of its `qs`, as `BlockQ8K::quantize_ref` writes them). Both paths (portable
 //!   scalar and AVX2) compute the integer sums exactly; they differ only in how the f32 products
-//!   are summed (Q2_K, Q3_K, Q8_K: same order, same bits; Q4_K..Q6_K: the AVX2 path keeps eight
-//!   f32 lane accumulators, as ggml does). Each is within
+//!   are summed (Q8_K: same order, same bits; Q2_K..Q6_K: the AVX2 path keeps eight f32 lane
+//!   accumulators, as ggml does). Each is within
 //!   `(nblocks + 8) * f32::EPSILON * sum_i |a_i| (|d_i q_i| + |m_i|)` of the f64 dot of the
 //!   dequantized operands (`dot_error_bound`, checked in every format's tests).
 //!
@@ -163,8 +163,8 @@ pub(crate) fn quantize_scale_min_k4(
 }
 
 /// One super-block's contribution to a K-quant dot product, from its exact integer sums:
-/// `d_w * d_a * isum - dmin_w * d_a * isum_min`. The scalar paths use it, and so do the Q2_K,
-/// Q3_K and Q8_K AVX2 paths, which then return the scalar path's bits.
+/// `d_w * d_a * isum - dmin_w * d_a * isum_min`, as the scalar paths (and Q8_K's AVX2 path)
+/// sum it.
 #[inline(always)]
 pub(crate) fn combine(d: f32, dmin: f32, da: f32, isum: i32, isum_min: i32) -> f32 {
     (d * da) * isum as f32 - (dmin * da) * isum_min as f32

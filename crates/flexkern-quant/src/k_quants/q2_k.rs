@@ -171,25 +171,26 @@ impl QuantBlock for BlockQ2K {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::super::simd::{
-        dot_scaled, f16x2_to_f32, hsum_i32, load16, load32, prefetch_ahead, scale_pair,
+        dot_scaled, f16x2_to_f32, hsum_f32_minus, load16, load32, prefetch_ahead, scale_pair,
     };
-    use super::{combine, BlockQ2K, BlockQ8K};
+    use super::{BlockQ2K, BlockQ8K};
     use std::arch::x86_64::*;
 
     /// Per super-block: 2-bit fields shifted and masked out of one 32-byte load per half,
     /// `maddubs` against the activations, `madd` with the 4-bit scales; the mins go through
-    /// `bsums`.
+    /// `bsums`. Exact i32 lane sums accumulated in f32 lanes.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn vec_dot(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
         let m2 = _mm256_set1_epi8(0x03);
         let m4 = _mm_set1_epi8(0x0F);
-        let mut sumf = 0.0f32;
+        let mut accf = _mm256_setzero_ps();
+        let mut accm = _mm256_setzero_ps();
         for (x, y) in w.iter().zip(a) {
             prefetch_ahead(x);
             let sc_all = load16(&x.scales);
             let sc = _mm_and_si128(sc_all, m4);
             let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(sc_all), m4));
-            let isum_min = hsum_i32(_mm256_madd_epi16(load32(&y.bsums), mins));
+            let pm = _mm256_madd_epi16(load32(&y.bsums), mins);
             let mut acc = _mm256_setzero_si256();
             for h in 0..2 {
                 let mut qv = load32(&x.qs[32 * h..]);
@@ -201,9 +202,14 @@ mod avx2 {
                 }
             }
             let (d, dmin) = f16x2_to_f32(x.d.to_bits() as u32 | (x.dmin.to_bits() as u32) << 16);
-            sumf += combine(d, dmin, y.d, hsum_i32(acc), isum_min);
+            accf = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(acc), accf);
+            accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin * y.d), _mm256_cvtepi32_ps(pm), accm);
         }
-        sumf
+        let accm = _mm_add_ps(
+            _mm256_castps256_ps128(accm),
+            _mm256_extractf128_ps::<1>(accm),
+        );
+        hsum_f32_minus(accf, accm)
     }
 }
 

@@ -175,18 +175,20 @@ impl QuantBlock for BlockQ3K {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::super::simd::{f16_to_f32, hsum_i32, load16, load32, prefetch_ahead, scale_pair};
-    use super::{combine, unpack_q3_scales, BlockQ3K, BlockQ8K};
+    use super::super::simd::{
+        f16_to_f32, hsum_f32_minus, load16, load32, prefetch_ahead, scale_pair,
+    };
+    use super::{unpack_q3_scales, BlockQ3K, BlockQ8K};
     use std::arch::x86_64::*;
 
     /// Per super-block: `maddubs(low 2 bits, a) - maddubs(4 * (1 - high bit), a)` per 32
-    /// elements, `madd` with the signed scales, one integer horizontal sum.
+    /// elements, `madd` with the signed scales; exact i32 lane sums accumulated in f32 lanes.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn vec_dot(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
         let m2 = _mm256_set1_epi8(0x03);
         let m1 = _mm256_set1_epi8(0x01);
         let ones = _mm256_set1_epi8(-1);
-        let mut sumf = 0.0f32;
+        let mut accf = _mm256_setzero_ps();
         for (x, y) in w.iter().zip(a) {
             prefetch_ahead(x);
             let sc_bytes = unpack_q3_scales(&x.scales);
@@ -209,9 +211,10 @@ mod avx2 {
                     acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scale_pair(sc, 4 * h + k)));
                 }
             }
-            sumf += combine(f16_to_f32(x.d), 0.0, y.d, hsum_i32(acc), 0);
+            let dd = _mm256_set1_ps(f16_to_f32(x.d) * y.d);
+            accf = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(acc), accf);
         }
-        sumf
+        hsum_f32_minus(accf, _mm_setzero_ps())
     }
 }
 
