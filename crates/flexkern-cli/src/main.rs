@@ -1,7 +1,6 @@
 //! `flexkern`: the command-line tool. Each subcommand lives in `commands/`.
 
 mod commands;
-mod npy;
 
 use clap::{Parser, Subcommand};
 

@@ -1,9 +1,9 @@
 //! `flexkern attn`: attention over .npy files, the interop path for Python users.
 
-use crate::npy::{self, Npy, NpyData};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use flexkern::builtins;
+use flexkern::npy::{self, Npy, NpyData};
 use flexkern::tensor::TensorView;
 use flexkern::{AttentionArgs, CpuBackend, Variant};
 use std::path::PathBuf;
@@ -46,6 +46,15 @@ pub struct AttnArgs {
     /// Score scale (default 1/sqrt(D)).
     #[arg(long)]
     pub scale: Option<f32>,
+    /// Page K/V into a paged cache of this page size (shuffled page order) and run paged attention.
+    #[arg(long)]
+    pub page_size: Option<usize>,
+    /// Store the paged cache as fp8e4m3 | fp8e5m2 | int8 (per-head scales); needs --page-size.
+    #[arg(long)]
+    pub kv_dtype: Option<String>,
+    /// Seed of the shuffled page order.
+    #[arg(long, default_value_t = 1)]
+    pub page_seed: u64,
     /// Device: cpu.
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -152,7 +161,19 @@ pub fn run_attn(a: &AttnArgs) -> Result<()> {
     let (tokens, hq, dv) = (q.shape[0], q.shape[1], v.shape[2]);
     let mut o = vec![0f32; tokens * hq * dv];
     let mut lse = vec![0f32; tokens * hq];
-    flexkern::attention(&CpuBackend::default(), &args, None, &mut o, Some(&mut lse))?;
+    match (a.page_size, &a.kv_dtype) {
+        (Some(ps), dt) => {
+            let dt = dt
+                .as_deref()
+                .map(super::paged::parse_kv_dtype)
+                .transpose()?;
+            super::paged::attention_paged(&args, ps, dt, a.page_seed, &mut o, Some(&mut lse))?;
+        }
+        (None, Some(_)) => bail!("--kv-dtype needs --page-size"),
+        (None, None) => {
+            flexkern::attention(&CpuBackend::default(), &args, None, &mut o, Some(&mut lse))?
+        }
+    }
     npy::write_f32(&a.out, &[tokens, hq, dv], &o)?;
     if let Some(p) = &a.lse {
         npy::write_f32(p, &[tokens, hq], &lse)?;

@@ -187,6 +187,36 @@ pub fn run_attention_benches(quick: bool, fma: f64, bw: f64) -> Result<Vec<Row>>
             limit: "read bandwidth",
         });
     }
+    // Paged decode (shuffled pages) against contiguous, and fp8 KV against bf16 KV.
+    let shape = (32, 8, d);
+    for (act, ps) in [(DType::F32, 16), (DType::F32, 64), (DType::BF16, 16)] {
+        let t = super::paged::bench_paged_decode(shape, kv, ps, act, None, reps * 4)?;
+        let bytes = (2 * kv * 8 * d * act.size()) as f64;
+        rows.push(Row {
+            case: format!(
+                "decode paged {} page {ps} KV{kv} (paged/contiguous)",
+                act.name()
+            ),
+            ms: t.paged_ms,
+            gflops: 0.0,
+            gbs: bytes / (t.paged_ms / 1e3) / 1e9,
+            ratio: t.paged_ms / t.contiguous_ms,
+            limit: "contiguous time",
+        });
+    }
+    let bf = super::paged::bench_paged_decode(shape, kv, 16, DType::BF16, None, reps * 4)?;
+    for kvd in [DType::Fp8E4M3, DType::Fp8E5M2, DType::I8] {
+        let t = super::paged::bench_paged_decode(shape, kv, 16, DType::BF16, Some(kvd), reps * 4)?;
+        let bytes = (2 * kv * 8 * d) as f64;
+        rows.push(Row {
+            case: format!("decode paged {} KV{kv} (time / bf16 KV time)", kvd.name()),
+            ms: t.paged_ms,
+            gflops: 0.0,
+            gbs: bytes / (t.paged_ms / 1e3) / 1e9,
+            ratio: t.paged_ms / bf.paged_ms,
+            limit: "bf16 KV time",
+        });
+    }
     Ok(rows)
 }
 

@@ -2,9 +2,9 @@
 //! Raw `.bin` files hold exactly the bytes a GGUF tensor of the format holds (for MLX: packed
 //! weights, scales, biases concatenated; see `flexkern_quant::mlx`).
 
-use crate::npy::{self, NpyData};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use flexkern::npy::{self, NpyData};
 use flexkern_quant::{Activation, Format, QuantMatrix};
 use std::path::PathBuf;
 

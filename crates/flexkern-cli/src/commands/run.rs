@@ -158,7 +158,7 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
     let mut cache = model.new_cache();
     if let Some(out) = &args.dump_logits {
         let logits = model.forward(&mut cache, &prompt, Logits::Last)?;
-        crate::npy::write_f32(out, &[logits.len()], &logits)?;
+        flexkern::npy::write_f32(out, &[logits.len()], &logits)?;
         cache.clear();
     }
     let seed = args.seed.unwrap_or_else(|| {
