@@ -10,7 +10,17 @@ use crate::attention::problem::SeqLens;
 use rand::{Rng, SeedableRng};
 
 fn tile(q0: i64, rows: usize, k0: i64, cols: usize) -> TileCtx {
-    TileCtx { batch: 0, head: 1, q_len: 100, kv_len: 200, q_pos0: q0, q_token0: q0, rows, kv_pos0: k0, cols }
+    TileCtx {
+        batch: 0,
+        head: 1,
+        q_len: 100,
+        kv_len: 200,
+        q_pos0: q0,
+        q_token0: q0,
+        rows,
+        kv_pos0: k0,
+        cols,
+    }
 }
 
 fn eval(e: &Expr, t: &TileCtx) -> Vec<bool> {
@@ -35,7 +45,8 @@ fn causal_tile_matches_definition() {
 fn integer_edge_semantics_never_panic() {
     // Division and remainder by zero give 0; shifts outside 0..64 give 0; i64 overflow wraps.
     let t = tile(0, 1, 0, 3);
-    let e = ((q_pos() + 7) / (kv_pos() - kv_pos())).eq(int(0))
+    let e = ((q_pos() + 7) / (kv_pos() - kv_pos()))
+        .eq(int(0))
         .and(((q_pos() + 7) % int(0)).eq(int(0)))
         .and(int(1).shl(int(64)).eq(int(0)))
         .and(int(-1).shr(int(-3)).eq(int(0)))
@@ -48,18 +59,27 @@ fn type_errors_are_reported_not_panicked() {
     assert!(Program::compile(&(q_pos() + float(1.0)).gt(int(0)), Ty::Bool).is_err());
     assert!(Program::compile(&q_pos(), Ty::Bool).is_err());
     assert!(Program::compile(&score().tanh().gt(int(1).to_float()).not().not(), Ty::Bool).is_ok());
-    assert!(Variant::full().mask(score().gt(float(0.0))).compile().is_err());
+    assert!(Variant::full()
+        .mask(score().gt(float(0.0)))
+        .compile()
+        .is_err());
     assert!(Variant::full().score(q_pos().lt(int(1))).compile().is_err());
 }
 
 #[test]
 fn score_mods_chain_in_order() {
     // softcap then alibi: 2 * tanh(s / 2) + slope * (kv - q).
-    let v = Variant::full().score(softcap(2.0)).score(alibi(vec![0.5, 0.25])).compile().unwrap();
+    let v = Variant::full()
+        .score(softcap(2.0))
+        .score(alibi(vec![0.5, 0.25]))
+        .compile()
+        .unwrap();
     let t = tile(3, 1, 0, 4);
     let mut s = vec![1.0f64, -3.0, 0.5, 9.0];
     let orig = s.clone();
-    v.score.unwrap().apply_score(&t, &mut Scratch::default(), &mut s);
+    v.score
+        .unwrap()
+        .apply_score(&t, &mut Scratch::default(), &mut s);
     for c in 0..4 {
         let want = 2.0 * (orig[c] / 2.0).tanh() + 0.25 * (c as f64 - 3.0);
         assert!((s[c] - want).abs() < 1e-12, "{c}: {} vs {want}", s[c]);
@@ -114,11 +134,17 @@ fn causal_block_mask_has_triangle_structure() {
     assert_eq!(bm.heads, 1, "causal broadcasts over heads");
     let nb = 1000usize.div_ceil(64);
     for qb in 0..nb {
-        assert_eq!(bm.full_blocks(0, 5, qb), (0..qb as u32).collect::<Vec<_>>().as_slice());
+        assert_eq!(
+            bm.full_blocks(0, 5, qb),
+            (0..qb as u32).collect::<Vec<_>>().as_slice()
+        );
         assert_eq!(bm.partial_blocks(0, 5, qb), &[qb as u32]);
     }
     assert_eq!(bm.kv_num_blocks.iter().sum::<u32>() as usize, nb);
-    assert_eq!(bm.full_kv_num_blocks.iter().sum::<u32>() as usize, nb * (nb - 1) / 2);
+    assert_eq!(
+        bm.full_kv_num_blocks.iter().sum::<u32>() as usize,
+        nb * (nb - 1) / 2
+    );
 }
 
 #[test]
@@ -160,7 +186,11 @@ fn block_mask_agrees_with_elementwise_mask() {
                         } else {
                             BlockKind::Partial
                         };
-                        assert_eq!(bm.kind(s, h, qb, kb), want, "{m} seq {s} head {h} tile ({qb},{kb})");
+                        assert_eq!(
+                            bm.kind(s, h, qb, kb),
+                            want,
+                            "{m} seq {s} head {h} tile ({qb},{kb})"
+                        );
                     }
                 }
             }
@@ -171,10 +201,15 @@ fn block_mask_agrees_with_elementwise_mask() {
 #[test]
 fn sliding_window_block_mask_visits_only_the_band() {
     let lens = SeqLens::single(4096, 4096);
-    let v = Variant::full().mask(causal()).mask(sliding_window(256)).compile().unwrap();
+    let v = Variant::full()
+        .mask(causal())
+        .mask(sliding_window(256))
+        .compile()
+        .unwrap();
     let bm = BlockMask::build(v.mask.as_ref(), &lens, 8, 64, 64).unwrap();
     // Each q block sees at most 256/64 + 1 blocks.
-    let visited: u32 = bm.kv_num_blocks.iter().sum::<u32>() + bm.full_kv_num_blocks.iter().sum::<u32>();
+    let visited: u32 =
+        bm.kv_num_blocks.iter().sum::<u32>() + bm.full_kv_num_blocks.iter().sum::<u32>();
     assert!(visited as usize <= 64 * 5, "{visited}");
     assert!(bm.density() < 0.09);
 }
