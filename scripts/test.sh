@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# The test command (README, .ci/run): every Rust test, then the cross-checks against
-# independent implementations (gguf-py from PyPI) in a cached virtual environment.
+# The test command (README, .ci/run): every Rust test, the oracle table, then the cross-checks
+# against independent implementations (gguf-py from PyPI, ggml's C reference quantizers) in a
+# cached virtual environment under .cache/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== cargo test (workspace)"
+target=${CARGO_TARGET_DIR:-target}
+echo "== cargo test (workspace; the dev profile is optimized)"
 cargo test --workspace --all-targets 2>&1
-echo "== flexkern verify --quick (oracle table, CPU)"
-cargo run -q -p flexkern-cli --bin flexkern -- verify --quick
-echo "== flexkern verify --device cuda: skipped (no CUDA backend in this build, no GPU in CI)"
+echo "== flexkern verify --quick (every attention variant against the f64 oracle, CPU)"
+cargo build -q -p flexkern-cli
+"$target/debug/flexkern" verify --quick
+echo "== flexkern verify --device cuda: SKIPPED (no CUDA backend in this build; CI has no GPU)"
+echo "== quantized formats vs gguf-py (PyPI gguf)"
+FLEXKERN_BIN="$target/debug/flexkern" bash crates/flexkern-quant/tests/gguf_crosscheck.sh
+echo "== K-quants vs gguf-py and ggml's reference quantizers"
+bash crates/flexkern-quant/tests/kquants_crosscheck.sh
+echo "== all tests passed"
