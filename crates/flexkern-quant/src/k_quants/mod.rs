@@ -49,7 +49,6 @@ pub const K_SCALE_SIZE: usize = 12;
 
 static FORCE_SCALAR: AtomicBool = AtomicBool::new(false);
 
-#[allow(dead_code)] // for the driver's tests and benchmarks
 /// Forces every K-quant `vec_dot` onto the portable scalar path (for tests and comparisons).
 pub(crate) fn force_scalar(on: bool) {
     FORCE_SCALAR.store(on, Ordering::Relaxed);
