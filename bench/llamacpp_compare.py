@@ -1,9 +1,10 @@
-"""flexkern vs llama.cpp (through llama-cpp-python) on one GGUF model, same threads.
+"""flexkern vs llama.cpp on one GGUF model, same threads, one run.
 
 Checks: greedy continuations (first 32 tokens identical), last-position logits (max abs
 difference, top-5 agreement), tokenization of a varied text token for token, and speed
 (prefill tok/s on a ~193-token prompt, decode tok/s), medians over repeats, as one table.
-Run through bench/llamacpp_compare.sh, which builds llama.cpp once and builds flexkern.
+The llama.cpp side is bench/llamacpp_probe.c; run through bench/llamacpp_compare.sh, which
+builds it once and builds flexkern.
 """
 
 import argparse
@@ -13,10 +14,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
-import llama_cpp
 
 PROMPTS = [
     "The capital of France is",
@@ -45,76 +44,58 @@ SPEED_PARAGRAPH = (
 )
 
 
-def speed_prompt(llm, target=193):
-    text = SPEED_PARAGRAPH
-    while len(llm.tokenize(text.encode(), add_bos=False, special=False)) < target:
-        text += SPEED_PARAGRAPH
-    ids = llm.tokenize(text.encode(), add_bos=False, special=False)[:target]
-    return llm.detokenize(ids).decode("utf-8", errors="ignore")
+def run_json(cmd):
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
-def flex(binary, model, threads, text, *extra):
+def flex(a, model, text, *extra):
+    """Runs `flexkern run` on `text` (through a file, so any bytes survive)."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write(text)
-        path = f.name
     try:
-        cmd = [binary, "run", "--threads", str(threads), "--prompt-file", path, *extra]
-        if model:
-            cmd += ["--model", model]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        return out
+        return run_json([a.flexkern, "run", "--model", model, "--threads", str(a.threads),
+                         "--prompt-file", f.name, *extra])
     finally:
-        os.unlink(path)
+        os.unlink(f.name)
 
 
-def last_logits(llm):
-    n_vocab = llm.n_vocab()
-    ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
-    return np.ctypeslib.as_array(ptr, shape=(n_vocab,)).copy()
+def llama(a, model, text, mode, *extra):
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write(text)
+    try:
+        return run_json([a.probe, model, str(a.threads), mode, f.name, *extra])
+    finally:
+        os.unlink(f.name)
 
 
-def llama_greedy(llm, ids, n):
-    llm.reset()
-    llm.eval(ids)
-    out = []
-    for _ in range(n):
-        tok = int(np.argmax(last_logits(llm)))
-        out.append(tok)
-        llm.eval([tok])
-    return out
-
-
-def llama_speed(llm, ids, n_decode):
-    """(prefill tok/s, decode tok/s) from llama.cpp's own performance counters."""
-    llm.reset()
-    llama_cpp.llama_perf_context_reset(llm._ctx.ctx)
-    llm.eval(ids)
-    tok = int(np.argmax(last_logits(llm)))
-    for _ in range(n_decode):
-        llm.eval([tok])
-        tok = int(np.argmax(last_logits(llm)))
-    p = llama_cpp.llama_perf_context(llm._ctx.ctx)
-    return p.n_p_eval / (p.t_p_eval_ms / 1e3), p.n_eval / (p.t_eval_ms / 1e3)
+def speed_prompt(a, model, target=193):
+    text = SPEED_PARAGRAPH
+    while len(flex(a, model, text, "--tokenize-only")) < target:
+        text += SPEED_PARAGRAPH
+    # Trim word by word down to the target length.
+    words = text.split(" ")
+    while len(flex(a, model, " ".join(words), "--tokenize-only")) > target:
+        words.pop()
+    return " ".join(words)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--flexkern", required=True)
+    ap.add_argument("--probe", required=True)
     ap.add_argument("--model", default=None)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--decode-tokens", type=int, default=64)
     a = ap.parse_args()
     model = a.model or subprocess.run(
-        [os.path.join(os.path.dirname(__file__), "fetch_model.sh")],
+        [os.path.join(os.path.dirname(os.path.abspath(__file__)), "fetch_model.sh")],
         check=True, capture_output=True, text=True).stdout.strip()
-    llm = llama_cpp.Llama(model_path=model, n_ctx=1024, n_batch=512, n_ubatch=512,
-                          n_threads=a.threads, n_threads_batch=a.threads, verbose=False)
     fails = 0
 
     print("== tokenization (varied text) ==")
-    ref = llm.tokenize(VARIED_TEXT.encode(), add_bos=False, special=False)
-    got = json.loads(flex(a.flexkern, model, a.threads, VARIED_TEXT, "--tokenize-only"))
+    ref = llama(a, model, VARIED_TEXT, "tokenize")["ids"]
+    got = flex(a, model, VARIED_TEXT, "--tokenize-only")
     same = ref == got
     fails += not same
     first = next((i for i, (x, y) in enumerate(zip(ref, got)) if x != y), None)
@@ -122,47 +103,46 @@ def main():
           f"{'identical' if same else f'DIFFER (first at {first})'}")
 
     print("\n== greedy 32 tokens and last-position logits ==")
-    print(f"{'prompt':34} {'greedy':>10} {'max|dlogit|':>12} {'top5':>6} {'top1':>5}")
-    for p in PROMPTS:
-        ids = llm.tokenize(p.encode(), add_bos=llm._model.add_bos_token(), special=False)
-        with tempfile.TemporaryDirectory() as d:
-            npy = os.path.join(d, "l.npy")
-            out = json.loads(flex(a.flexkern, model, a.threads, p, "--json", "--temperature",
-                                  "0", "-n", "32", "--dump-logits", npy))
-            ours = np.load(npy)
-        if out["prompt_ids"] != ids:
-            print(f"  prompt tokenization differs: {out['prompt_ids']} vs {ids}")
-        llm.reset()
-        llm.eval(ids)
-        theirs = last_logits(llm)
-        ref = llama_greedy(llm, ids, 32)
-        match = next((i for i, (x, y) in enumerate(zip(ref, out["ids"])) if x != y), 32)
-        diff = float(np.max(np.abs(ours - theirs)))
-        t5o, t5t = np.argsort(-ours)[:5], np.argsort(-theirs)[:5]
-        top5 = len(set(t5o) & set(t5t))
-        fails += match < 32
-        print(f"{p[:32]!r:34} {match:>7}/32 {diff:12.4f} {top5:>4}/5 "
-              f"{'yes' if t5o[0] == t5t[0] else 'NO':>5}")
+    print(f"{'prompt':34} {'greedy':>8} {'max|dlogit|':>12} {'rms':>7} {'top5':>5} {'top1':>5}")
+    with tempfile.TemporaryDirectory() as d:
+        for p in PROMPTS:
+            ours_npy, theirs_f32 = os.path.join(d, "o.npy"), os.path.join(d, "t.f32")
+            out = flex(a, model, p, "--json", "--temperature", "0", "-n", "32",
+                       "--dump-logits", ours_npy)
+            ref = llama(a, model, p, "run", "32", theirs_f32)
+            ours, theirs = np.load(ours_npy), np.fromfile(theirs_f32, dtype=np.float32)
+            if out["prompt_ids"] != ref["prompt_ids"]:
+                print(f"  prompt tokenization differs: {out['prompt_ids']} vs {ref['prompt_ids']}")
+            match = next((i for i, (x, y) in enumerate(zip(ref["ids"], out["ids"])) if x != y), 32)
+            diff = float(np.max(np.abs(ours - theirs)))
+            rms = float(np.sqrt(np.mean((ours - theirs) ** 2)))
+            t5o, t5t = np.argsort(-ours)[:5], np.argsort(-theirs)[:5]
+            top5 = len(set(t5o.tolist()) & set(t5t.tolist()))
+            fails += match < 32
+            print(f"{p[:32]!r:34} {match:>5}/32 {diff:12.4f} {rms:7.4f} {top5:>3}/5 "
+                  f"{'yes' if t5o[0] == t5t[0] else 'NO':>5}")
 
-    print(f"\n== speed ({a.threads} threads, median of {a.repeats}) ==")
-    text = speed_prompt(llm)
-    ids = llm.tokenize(text.encode(), add_bos=llm._model.add_bos_token(), special=False)
-    fk_p, fk_d, lc_p, lc_d = [], [], [], []
-    for _ in range(a.repeats):
-        o = json.loads(flex(a.flexkern, model, a.threads, text, "--json", "--temperature", "0",
-                            "-n", str(a.decode_tokens + 1)))
-        fk_p.append(o["prefill_tok_s"])
-        fk_d.append(o["decode_tok_s"])
-        p, d = llama_speed(llm, ids, a.decode_tokens)
-        lc_p.append(p)
-        lc_d.append(d)
+        print(f"\n== speed ({a.threads} threads, median of {a.repeats}, alternating) ==")
+        text = speed_prompt(a, model)
+        n = str(a.decode_tokens + 1)
+        fk_p, fk_d, lc_p, lc_d = [], [], [], []
+        for _ in range(a.repeats):
+            o = flex(a, model, text, "--json", "--temperature", "0", "-n", n)
+            fk_p.append(o["prefill_tok_s"])
+            fk_d.append(o["decode_tok_s"])
+            r = llama(a, model, text, "run", n, os.path.join(d, "t.f32"))
+            lc_p.append(r["prefill_tok_s"])
+            lc_d.append(r["decode_tok_s"])
     med = statistics.median
-    print(f"prompt {len(ids)} tokens, {a.decode_tokens} decode steps")
+    print(f"prompt {o['prefill_tokens']} tokens (llama.cpp {r['prefill_tokens']}), "
+          f"{o['decode_tokens']} decode steps")
     print(f"{'':12} {'prefill tok/s':>14} {'decode tok/s':>13}")
     print(f"{'llama.cpp':12} {med(lc_p):14.1f} {med(lc_d):13.1f}")
     print(f"{'flexkern':12} {med(fk_p):14.1f} {med(fk_d):13.1f}")
     print(f"{'ratio':12} {med(fk_p) / med(lc_p):14.2f} {med(fk_d) / med(lc_d):13.2f}")
-    print(f"runs: flexkern prefill {fk_p} decode {fk_d}; llama.cpp prefill {lc_p} decode {lc_d}")
+    fmt = lambda xs: "[" + ", ".join(f"{x:.1f}" for x in xs) + "]"
+    print(f"runs: flexkern prefill {fmt(fk_p)} decode {fmt(fk_d)}; "
+          f"llama.cpp prefill {fmt(lc_p)} decode {fmt(lc_d)}")
     return 1 if fails else 0
 
 

@@ -122,7 +122,7 @@ fn rope_scale(f: &GgufFile, arch: &str) -> Result<f32> {
             Ok(1.0)
         }
         ("linear", Some(x)) if x > 0.0 => Ok(1.0 / x),
-        (_, Some(x)) if x == 1.0 => Ok(1.0),
+        (_, Some(1.0)) => Ok(1.0),
         (t, _) => Err(config_err(
             &ty_key,
             format!("rope scaling {t:?} is not supported"),

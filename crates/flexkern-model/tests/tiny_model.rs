@@ -9,6 +9,12 @@ use flexkern_quant::{quantize, Format};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+/// The CPU backend (built through `Default` so a unit struct and a struct with state both fit).
+#[allow(clippy::default_constructed_unit_structs)]
+fn cpu() -> CpuBackend {
+    CpuBackend::default()
+}
+
 const D: usize = 64;
 const HEADS: usize = 4;
 const KV_HEADS: usize = 2;
@@ -165,7 +171,7 @@ fn rel_err(got: &[f32], want: &[f64]) -> f64 {
 /// Prefill of `m` tokens (all logits) then decode steps, each against the reference.
 fn check_against_reference(s: &Spec, tol: f64) {
     let f = open(s);
-    let model = Model::load(&f, CpuBackend::default(), |_, _| {}).unwrap();
+    let model = Model::load(&f, cpu(), |_, _| {}).unwrap();
     let toks = tokens(11);
     let want = reference::forward(&model.config, &model.weights, &toks).unwrap();
     let mut cache = model.new_cache();
@@ -229,7 +235,7 @@ fn quantized_models_match_reference() {
 fn decode_after_prefill_equals_prefill_of_everything() {
     for f in [Format::F32, Format::Q4_1] {
         let file = open(&Spec::new("llama", f));
-        let model = Model::load(&file, CpuBackend::default(), |_, _| {}).unwrap();
+        let model = Model::load(&file, cpu(), |_, _| {}).unwrap();
         let toks = tokens(9);
         let mut all = model.new_cache();
         let want = model.forward(&mut all, &toks, Logits::Last).unwrap();
@@ -254,7 +260,7 @@ fn bad_models_give_typed_errors() {
         ..Spec::new("llama", Format::F32)
     };
     let f = open(&missing);
-    match Model::load(&f, CpuBackend::default(), |_, _| {}) {
+    match Model::load(&f, cpu(), |_, _| {}) {
         Err(ModelError::MissingTensor(n)) => assert_eq!(n, "blk.1.ffn_up.weight"),
         other => panic!("expected MissingTensor, got {:?}", other.err()),
     }
@@ -263,13 +269,13 @@ fn bad_models_give_typed_errors() {
         ..Spec::new("llama", Format::F32)
     };
     let f = open(&shape);
-    match Model::load(&f, CpuBackend::default(), |_, _| {}) {
+    match Model::load(&f, cpu(), |_, _| {}) {
         Err(ModelError::TensorShape { name, .. }) => assert_eq!(name, "blk.0.attn_k.weight"),
         other => panic!("expected TensorShape, got {:?}", other.err()),
     }
     let f = open(&Spec::new("gpt2", Format::F32));
     assert!(matches!(
-        Model::load(&f, CpuBackend::default(), |_, _| {}),
+        Model::load(&f, cpu(), |_, _| {}),
         Err(ModelError::UnsupportedArch(_))
     ));
 }
@@ -277,7 +283,7 @@ fn bad_models_give_typed_errors() {
 #[test]
 fn bad_arguments_leave_the_cache_intact() {
     let f = open(&Spec::new("llama", Format::F32));
-    let model = Model::load(&f, CpuBackend::default(), |_, _| {}).unwrap();
+    let model = Model::load(&f, cpu(), |_, _| {}).unwrap();
     let mut cache = model.new_cache();
     let toks = tokens(4);
     let before = model.forward(&mut cache, &toks, Logits::Last).unwrap();

@@ -11,6 +11,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// The CPU backend (built through `Default` so a unit struct and a struct with state both fit).
+#[allow(clippy::default_constructed_unit_structs)]
+fn cpu() -> CpuBackend {
+    CpuBackend::default()
+}
+
 /// The default model and where `bench/fetch_model.sh` puts it.
 const DEFAULT_MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -154,7 +160,7 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
         text
     };
     let prompt = tok.encode(&text, true, args.chat);
-    let model = Model::load(&file, CpuBackend::default(), |_, _| {})?;
+    let model = Model::load(&file, cpu(), |_, _| {})?;
     let mut cache = model.new_cache();
     if let Some(out) = &args.dump_logits {
         let logits = model.forward(&mut cache, &prompt, Logits::Last)?;

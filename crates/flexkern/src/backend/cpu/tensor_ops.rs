@@ -78,7 +78,7 @@ impl TensorOps for CpuBackend {
 
     fn rms_norm(&self, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) -> Result<()> {
         let d = weight.len();
-        if d == 0 || x.len() % d != 0 {
+        if d == 0 || !x.len().is_multiple_of(d) {
             return Err(invalid(
                 "x",
                 format!("length {} is not a multiple of {d}", x.len()),
@@ -105,7 +105,10 @@ impl TensorOps for CpuBackend {
         rope: &Rope,
     ) -> Result<()> {
         check("x", x.len(), positions.len() * heads * head_dim)?;
-        if rope.n_rot > head_dim || rope.n_rot % 2 != 0 || rope.inv_freq.len() != rope.n_rot / 2 {
+        if rope.n_rot > head_dim
+            || !rope.n_rot.is_multiple_of(2)
+            || rope.inv_freq.len() != rope.n_rot / 2
+        {
             return Err(invalid(
                 "rope",
                 format!("n_rot {} for head_dim {head_dim}", rope.n_rot),
@@ -143,7 +146,7 @@ impl TensorOps for CpuBackend {
 
     fn add_bias(&self, x: &mut [f32], bias: &[f32]) -> Result<()> {
         let d = bias.len();
-        if d == 0 || x.len() % d != 0 {
+        if d == 0 || !x.len().is_multiple_of(d) {
             return Err(invalid(
                 "x",
                 format!("length {} is not a multiple of {d}", x.len()),
