@@ -376,7 +376,7 @@ unsafe fn convert_avx2(row: KvRow<'_>, dst: &mut [f32]) {
                 dst[j] = s[j].to_f32();
             }
         }
-        other => other.to_f32(&mut dst[..n]),
+        other => crate::kv_cache::widen::widen_row(other, &mut dst[..n]),
     }
 }
 
