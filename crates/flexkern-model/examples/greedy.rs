@@ -34,7 +34,7 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         temperature: 0.0,
         ..Default::default()
     })?;
-    let mut cache = model.new_cache();
+    let mut cache = model.new_cache(4096)?;
     if let Some(out) = args.get(4) {
         // The prompt's last-position logits as raw little-endian f32.
         let logits = model.forward(&mut cache, &ids, flexkern_model::Logits::Last)?;
@@ -57,7 +57,7 @@ fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 .collect();
             std::fs::write(format!("{out}.ref"), bytes)?;
         }
-        cache.clear();
+        cache.clear()?;
     }
     let (out, st) = generate(&model, &mut cache, &ids, n, &mut sampler, |_| {
         Flow::Continue

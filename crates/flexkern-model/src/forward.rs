@@ -6,8 +6,9 @@ use crate::config::Config;
 use crate::error::{ModelError, Result};
 use crate::kv::KvCache;
 use crate::weights::{Layer, Weights};
-use flexkern::backend::tensor_ops::{AttnShape, Rope, TensorOps};
-use flexkern::Backend;
+use flexkern::attention::paged::paged_attention;
+use flexkern::backend::tensor_ops::{Rope, TensorOps};
+use flexkern::{builtins, Backend, TensorView, Variant};
 use flexkern_gguf::GgufFile;
 
 /// Which positions get logits.
@@ -24,6 +25,7 @@ pub struct Model<'a, B> {
     pub weights: Weights<'a>,
     backend: B,
     rope: Rope,
+    causal: Variant,
 }
 
 /// Scratch buffers of one forward call.
@@ -53,6 +55,7 @@ impl<'a, B: Backend + TensorOps> Model<'a, B> {
             weights,
             backend,
             rope,
+            causal: Variant::full().mask(builtins::causal()),
         }
     }
 
@@ -60,9 +63,9 @@ impl<'a, B: Backend + TensorOps> Model<'a, B> {
         &self.backend
     }
 
-    /// An empty KV cache holding up to the model's context length.
-    pub fn new_cache(&self) -> KvCache {
-        KvCache::new(&self.config, self.config.context_length)
+    /// An empty KV cache holding up to `max_len` positions (at most the context length).
+    pub fn new_cache(&self, max_len: usize) -> Result<KvCache> {
+        KvCache::new(&self.config, max_len.min(self.config.context_length))
     }
 
     /// Runs `tokens` after the positions already in `cache`, appends their K/V, and returns
@@ -86,11 +89,11 @@ impl<'a, B: Backend + TensorOps> Model<'a, B> {
                 msg: "no tokens to run".into(),
             });
         }
-        let start = cache.len();
+        cache.begin()?;
         let r = self.run(cache, tokens, which);
         match r {
             Ok(_) => cache.commit(tokens.len()),
-            Err(_) => cache.truncate(start),
+            Err(_) => cache.abort(),
         }
         r
     }
@@ -149,14 +152,20 @@ impl<'a, B: Backend + TensorOps> Model<'a, B> {
         }
         b.rope(&mut s.q, c.n_head, c.head_dim, positions, &self.rope)?;
         b.rope(&mut s.k, c.n_head_kv, c.head_dim, positions, &self.rope)?;
-        cache.append(i, &s.k, &s.v);
-        let (kc, vc) = cache.layer(i);
-        let shape = AttnShape {
-            q_heads: c.n_head,
-            kv_heads: c.n_head_kv,
-            head_dim: c.head_dim,
-        };
-        b.causal_attention(&s.q, kc, vc, shape, &mut s.att)?;
+        let kv = cache.append(i, &s.k, &s.v)?;
+        let q = TensorView::contiguous(&s.q[..], &[m, c.n_head, c.head_dim]);
+        let cu_q = [0, m as u64];
+        paged_attention(
+            b,
+            &q,
+            &cu_q,
+            &kv,
+            None,
+            &self.causal,
+            None,
+            &mut s.att,
+            None,
+        )?;
         b.matmul(&l.wo, &s.att, m, &mut s.proj)?;
         b.add(x, &s.proj)?;
         Ok(())

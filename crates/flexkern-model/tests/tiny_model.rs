@@ -174,7 +174,7 @@ fn check_against_reference(s: &Spec, tol: f64) {
     let model = Model::load(&f, cpu(), |_, _| {}).unwrap();
     let toks = tokens(11);
     let want = reference::forward(&model.config, &model.weights, &toks).unwrap();
-    let mut cache = model.new_cache();
+    let mut cache = model.new_cache(usize::MAX).unwrap();
     let m = 8;
     let got = model.forward(&mut cache, &toks[..m], Logits::All).unwrap();
     let e = rel_err(&got, &want[..m * VOCAB]);
@@ -237,9 +237,9 @@ fn decode_after_prefill_equals_prefill_of_everything() {
         let file = open(&Spec::new("llama", f));
         let model = Model::load(&file, cpu(), |_, _| {}).unwrap();
         let toks = tokens(9);
-        let mut all = model.new_cache();
+        let mut all = model.new_cache(usize::MAX).unwrap();
         let want = model.forward(&mut all, &toks, Logits::Last).unwrap();
-        let mut step = model.new_cache();
+        let mut step = model.new_cache(usize::MAX).unwrap();
         model.forward(&mut step, &toks[..5], Logits::Last).unwrap();
         let mut got = Vec::new();
         for t in 5..toks.len() {
@@ -284,7 +284,7 @@ fn bad_models_give_typed_errors() {
 fn bad_arguments_leave_the_cache_intact() {
     let f = open(&Spec::new("llama", Format::F32));
     let model = Model::load(&f, cpu(), |_, _| {}).unwrap();
-    let mut cache = model.new_cache();
+    let mut cache = model.new_cache(usize::MAX).unwrap();
     let toks = tokens(4);
     let before = model.forward(&mut cache, &toks, Logits::Last).unwrap();
     assert!(matches!(
@@ -302,7 +302,7 @@ fn bad_arguments_leave_the_cache_intact() {
     ));
     assert_eq!(cache.len(), 4);
     // The cache still continues the same sequence.
-    let mut fresh = model.new_cache();
+    let mut fresh = model.new_cache(usize::MAX).unwrap();
     let mut all = toks.clone();
     all.push(5);
     let want = model.forward(&mut fresh, &all, Logits::Last).unwrap();
@@ -310,4 +310,9 @@ fn bad_arguments_leave_the_cache_intact() {
     assert_eq!(before.len(), got.len());
     let want64: Vec<f64> = want.iter().map(|&x| x as f64).collect();
     assert!(rel_err(&got, &want64) <= 1e-5);
+    // A cleared cache starts over.
+    cache.clear().unwrap();
+    assert!(cache.is_empty());
+    let again = model.forward(&mut cache, &toks, Logits::Last).unwrap();
+    assert_eq!(again, before);
 }

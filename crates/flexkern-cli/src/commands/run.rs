@@ -56,6 +56,9 @@ pub struct RunArgs {
     pub chat: bool,
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: Device,
+    /// KV cache positions (prompt plus generated tokens; capped at the model's context).
+    #[arg(long, default_value_t = 4096)]
+    pub ctx: usize,
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -161,11 +164,11 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
     };
     let prompt = tok.encode(&text, true, args.chat);
     let model = Model::load(&file, cpu(), |_, _| {})?;
-    let mut cache = model.new_cache();
+    let mut cache = model.new_cache(args.ctx)?;
     if let Some(out) = &args.dump_logits {
         let logits = model.forward(&mut cache, &prompt, Logits::Last)?;
         flexkern::npy::write_f32(out, &[logits.len()], &logits)?;
-        cache.clear();
+        cache.clear()?;
     }
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
