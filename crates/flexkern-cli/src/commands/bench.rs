@@ -18,6 +18,9 @@ pub struct BenchArgs {
     /// Fewer repetitions and smaller shapes (smoke test of the benchmark itself).
     #[arg(long)]
     pub quick: bool,
+    /// Only the attention section(s) whose name contains this: prefill, decode, paged.
+    #[arg(long, default_value = "")]
+    pub only: String,
     /// Also append the rows to this CSV file.
     #[arg(long)]
     pub csv: Option<std::path::PathBuf>,
@@ -120,102 +123,110 @@ fn time_attention(
     Ok(t)
 }
 
-pub fn run_attention_benches(quick: bool, fma: f64, bw: f64) -> Result<Vec<Row>> {
+pub fn run_attention_benches(quick: bool, only: &str, fma: f64, bw: f64) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
+    let want = |section: &str| section.contains(only);
     let reps = if quick { 1 } else { 5 };
     let s = if quick { 1024 } else { 4096 };
     let (h, d) = (8, 128);
+    let kv = if quick { 4096 } else { 32768 };
     let full_flops = 4.0 * (s * s * d * h) as f64;
     let causal_v = Variant::full().mask(causal());
-    for (name, v, flops) in [
-        ("causal", &causal_v, full_flops / 2.0),
-        ("dense", &Variant::full(), full_flops),
-    ] {
-        let t = time_attention(DType::F32, s, s, h, h, d, v, reps)?;
+    if want("prefill") {
+        for (name, v, flops) in [
+            ("causal", &causal_v, full_flops / 2.0),
+            ("dense", &Variant::full(), full_flops),
+        ] {
+            let t = time_attention(DType::F32, s, s, h, h, d, v, reps)?;
+            rows.push(Row {
+                case: format!("prefill f32 {name} S{s} H{h} D{d}"),
+                ms: t * 1e3,
+                gflops: flops / t / 1e9,
+                gbs: 0.0,
+                ratio: flops / t / 1e9 / fma,
+                limit: "FMA peak",
+            });
+        }
+        // Sliding window: compare with the dense rate times the kept fraction.
+        let w = 256;
+        let kept: f64 = (0..s).map(|i| (i + 1).min(w) as f64).sum();
+        let dense_t = rows[1].ms / 1e3;
+        let sw = Variant::full()
+            .mask(causal())
+            .mask(sliding_window(w as i64));
+        let t = time_attention(DType::F32, s, s, h, h, d, &sw, reps)?;
+        let ideal = dense_t * kept / (s * s) as f64;
+        let flops = 4.0 * kept * (d * h) as f64;
         rows.push(Row {
-            case: format!("prefill f32 {name} S{s} H{h} D{d}"),
+            case: format!("prefill f32 sliding {w}+causal S{s} (time/ideal)"),
             ms: t * 1e3,
             gflops: flops / t / 1e9,
             gbs: 0.0,
-            ratio: flops / t / 1e9 / fma,
-            limit: "FMA peak",
+            ratio: t / ideal,
+            limit: "ideal time",
+        });
+        // BlockMask construction for causal, as a fraction of the attention it serves.
+        let prog = causal_v.compile()?.mask;
+        let lens = SeqLens::single(s, s);
+        let bt = median_secs(1, reps.max(3), || {
+            std::hint::black_box(BlockMask::build(prog.as_ref(), &lens, h, 64, 64).ok());
+        });
+        rows.push(Row {
+            case: format!("BlockMask build causal S{s} (of causal attn)"),
+            ms: bt * 1e3,
+            gflops: 0.0,
+            gbs: 0.0,
+            ratio: bt / (rows[0].ms / 1e3),
+            limit: "attention time",
         });
     }
-    // Sliding window: compare with the dense rate times the kept fraction.
-    let w = 256;
-    let kept: f64 = (0..s).map(|i| (i + 1).min(w) as f64).sum();
-    let dense_t = rows[1].ms / 1e3;
-    let sw = Variant::full()
-        .mask(causal())
-        .mask(sliding_window(w as i64));
-    let t = time_attention(DType::F32, s, s, h, h, d, &sw, reps)?;
-    let ideal = dense_t * kept / (s * s) as f64;
-    let flops = 4.0 * kept * (d * h) as f64;
-    rows.push(Row {
-        case: format!("prefill f32 sliding {w}+causal S{s} (time/ideal)"),
-        ms: t * 1e3,
-        gflops: flops / t / 1e9,
-        gbs: 0.0,
-        ratio: t / ideal,
-        limit: "ideal time",
-    });
-    // BlockMask construction for causal, as a fraction of the attention it serves.
-    let prog = causal_v.compile()?.mask;
-    let lens = SeqLens::single(s, s);
-    let bt = median_secs(1, reps.max(3), || {
-        std::hint::black_box(BlockMask::build(prog.as_ref(), &lens, h, 64, 64).ok());
-    });
-    rows.push(Row {
-        case: format!("BlockMask build causal S{s} (of causal attn)"),
-        ms: bt * 1e3,
-        gflops: 0.0,
-        gbs: 0.0,
-        ratio: bt / (rows[0].ms / 1e3),
-        limit: "attention time",
-    });
     // Decode: one query, long KV, GQA 32/8: bandwidth bound.
-    let kv = if quick { 4096 } else { 32768 };
-    for dtype in [DType::F32, DType::F16, DType::BF16] {
-        let t = time_attention(dtype, 1, kv, 32, 8, d, &causal_v, reps * 4)?;
-        let bytes = (2 * kv * 8 * d * dtype.size()) as f64;
-        rows.push(Row {
-            case: format!("decode {} KV{kv} Hq32/Hkv8 D{d}", dtype.name()),
-            ms: t * 1e3,
-            gflops: 0.0,
-            gbs: bytes / t / 1e9,
-            ratio: bytes / t / 1e9 / bw,
-            limit: "read bandwidth",
-        });
+    if want("decode") {
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            let t = time_attention(dtype, 1, kv, 32, 8, d, &causal_v, reps * 4)?;
+            let bytes = (2 * kv * 8 * d * dtype.size()) as f64;
+            rows.push(Row {
+                case: format!("decode {} KV{kv} Hq32/Hkv8 D{d}", dtype.name()),
+                ms: t * 1e3,
+                gflops: 0.0,
+                gbs: bytes / t / 1e9,
+                ratio: bytes / t / 1e9 / bw,
+                limit: "read bandwidth",
+            });
+        }
     }
     // Paged decode (shuffled pages) against contiguous, and fp8 KV against bf16 KV.
-    let shape = (32, 8, d);
-    for (act, ps) in [(DType::F32, 16), (DType::F32, 64), (DType::BF16, 16)] {
-        let t = super::paged::bench_paged_decode(shape, kv, ps, act, None, reps * 4)?;
-        let bytes = (2 * kv * 8 * d * act.size()) as f64;
-        rows.push(Row {
-            case: format!(
-                "decode paged {} page {ps} KV{kv} (paged/contiguous)",
-                act.name()
-            ),
-            ms: t.paged_ms,
-            gflops: 0.0,
-            gbs: bytes / (t.paged_ms / 1e3) / 1e9,
-            ratio: t.paged_ms / t.contiguous_ms,
-            limit: "contiguous time",
-        });
-    }
-    let bf = super::paged::bench_paged_decode(shape, kv, 16, DType::BF16, None, reps * 4)?;
-    for kvd in [DType::Fp8E4M3, DType::Fp8E5M2, DType::I8] {
-        let t = super::paged::bench_paged_decode(shape, kv, 16, DType::BF16, Some(kvd), reps * 4)?;
-        let bytes = (2 * kv * 8 * d) as f64;
-        rows.push(Row {
-            case: format!("decode paged {} KV{kv} (time / bf16 KV time)", kvd.name()),
-            ms: t.paged_ms,
-            gflops: 0.0,
-            gbs: bytes / (t.paged_ms / 1e3) / 1e9,
-            ratio: t.paged_ms / bf.paged_ms,
-            limit: "bf16 KV time",
-        });
+    if want("paged") {
+        let shape = (32, 8, d);
+        for (act, ps) in [(DType::F32, 16), (DType::F32, 64), (DType::BF16, 16)] {
+            let t = super::paged::bench_paged_decode(shape, kv, ps, act, None, reps * 4)?;
+            let bytes = (2 * kv * 8 * d * act.size()) as f64;
+            rows.push(Row {
+                case: format!(
+                    "decode paged {} page {ps} KV{kv} (paged/contiguous)",
+                    act.name()
+                ),
+                ms: t.paged_ms,
+                gflops: 0.0,
+                gbs: bytes / (t.paged_ms / 1e3) / 1e9,
+                ratio: t.paged_ms / t.contiguous_ms,
+                limit: "contiguous time",
+            });
+        }
+        let bf = super::paged::bench_paged_decode(shape, kv, 16, DType::BF16, None, reps * 4)?;
+        for kvd in [DType::Fp8E4M3, DType::Fp8E5M2, DType::I8] {
+            let t =
+                super::paged::bench_paged_decode(shape, kv, 16, DType::BF16, Some(kvd), reps * 4)?;
+            let bytes = (2 * kv * 8 * d) as f64;
+            rows.push(Row {
+                case: format!("decode paged {} KV{kv} (time / bf16 KV time)", kvd.name()),
+                ms: t.paged_ms,
+                gflops: 0.0,
+                gbs: bytes / (t.paged_ms / 1e3) / 1e9,
+                ratio: t.paged_ms / bf.paged_ms,
+                limit: "bf16 KV time",
+            });
+        }
     }
     Ok(rows)
 }
@@ -233,7 +244,7 @@ pub fn run_bench(a: &BenchArgs) -> Result<()> {
     );
     let mut rows = Vec::new();
     if a.what == "attn" || a.what == "all" {
-        rows.extend(run_attention_benches(a.quick, fma, bw)?);
+        rows.extend(run_attention_benches(a.quick, &a.only, fma, bw)?);
     }
     print_rows(&rows, a.csv.as_deref())
 }
