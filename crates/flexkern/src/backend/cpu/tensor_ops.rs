@@ -260,3 +260,101 @@ fn direct_causal(
         },
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    fn is_invalid<T: std::fmt::Debug>(r: Result<T>) -> bool {
+        matches!(r, Err(Error::InvalidArgument { .. }))
+    }
+
+    #[test]
+    fn malformed_arguments_are_typed_errors() {
+        let b = CpuBackend::default();
+        let mut out = vec![0.0; 3];
+        assert!(is_invalid(b.rms_norm(&[1.0; 3], &[1.0; 2], 1e-5, &mut out)));
+        assert!(is_invalid(b.add(&mut out, &[1.0; 2])));
+        assert!(is_invalid(b.add_bias(&mut out, &[1.0; 2])));
+        let rope = Rope::new(RopeStyle::Normal, 4, 10_000.0, 1.0);
+        assert!(is_invalid(b.rope(&mut [0.0; 8], 1, 4, &[0], &rope)));
+        assert!(is_invalid(b.rope(&mut [0.0; 2], 1, 2, &[0], &rope)));
+        let s = AttnShape {
+            q_heads: 3,
+            kv_heads: 2,
+            head_dim: 2,
+        };
+        assert!(is_invalid(b.causal_attention(
+            &[0.0; 6],
+            &[0.0; 4],
+            &[0.0; 4],
+            s,
+            &mut [0.0; 6]
+        )));
+        let s = AttnShape {
+            q_heads: 2,
+            kv_heads: 1,
+            head_dim: 2,
+        };
+        // Two queries over one KV position.
+        assert!(is_invalid(b.causal_attention(
+            &[0.0; 8],
+            &[0.0; 2],
+            &[0.0; 2],
+            s,
+            &mut [0.0; 8]
+        )));
+    }
+
+    #[test]
+    fn rope_styles_rotate_the_documented_pairs() {
+        let b = CpuBackend::default();
+        let x0: Vec<f32> = (0..8).map(|i| i as f32 + 1.0).collect();
+        for style in [RopeStyle::Normal, RopeStyle::Neox] {
+            let rope = Rope::new(style, 8, 100.0, 1.0);
+            let mut x = x0.clone();
+            b.rope(&mut x, 1, 8, &[3], &rope).unwrap();
+            for i in 0..4 {
+                let (a, c) = match style {
+                    RopeStyle::Normal => (2 * i, 2 * i + 1),
+                    RopeStyle::Neox => (i, i + 4),
+                };
+                let th = 3.0 * 100f64.powf(-2.0 * i as f64 / 8.0);
+                let (s, co) = th.sin_cos();
+                let want_a = x0[a] as f64 * co - x0[c] as f64 * s;
+                let want_c = x0[a] as f64 * s + x0[c] as f64 * co;
+                assert!((x[a] as f64 - want_a).abs() < 1e-5, "{style:?} {i}");
+                assert!((x[c] as f64 - want_c).abs() < 1e-5, "{style:?} {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn direct_attention_matches_the_generic_path() {
+        let (m, n, s) = (
+            3,
+            5,
+            AttnShape {
+                q_heads: 4,
+                kv_heads: 2,
+                head_dim: 8,
+            },
+        );
+        let gen = |len: usize, seed: u32| -> Vec<f32> {
+            (0..len)
+                .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
+                .collect()
+        };
+        let (q, k, v) = (gen(m * 32, 1), gen(n * 16, 2), gen(n * 16, 3));
+        let mut want = vec![f32::NAN; m * 32];
+        direct_causal(&q, &k, &v, s, m, n, &mut want);
+        let mut got = vec![f32::NAN; m * 32];
+        CpuBackend::default()
+            .causal_attention(&q, &k, &v, s, &mut got)
+            .unwrap();
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
+        }
+    }
+}
