@@ -241,7 +241,10 @@ impl<'a> PagedKv<'a> {
     #[inline(always)]
     fn locate(&self, seq: usize, head: usize, pos: usize, dim: usize) -> Option<usize> {
         // Past kv_len a table may run on into the next sequence's pages: a caller bug.
-        debug_assert!(pos < self.kv_lens[seq], "KV position {pos} beyond the sequence");
+        debug_assert!(
+            pos < self.kv_lens[seq],
+            "KV position {pos} beyond the sequence"
+        );
         let (lp, slot) = match self.shift {
             Some(sh) => (pos >> sh, pos & (self.page_size - 1)),
             None => (pos / self.page_size, pos % self.page_size),
