@@ -32,8 +32,6 @@ enum Command {
     Dequantize(commands::quant::DequantizeArgs),
     /// y = W x for raw quantized W and .npy x.
     Gemv(commands::quant::GemvArgs),
-    /// Quantized GEMV beside measured memory read bandwidth.
-    BenchGemv(commands::bench_gemv::BenchGemvArgs),
 }
 
 fn main() {
@@ -47,7 +45,6 @@ fn main() {
         Command::Quantize(a) => commands::quant::run_quantize(&a),
         Command::Dequantize(a) => commands::quant::run_dequantize(&a),
         Command::Gemv(a) => commands::quant::run_gemv(&a),
-        Command::BenchGemv(a) => commands::bench_gemv::run_bench_gemv(&a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

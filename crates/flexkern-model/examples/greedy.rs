@@ -6,9 +6,8 @@ use flexkern_gguf::{GgufFile, Tokenizer};
 use flexkern_model::{generate, Flow, Model, Sampler, SamplerConfig};
 
 /// The CPU backend (built through `Default` so a unit struct and a struct with state both fit).
-#[allow(clippy::default_constructed_unit_structs)]
 fn cpu() -> CpuBackend {
-    CpuBackend::default()
+    CpuBackend
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

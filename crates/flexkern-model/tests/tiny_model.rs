@@ -10,9 +10,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 /// The CPU backend (built through `Default` so a unit struct and a struct with state both fit).
-#[allow(clippy::default_constructed_unit_structs)]
 fn cpu() -> CpuBackend {
-    CpuBackend::default()
+    CpuBackend
 }
 
 const D: usize = 64;

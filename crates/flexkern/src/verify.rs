@@ -69,6 +69,17 @@ pub fn tolerance(dtype: DType) -> f64 {
     }
 }
 
+/// (name, (q_len, kv_len) per sequence, Hq, Hkv, Dk, Dv, variant).
+type Spec = (
+    String,
+    Vec<(usize, usize)>,
+    usize,
+    usize,
+    usize,
+    usize,
+    Variant,
+);
+
 /// The standard matrix: every built-in mod, compositions, GQA/MQA, head sizes, ragged batches,
 /// zero-length and fully masked sequences, split-KV decode, for each activation dtype.
 pub fn standard_cases(quick: bool) -> Vec<Case> {
@@ -84,15 +95,7 @@ pub fn standard_cases(quick: bool) -> Vec<Case> {
         let (kr, kc) = (kv_pos() / w, kv_pos() % w);
         (qr - kr).abs().le(int(2)).and((qc - kc).abs().le(int(2)))
     };
-    let mut base: Vec<(
-        String,
-        Vec<(usize, usize)>,
-        usize,
-        usize,
-        usize,
-        usize,
-        Variant,
-    )> = vec![
+    let mut base: Vec<Spec> = vec![
         (
             "full".into(),
             vec![(100, 100)],

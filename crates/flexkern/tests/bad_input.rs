@@ -18,7 +18,7 @@ fn arg_of(e: &Error) -> &'static str {
 fn run(args: &AttentionArgs, out_len: usize, lse_len: usize) -> Result<(), Error> {
     let mut o = vec![0f32; out_len];
     let mut l = vec![0f32; lse_len];
-    attention(&CpuBackend::default(), args, None, &mut o, Some(&mut l))
+    attention(&CpuBackend, args, None, &mut o, Some(&mut l))
 }
 
 #[test]

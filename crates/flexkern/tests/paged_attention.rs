@@ -18,9 +18,8 @@ const HKV: usize = 2;
 const D: usize = 16;
 
 /// Works whether the backend is a unit struct or carries state.
-#[allow(clippy::default_constructed_unit_structs)]
 fn backend() -> CpuBackend {
-    CpuBackend::default()
+    CpuBackend
 }
 
 fn rand_vec(rng: &mut StdRng, n: usize) -> Vec<f32> {

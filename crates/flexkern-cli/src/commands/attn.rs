@@ -89,7 +89,7 @@ pub fn parse_masks(masks: &[String], mut v: Variant) -> Result<Variant> {
     Ok(v)
 }
 
-fn f32_vec(path: &PathBuf, what: &str) -> Result<Vec<f32>> {
+fn f32_vec(path: &std::path::Path, what: &str) -> Result<Vec<f32>> {
     let a = npy::read(path)?;
     if a.shape.len() != 1 {
         bail!("--{what}: expected a 1-D array, got shape {:?}", a.shape);
@@ -170,9 +170,7 @@ pub fn run_attn(a: &AttnArgs) -> Result<()> {
             super::paged::attention_paged(&args, ps, dt, a.page_seed, &mut o, Some(&mut lse))?;
         }
         (None, Some(_)) => bail!("--kv-dtype needs --page-size"),
-        (None, None) => {
-            flexkern::attention(&CpuBackend::default(), &args, None, &mut o, Some(&mut lse))?
-        }
+        (None, None) => flexkern::attention(&CpuBackend, &args, None, &mut o, Some(&mut lse))?,
     }
     npy::write_f32(&a.out, &[tokens, hq, dv], &o)?;
     if let Some(p) = &a.lse {

@@ -3,22 +3,34 @@
 
 use super::limits::{fma_peak_gflops, median_secs, read_bandwidth_gbs};
 use anyhow::Result;
-use clap::Args;
+use clap::{Args, Subcommand};
 use flexkern::attention::problem::SeqLens;
 use flexkern::builtins::{causal, sliding_window};
 use flexkern::verify::{Input, Rng};
 use flexkern::{AttentionArgs, BlockMask, CpuBackend, DType, Variant};
 use std::io::Write;
 
+/// `flexkern bench [attn|gemv]`: no subcommand runs both with their defaults.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// What to run: attn, gemv or all.
-    #[arg(default_value = "all")]
-    pub what: String,
+    #[command(subcommand)]
+    pub what: Option<BenchWhat>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchWhat {
+    /// Attention: prefill, sliding window, BlockMask build, decode, paged and quantized KV.
+    Attn(AttnBenchArgs),
+    /// Quantized GEMV per format beside measured read bandwidth.
+    Gemv(super::bench_gemv::BenchGemvArgs),
+}
+
+#[derive(Args, Debug, Default)]
+pub struct AttnBenchArgs {
     /// Fewer repetitions and smaller shapes (smoke test of the benchmark itself).
     #[arg(long)]
     pub quick: bool,
-    /// Only the attention section(s) whose name contains this: prefill, decode, paged.
+    /// Only the section(s) whose name contains this: prefill, decode, paged.
     #[arg(long, default_value = "")]
     pub only: String,
     /// Also append the rows to this CSV file.
@@ -99,7 +111,7 @@ fn time_attention(
         v.view(&[kv_len, hkv, d]),
     )
     .variant(variant.clone());
-    let backend = CpuBackend::default();
+    let backend = CpuBackend;
     let mut o = vec![0f32; q_len * hq * d];
     // Build the BlockMask once, as a serving engine does per batch layout.
     let (p, _) = args.prepare()?;
@@ -231,10 +243,9 @@ pub fn run_attention_benches(quick: bool, only: &str, fma: f64, bw: f64) -> Resu
     Ok(rows)
 }
 
-pub fn run_bench(a: &BenchArgs) -> Result<()> {
+fn run_attn_bench(a: &AttnBenchArgs) -> Result<()> {
     println!(
-        "flexkern bench {} ({} threads)",
-        a.what,
+        "flexkern bench attn ({} threads)",
         rayon::current_num_threads()
     );
     let fma = fma_peak_gflops();
@@ -242,9 +253,24 @@ pub fn run_bench(a: &BenchArgs) -> Result<()> {
     println!(
         "machine limits (measured now): FMA peak {fma:.1} GFLOP/s, read bandwidth {bw:.2} GB/s"
     );
-    let mut rows = Vec::new();
-    if a.what == "attn" || a.what == "all" {
-        rows.extend(run_attention_benches(a.quick, &a.only, fma, bw)?);
-    }
+    let rows = run_attention_benches(a.quick, &a.only, fma, bw)?;
     print_rows(&rows, a.csv.as_deref())
+}
+
+pub fn run_bench(a: &BenchArgs) -> Result<()> {
+    match &a.what {
+        Some(BenchWhat::Attn(x)) => run_attn_bench(x),
+        Some(BenchWhat::Gemv(x)) => super::bench_gemv::run_bench_gemv(x),
+        None => {
+            run_attn_bench(&AttnBenchArgs::default())?;
+            #[derive(clap::Parser)]
+            struct Defaults {
+                #[command(flatten)]
+                gemv: super::bench_gemv::BenchGemvArgs,
+            }
+            super::bench_gemv::run_bench_gemv(
+                &<Defaults as clap::Parser>::parse_from(["bench"]).gemv,
+            )
+        }
+    }
 }

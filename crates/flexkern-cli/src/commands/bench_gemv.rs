@@ -1,4 +1,4 @@
-//! `flexkern bench-gemv`: quantized GEMV throughput as a ratio to this machine's memory read
+//! `flexkern bench gemv`: quantized GEMV throughput as a ratio to this machine's memory read
 //! bandwidth, measured in the same run.
 //!
 //! Bandwidth: a rayon streaming sum over a buffer far larger than the last-level cache, each
@@ -8,10 +8,10 @@
 //! weights from DRAM as a real decode step does. Reported: median time per call, weight bytes
 //! read per second, and that rate over the measured bandwidth.
 
+use super::limits::{median, read_bandwidth_gbs_with};
 use anyhow::{Context, Result};
 use clap::Args;
 use flexkern_quant::{Activation, Format, QuantMatrix};
-use rayon::prelude::*;
 use std::time::Instant;
 
 #[derive(Args, Debug)]
@@ -43,80 +43,6 @@ pub struct BenchGemvArgs {
     /// Small shapes and few repetitions: a smoke test of the benchmark itself.
     #[arg(long)]
     pub quick: bool,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-/// Sum of a chunk read as 4 interleaved sequential streams (as the multi-row GEMV reads its
-/// weight rows): one stream per core leaves DRAM bandwidth unused on many CPUs. AVX2 when
-/// present, so the sum itself never limits the rate.
-fn stream_sum(c: &[u64]) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 checked above.
-        return unsafe { stream_sum_avx2(c) };
-    }
-    let len = c.len() / 4;
-    let (a, rest) = c.split_at(len);
-    let (b, rest) = rest.split_at(len);
-    let (d, e) = rest.split_at(len);
-    let mut acc = [0u64; 4];
-    for (((x, y), z), w) in a.iter().zip(b).zip(d).zip(e) {
-        acc[0] = acc[0].wrapping_add(*x);
-        acc[1] = acc[1].wrapping_add(*y);
-        acc[2] = acc[2].wrapping_add(*z);
-        acc[3] = acc[3].wrapping_add(*w);
-    }
-    acc.iter().fold(0u64, |s, &v| s.wrapping_add(v))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn stream_sum_avx2(c: &[u64]) -> u64 {
-    use std::arch::x86_64::*;
-    let len = c.len() / 4 / 8 * 8; // words per stream, a multiple of two vectors
-    let p = c.as_ptr();
-    let mut acc = [_mm256_setzero_si256(); 8];
-    let mut i = 0;
-    while i < len {
-        for s in 0..4 {
-            let q = p.add(s * (c.len() / 4) + i) as *const __m256i;
-            acc[2 * s] = _mm256_add_epi64(acc[2 * s], _mm256_loadu_si256(q));
-            acc[2 * s + 1] = _mm256_add_epi64(acc[2 * s + 1], _mm256_loadu_si256(q.add(1)));
-        }
-        i += 8;
-    }
-    let mut t = _mm256_setzero_si256();
-    for a in acc {
-        t = _mm256_add_epi64(t, a);
-    }
-    let mut lanes = [0u64; 4];
-    _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, t);
-    lanes.iter().fold(0u64, |s, &v| s.wrapping_add(v))
-}
-
-/// Read bandwidth in GB/s: parallel multi-stream sum of a `mib`-MiB buffer (4 MiB chunks, each
-/// read as 4 streams), median of `passes`.
-pub fn read_bandwidth_gbs(mib: usize, passes: usize) -> f64 {
-    let words = mib * (1 << 20) / 8;
-    let buf: Vec<u64> = (0..words as u64).collect();
-    let mut times = Vec::with_capacity(passes);
-    let mut sink = 0u64;
-    for _ in 0..passes + 1 {
-        let t = Instant::now();
-        let s = buf
-            .par_chunks(1 << 19)
-            .map(stream_sum)
-            .reduce(|| 0, u64::wrapping_add);
-        times.push(t.elapsed().as_secs_f64());
-        sink = sink.wrapping_add(s);
-    }
-    std::hint::black_box(sink);
-    times.remove(0); // first pass warms the pages
-    (words * 8) as f64 / median(times) / 1e9
 }
 
 fn parse_list(s: &str) -> Result<Vec<usize>> {
@@ -236,7 +162,7 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
     };
     let threads = rayon::current_num_threads();
     let passes = if args.quick { 3 } else { 7 };
-    let bw_before = read_bandwidth_gbs(bw_mib, passes);
+    let bw_before = read_bandwidth_gbs_with(bw_mib, passes);
     let mut cases = Vec::new();
     for &f in &formats {
         for &n in &ns {
@@ -248,7 +174,7 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
     }
     // A shared or frequency-scaling machine drifts: probe again after the cases and take the
     // higher figure as the limit, so ratios are never flattered by a slow probe.
-    let bw_after = read_bandwidth_gbs(bw_mib, passes);
+    let bw_after = read_bandwidth_gbs_with(bw_mib, passes);
     let bw = bw_before.max(bw_after);
     println!(
         "threads: {threads}   read bandwidth ({bw_mib} MiB 4-stream sum, median of {passes}): \

@@ -128,8 +128,7 @@ pub fn attention_paged(
     let kv = cache.view(&seqs)?;
     let single = [0, args.q.shape[0] as u64];
     let cu_q = args.cu_q_lens.unwrap_or(&single);
-    #[allow(clippy::default_constructed_unit_structs)]
-    let backend = CpuBackend::default();
+    let backend = CpuBackend;
     paged_attention(
         &backend,
         &args.q,
@@ -189,8 +188,7 @@ pub fn bench_paged_decode(
     .variant(flexkern::Variant::full().mask(flexkern::builtins::causal()));
     let (cache, seqs) = page_kv(&args.k, &args.v, None, page_size, kv_dtype, 1)?;
     let kv = cache.view(&seqs)?;
-    #[allow(clippy::default_constructed_unit_structs)]
-    let backend = CpuBackend::default();
+    let backend = CpuBackend;
     let mut out = vec![0f32; hq * d];
     let (mut tc, mut tp) = (Vec::new(), Vec::new());
     for i in 0..=iters {
@@ -253,8 +251,7 @@ mod tests {
         .ragged(&cu_q, &cu_kv)
         .variant(Variant::full().mask(causal()));
         let mut want = vec![f32::NAN; n * hq * d];
-        #[allow(clippy::default_constructed_unit_structs)]
-        let backend = CpuBackend::default();
+        let backend = CpuBackend;
         flexkern::attention(&backend, &args, None, &mut want, None).unwrap();
         for (ps, dt, tol) in [
             (5, None, 1e-5),

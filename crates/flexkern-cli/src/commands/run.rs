@@ -12,9 +12,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The CPU backend (built through `Default` so a unit struct and a struct with state both fit).
-#[allow(clippy::default_constructed_unit_structs)]
 fn cpu() -> CpuBackend {
-    CpuBackend::default()
+    CpuBackend
 }
 
 /// The default model and where `bench/fetch_model.sh` puts it.

@@ -25,7 +25,7 @@ pub fn run_verify(a: &VerifyArgs) -> Result<()> {
             a.device
         );
     }
-    let backend = CpuBackend::default();
+    let backend = CpuBackend;
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

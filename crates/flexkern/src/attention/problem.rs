@@ -230,7 +230,7 @@ pub(crate) fn check_geometry(
     if hkv == 0 || hq == 0 {
         return Err(invalid("k", "head counts must be positive"));
     }
-    if hq % hkv != 0 {
+    if !hq.is_multiple_of(hkv) {
         return Err(mismatch(
             "q",
             "k",

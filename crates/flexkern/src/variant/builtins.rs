@@ -44,7 +44,7 @@ pub fn tree(bits: Vec<i64>) -> Expr {
     let j = kv_pos() - start.clone();
     kv_pos()
         .lt(start)
-        .or(t.at(q_token()).shr(j).bitand(int(1)).eq(int(1)))
+        .or(((t.at(q_token()) >> j) & 1).eq(int(1)))
 }
 
 /// vLLM's block-sparse pattern: causal, plus the `local_blocks` nearest key blocks and every

@@ -269,18 +269,6 @@ impl Expr {
     pub fn to_float(self) -> Expr {
         self.un(UnOp::ToFloat)
     }
-    pub fn bitand(self, o: Expr) -> Expr {
-        self.bin(BinOp::BitAnd, o)
-    }
-    pub fn bitor(self, o: Expr) -> Expr {
-        self.bin(BinOp::BitOr, o)
-    }
-    pub fn shl(self, o: Expr) -> Expr {
-        self.bin(BinOp::Shl, o)
-    }
-    pub fn shr(self, o: Expr) -> Expr {
-        self.bin(BinOp::Shr, o)
-    }
 
     /// The expression's type, or an error naming the ill-typed node.
     pub fn ty(&self) -> Result<Ty, String> {
@@ -420,6 +408,10 @@ arith!(Sub, sub, Sub);
 arith!(Mul, mul, Mul);
 arith!(Div, div, Div);
 arith!(Rem, rem, Rem);
+arith!(BitAnd, bitand, BitAnd);
+arith!(BitOr, bitor, BitOr);
+arith!(Shl, shl, Shl);
+arith!(Shr, shr, Shr);
 
 impl ops::Neg for Expr {
     type Output = Expr;

@@ -48,8 +48,8 @@ fn integer_edge_semantics_never_panic() {
     let e = ((q_pos() + 7) / (kv_pos() - kv_pos()))
         .eq(int(0))
         .and(((q_pos() + 7) % int(0)).eq(int(0)))
-        .and(int(1).shl(int(64)).eq(int(0)))
-        .and(int(-1).shr(int(-3)).eq(int(0)))
+        .and((int(1) << int(64)).eq(int(0)))
+        .and((int(-1) >> int(-3)).eq(int(0)))
         .and((int(i64::MAX) + 1).eq(int(i64::MIN)));
     assert!(eval(&e, &t).iter().all(|&x| x));
 }
