@@ -5,7 +5,7 @@ use flexkern::CpuBackend;
 use flexkern_gguf::{GgufFile, Tokenizer};
 use flexkern_model::{generate, Flow, Model, Sampler, SamplerConfig};
 
-/// The CPU backend (built through `Default` so a unit struct and a struct with state both fit).
+/// The CPU backend (one place to change if it gains state).
 fn cpu() -> CpuBackend {
     CpuBackend
 }

@@ -9,7 +9,7 @@ use flexkern_quant::{quantize, Format};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// The CPU backend (built through `Default` so a unit struct and a struct with state both fit).
+/// The CPU backend (one place to change if it gains state).
 fn cpu() -> CpuBackend {
     CpuBackend
 }

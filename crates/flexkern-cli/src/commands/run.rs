@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The CPU backend (built through `Default` so a unit struct and a struct with state both fit).
+/// The CPU backend (one place to change if it gains state).
 fn cpu() -> CpuBackend {
     CpuBackend
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Activation rows per batched GEMV call: each weight row is dotted with this many rows while it
 /// sits in L1, and the quantized activations stay in L2.
-const GEMV_ROWS: usize = 64;
+const GEMV_ROWS: usize = 16;
 
 /// Set once the generic attention path reports that this build has no CPU kernel for it.
 static FLEX_ATTENTION_MISSING: AtomicBool = AtomicBool::new(false);
