@@ -74,6 +74,10 @@ const DECODE_MAX_Q: usize = 16;
 const PREFILL_ROWS: usize = 128;
 const PREFILL_KV_BLOCK: usize = 64;
 const DECODE_KV_BLOCK: usize = 128;
+/// Below this fraction of visited tiles a prefill mask counts as sparse.
+const SPARSE_DENSITY: f64 = 0.25;
+/// Sparse masks keep q tiles of at least this many rows.
+const MIN_SPARSE_Q_BLOCK: usize = 32;
 /// A partition covers at least this many kv blocks, so merging stays cheap.
 const MIN_PART_BLOCKS: usize = 4;
 
@@ -116,13 +120,18 @@ pub fn plan<'m>(
                 Kernel::Decode => (max_q.max(1), DECODE_KV_BLOCK),
                 Kernel::Prefill => ((PREFILL_ROWS / g).clamp(16, PREFILL_ROWS), PREFILL_KV_BLOCK),
             };
-            Cow::Owned(BlockMask::build(
-                p.variant.mask.as_ref(),
-                &p.lens,
-                p.num_q_heads,
-                qb,
-                kb,
-            )?)
+            let build =
+                |qb| BlockMask::build(p.variant.mask.as_ref(), &p.lens, p.num_q_heads, qb, kb);
+            let mut bm = build(qb)?;
+            // A sparse mask (sliding windows, local bands) wastes the edges of tall q tiles:
+            // halve them while the mask stays sparse, trading K/V reuse for fewer visited elements.
+            while kernel == Kernel::Prefill
+                && bm.density() < SPARSE_DENSITY
+                && bm.q_block >= 2 * MIN_SPARSE_Q_BLOCK
+            {
+                bm = build(bm.q_block / 2)?;
+            }
+            Cow::Owned(bm)
         }
     };
     let (q_block, kv_block) = (block_mask.q_block, block_mask.kv_block);
@@ -361,6 +370,8 @@ mod tests {
         let pl = plan_for(4096, 4096, 1, 1, sw, 2, None).unwrap();
         let max = pl.items.iter().map(|it| it.blocks.1 - it.blocks.0).max();
         assert!(max.unwrap() <= (pl.q_block + 256) / pl.kv_block + 2);
+        let dense = plan_for(4096, 4096, 1, 1, Variant::full(), 2, None).unwrap();
+        assert!(pl.q_block < dense.q_block, "a sparse mask shortens the q tile");
     }
 
     #[test]
