@@ -33,6 +33,55 @@ mod search;
 #[cfg(target_arch = "x86_64")]
 mod simd;
 
+/// The `QuantBlock` impl and the path-selecting dot shared by the K-quant weight formats: each
+/// type supplies `quantize_block`, `dequantize_block`, `dot_block_scalar` and an `avx2::vec_dot`.
+macro_rules! k_quant_block {
+    ($t:ident, $fmt:ident) => {
+        impl $t {
+            /// The dot on the given path (AVX2 falls back to scalar when the CPU lacks it).
+            pub(crate) fn vec_dot_with(
+                path: $crate::k_quants::DotPath,
+                w: &[Self],
+                a: &[$crate::k_quants::BlockQ8K],
+            ) -> f32 {
+                #[cfg(target_arch = "x86_64")]
+                if path == $crate::k_quants::DotPath::Avx2 && $crate::k_quants::avx2_available() {
+                    // SAFETY: AVX2, FMA and F16C are present.
+                    return unsafe { avx2::vec_dot(w, a) };
+                }
+                let _ = path;
+                w.iter()
+                    .zip(a)
+                    .map(|(x, y)| x.dot_block_scalar(y))
+                    .fold(0.0, |s, v| s + v)
+            }
+        }
+
+        impl $crate::format::QuantBlock for $t {
+            const FORMAT: $crate::format::Format = $crate::format::Format::$fmt;
+            const ELEMS: usize = $crate::k_quants::QK_K;
+            type Dot = $crate::k_quants::BlockQ8K;
+
+            fn quantize_ref(src: &[f32], dst: &mut [Self]) {
+                for (y, x) in dst.iter_mut().zip(src.chunks_exact($crate::k_quants::QK_K)) {
+                    *y = Self::quantize_block(x);
+                }
+            }
+
+            fn dequantize(src: &[Self], dst: &mut [f32]) {
+                for (b, y) in src.iter().zip(dst.chunks_exact_mut($crate::k_quants::QK_K)) {
+                    b.dequantize_block(y);
+                }
+            }
+
+            fn vec_dot(w: &[Self], a: &[$crate::k_quants::BlockQ8K]) -> f32 {
+                Self::vec_dot_with($crate::k_quants::dot_path(), w, a)
+            }
+        }
+    };
+}
+use k_quant_block;
+
 pub use q2_k::BlockQ2K;
 pub use q3_k::BlockQ3K;
 pub use q4_k::BlockQ4K;

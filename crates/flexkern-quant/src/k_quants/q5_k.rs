@@ -2,9 +2,8 @@
 //! to the super-block's f16 `d` and `dmin`: `x = d * sc[j] * q - dmin * m[j]`.
 
 use super::search::{make_qkx2_quants, nearest_int, Qkx2Search};
-use super::{combine, quantize_scale_min_k4, unpack_scale_min_k4, BlockQ8K, DotPath};
+use super::{combine, quantize_scale_min_k4, unpack_scale_min_k4, BlockQ8K};
 use super::{K_SCALE_SIZE, QK_K};
-use crate::format::{Format, QuantBlock};
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
@@ -125,43 +124,9 @@ impl BlockQ5K {
         }
         combine(self.d.to_f32(), self.dmin.to_f32(), a.d, isum, isum_min)
     }
-
-    /// The dot on the given path (AVX2 falls back to scalar when the CPU lacks it).
-    pub(crate) fn vec_dot_with(path: DotPath, w: &[Self], a: &[BlockQ8K]) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        if path == DotPath::Avx2 && super::avx2_available() {
-            // SAFETY: AVX2, FMA and F16C are present.
-            return unsafe { avx2::vec_dot(w, a) };
-        }
-        let _ = path;
-        w.iter()
-            .zip(a)
-            .map(|(x, y)| x.dot_block_scalar(y))
-            .fold(0.0, |s, v| s + v)
-    }
 }
 
-impl QuantBlock for BlockQ5K {
-    const FORMAT: Format = Format::Q5K;
-    const ELEMS: usize = QK_K;
-    type Dot = BlockQ8K;
-
-    fn quantize_ref(src: &[f32], dst: &mut [Self]) {
-        for (y, x) in dst.iter_mut().zip(src.chunks_exact(QK_K)) {
-            *y = Self::quantize_block(x);
-        }
-    }
-
-    fn dequantize(src: &[Self], dst: &mut [f32]) {
-        for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK_K)) {
-            b.dequantize_block(y);
-        }
-    }
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        Self::vec_dot_with(super::dot_path(), w, a)
-    }
-}
+super::k_quant_block!(BlockQ5K, Q5K);
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
@@ -217,6 +182,7 @@ mod tests {
     use super::super::pack_scale_min_k4;
     use super::super::test_util::*;
     use super::*;
+    use crate::format::QuantBlock;
 
     fn mins(b: &BlockQ5K) -> Vec<f32> {
         let (_, m) = unpack_scale_min_k4(&b.scales);

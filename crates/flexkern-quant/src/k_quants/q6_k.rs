@@ -2,8 +2,7 @@
 //! super-block's f16 `d`: `x = d * sc[j] * (q - 32)`.
 
 use super::search::{make_qx_quants_rmse1, nearest_int, GROUP_MAX_EPS};
-use super::{combine, BlockQ8K, DotPath, QK_K};
-use crate::format::{Format, QuantBlock};
+use super::{combine, BlockQ8K, QK_K};
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
@@ -110,43 +109,9 @@ impl BlockQ6K {
         }
         combine(self.d.to_f32(), 0.0, a.d, isum - 32 * bias, 0)
     }
-
-    /// The dot on the given path (AVX2 falls back to scalar when the CPU lacks it).
-    pub(crate) fn vec_dot_with(path: DotPath, w: &[Self], a: &[BlockQ8K]) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        if path == DotPath::Avx2 && super::avx2_available() {
-            // SAFETY: AVX2, FMA and F16C are present.
-            return unsafe { avx2::vec_dot(w, a) };
-        }
-        let _ = path;
-        w.iter()
-            .zip(a)
-            .map(|(x, y)| x.dot_block_scalar(y))
-            .fold(0.0, |s, v| s + v)
-    }
 }
 
-impl QuantBlock for BlockQ6K {
-    const FORMAT: Format = Format::Q6K;
-    const ELEMS: usize = QK_K;
-    type Dot = BlockQ8K;
-
-    fn quantize_ref(src: &[f32], dst: &mut [Self]) {
-        for (y, x) in dst.iter_mut().zip(src.chunks_exact(QK_K)) {
-            *y = Self::quantize_block(x);
-        }
-    }
-
-    fn dequantize(src: &[Self], dst: &mut [f32]) {
-        for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK_K)) {
-            b.dequantize_block(y);
-        }
-    }
-
-    fn vec_dot(w: &[Self], a: &[BlockQ8K]) -> f32 {
-        Self::vec_dot_with(super::dot_path(), w, a)
-    }
-}
+super::k_quant_block!(BlockQ6K, Q6K);
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
@@ -212,6 +177,7 @@ mod avx2 {
 mod tests {
     use super::super::test_util::*;
     use super::*;
+    use crate::format::QuantBlock;
 
     #[test]
     fn size_and_layout() {

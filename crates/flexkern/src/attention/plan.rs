@@ -371,7 +371,10 @@ mod tests {
         let max = pl.items.iter().map(|it| it.blocks.1 - it.blocks.0).max();
         assert!(max.unwrap() <= (pl.q_block + 256) / pl.kv_block + 2);
         let dense = plan_for(4096, 4096, 1, 1, Variant::full(), 2, None).unwrap();
-        assert!(pl.q_block < dense.q_block, "a sparse mask shortens the q tile");
+        assert!(
+            pl.q_block < dense.q_block,
+            "a sparse mask shortens the q tile"
+        );
     }
 
     #[test]
