@@ -430,3 +430,149 @@ pub fn run_case(backend: &dyn Backend, c: &Case, seed: u64) -> Outcome {
         note: String::new(),
     }
 }
+
+/// One paged verification case: a standard case run through a shuffled paged cache.
+#[derive(Clone, Debug)]
+pub struct PagedCase {
+    pub case: Case,
+    pub page_size: usize,
+    /// Storage type of the cache (the activations stay `case.dtype`).
+    pub kv_dtype: DType,
+}
+
+/// Paged matrix: ragged prefill + decode, windows, score mods, sinks, split-KV decode, over page
+/// sizes 1, 7 (not a power of two), 16 and 256, with f32 / bf16 / fp8 / int8 caches.
+pub fn paged_cases(quick: bool) -> Vec<PagedCase> {
+    let keep = [
+        "causal ragged",
+        "sliding 48 + causal",
+        "causal+softcap+alibi+sinks",
+        "tree (spec decode)",
+        "decode split-KV",
+    ];
+    let base: Vec<Case> = standard_cases(quick)
+        .into_iter()
+        .filter(|c| c.dtype == DType::F32 && keep.contains(&c.name.as_str()))
+        .collect();
+    let mut out = Vec::new();
+    for (i, c) in base.iter().enumerate() {
+        for (page_size, kv_dtype) in [
+            (16, DType::F32),
+            (7, DType::BF16),
+            (256, DType::Fp8E4M3),
+            (1, DType::I8),
+            (16, DType::Fp8E5M2),
+        ] {
+            if quick && (i + page_size) % 2 == 1 {
+                continue;
+            }
+            out.push(PagedCase {
+                case: c.clone(),
+                page_size,
+                kv_dtype,
+            });
+        }
+    }
+    out
+}
+
+/// Runs one paged case and compares with the oracle reading the same (dequantized) cache.
+pub fn run_paged_case(backend: &dyn Backend, pc: &PagedCase, seed: u64) -> Outcome {
+    use crate::attention::paged::{paged_attention, prepare};
+    use crate::kv_cache::{quant::max_code, CacheConfig, KvCache, Scales};
+    let c = &pc.case;
+    let name = format!(
+        "paged p{} {} | {}",
+        pc.page_size,
+        pc.kv_dtype.name(),
+        c.name
+    );
+    let tol = tolerance(pc.kv_dtype);
+    let fail = |note: String| Outcome {
+        name: name.clone(),
+        dtype: c.dtype,
+        err_o: f64::INFINITY,
+        err_lse: f64::INFINITY,
+        tol,
+        passed: false,
+        note,
+    };
+    let mut rng = Rng::new(seed);
+    let total_q: usize = c.seqs.iter().map(|s| s.0).sum();
+    let q = fill(&mut rng, total_q * c.hq * c.dk, c.dtype);
+    let pages: usize = c.seqs.iter().map(|s| s.1.div_ceil(pc.page_size)).sum();
+    // Inputs are uniform in [-2, 2): a per-tensor scale maps 2 to the largest code.
+    let scales = max_code(pc.kv_dtype).map(|m| Scales::PerTensor(2.0 / m));
+    let cfg = CacheConfig {
+        num_pages: pages + 1,
+        page_size: pc.page_size,
+        num_kv_heads: c.hkv,
+        head_dim: c.dk,
+        head_dim_v: c.dv,
+        k_dtype: pc.kv_dtype,
+        v_dtype: pc.kv_dtype,
+        k_scales: scales.clone(),
+        v_scales: scales,
+        window: None,
+    };
+    let mut cache = match KvCache::new(cfg) {
+        Ok(x) => x,
+        Err(e) => return fail(format!("cache: {e}")),
+    };
+    cache.shuffle_free_pages(seed);
+    let mut ids = Vec::new();
+    let mut cu_q = vec![0u64];
+    for &(ql, kl) in &c.seqs {
+        let id = cache.add_seq();
+        let k: Vec<f32> = (0..kl * c.hkv * c.dk)
+            .map(|_| rng.uniform() * 2.0)
+            .collect();
+        let v: Vec<f32> = (0..kl * c.hkv * c.dv)
+            .map(|_| rng.uniform() * 2.0)
+            .collect();
+        if let Err(e) = cache.append(
+            id,
+            &TensorView::contiguous(k.as_slice(), &[kl, c.hkv, c.dk]),
+            &TensorView::contiguous(v.as_slice(), &[kl, c.hkv, c.dv]),
+        ) {
+            return fail(format!("append: {e}"));
+        }
+        ids.push(id);
+        cu_q.push(cu_q.last().unwrap() + ql as u64);
+    }
+    let kv = match cache.view(&ids) {
+        Ok(x) => x,
+        Err(e) => return fail(format!("view: {e}")),
+    };
+    let qv = q.view(&[total_q, c.hq, c.dk]);
+    let p = match prepare(&qv, &cu_q, &kv, None, &c.variant) {
+        Ok(x) => x,
+        Err(e) => return fail(format!("prepare: {e}")),
+    };
+    let want = reference::attention(&p, &kv);
+    let mut o = vec![f32::NAN; total_q * c.hq * c.dv];
+    let mut lse = vec![f32::NAN; total_q * c.hq];
+    if let Err(e) = paged_attention(
+        backend,
+        &qv,
+        &cu_q,
+        &kv,
+        None,
+        &c.variant,
+        None,
+        &mut o,
+        Some(&mut lse),
+    ) {
+        return fail(format!("run: {e}"));
+    }
+    let (err_o, err_lse) = (rel_err(&o, &want.o), rel_err(&lse, &want.lse));
+    Outcome {
+        name,
+        dtype: c.dtype,
+        err_o,
+        err_lse,
+        tol,
+        passed: err_o <= tol && err_lse <= tol,
+        note: String::new(),
+    }
+}

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use flexkern::verify::{run_case, standard_cases};
+use flexkern::verify::{paged_cases, run_case, run_paged_case, standard_cases, Outcome};
 use flexkern::CpuBackend;
 
 #[derive(Args, Debug)]
@@ -38,10 +38,9 @@ pub fn run_verify(a: &VerifyArgs) -> Result<()> {
         "case", "dtype", "err O", "err LSE", "tol"
     );
     let (mut pass, mut fail) = (0, 0);
-    for (i, c) in standard_cases(a.quick).iter().enumerate() {
-        let r = run_case(&backend, c, seed.wrapping_add(i as u64));
+    let mut report = |r: Outcome| {
         println!(
-            "{:<30} {:<5} {:>10.2e} {:>10.2e} {:>8.0e}  {}{}",
+            "{:<52} {:<5} {:>10.2e} {:>10.2e} {:>8.0e}  {}{}",
             r.name,
             r.dtype.name(),
             r.err_o,
@@ -59,6 +58,16 @@ pub fn run_verify(a: &VerifyArgs) -> Result<()> {
         } else {
             fail += 1;
         }
+    };
+    for (i, c) in standard_cases(a.quick).iter().enumerate() {
+        report(run_case(&backend, c, seed.wrapping_add(i as u64)));
+    }
+    for (i, c) in paged_cases(a.quick).iter().enumerate() {
+        report(run_paged_case(
+            &backend,
+            c,
+            seed.wrapping_add(1000 + i as u64),
+        ));
     }
     println!("verify: {pass} passed, {fail} failed");
     if fail > 0 {
