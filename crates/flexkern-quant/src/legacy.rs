@@ -101,6 +101,26 @@ fn high_bit(qh: u32, j: usize) -> u8 {
     ((qh >> j) & 1) as u8
 }
 
+/// `vec_dot_rows` through the format's 4-row AVX2 kernel when the CPU has it, else row by row.
+macro_rules! rows_via_kernel {
+    ($w:ident, $a:ident, $out:ident, $k4:ident) => {{
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: features checked at run time.
+            return unsafe { rows_by4($w, $a, $out, avx2::$k4) };
+        }
+        rows_each($w, $a, $out)
+    }};
+}
+
+/// One `vec_dot` per output row.
+fn rows_each<B: QuantBlock>(w: &[B], a: &[B::Dot], out: &mut [f32]) {
+    let nb = w.len() / out.len().max(1);
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = B::vec_dot(&w[i * nb..(i + 1) * nb], a);
+    }
+}
+
 impl QuantBlock for BlockQ4_0 {
     const FORMAT: Format = Format::Q4_0;
     const ELEMS: usize = QK;
@@ -149,15 +169,7 @@ impl QuantBlock for BlockQ4_0 {
     }
 
     fn vec_dot_rows(w: &[Self], a: &[BlockQ8_0], out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: features checked at run time.
-            return unsafe { rows_by4(w, a, out, avx2::q4_0_rows4) };
-        }
-        let nb = w.len() / out.len().max(1);
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
-        }
+        rows_via_kernel!(w, a, out, q4_0_rows4)
     }
 }
 
@@ -211,15 +223,7 @@ impl QuantBlock for BlockQ4_1 {
     }
 
     fn vec_dot_rows(w: &[Self], a: &[BlockQ8_1], out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: features checked at run time.
-            return unsafe { rows_by4(w, a, out, avx2::q4_1_rows4) };
-        }
-        let nb = w.len() / out.len().max(1);
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
-        }
+        rows_via_kernel!(w, a, out, q4_1_rows4)
     }
 }
 
@@ -281,15 +285,7 @@ impl QuantBlock for BlockQ5_0 {
     }
 
     fn vec_dot_rows(w: &[Self], a: &[BlockQ8_0], out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: features checked at run time.
-            return unsafe { rows_by4(w, a, out, avx2::q5_0_rows4) };
-        }
-        let nb = w.len() / out.len().max(1);
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
-        }
+        rows_via_kernel!(w, a, out, q5_0_rows4)
     }
 }
 
@@ -352,15 +348,7 @@ impl QuantBlock for BlockQ5_1 {
     }
 
     fn vec_dot_rows(w: &[Self], a: &[BlockQ8_1], out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: features checked at run time.
-            return unsafe { rows_by4(w, a, out, avx2::q5_1_rows4) };
-        }
-        let nb = w.len() / out.len().max(1);
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
-        }
+        rows_via_kernel!(w, a, out, q5_1_rows4)
     }
 }
 
@@ -430,15 +418,7 @@ impl QuantBlock for BlockQ8_0 {
     }
 
     fn vec_dot_rows(w: &[Self], a: &[BlockQ8_0], out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: features checked at run time.
-            return unsafe { rows_by4(w, a, out, avx2::q8_0_rows4) };
-        }
-        let nb = w.len() / out.len().max(1);
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
-        }
+        rows_via_kernel!(w, a, out, q8_0_rows4)
     }
 }
 

@@ -61,6 +61,45 @@ pub struct Outcome {
     pub note: String,
 }
 
+impl Outcome {
+    fn failed(name: String, dtype: DType, tol: f64, note: String) -> Outcome {
+        Outcome {
+            name,
+            dtype,
+            err_o: f64::INFINITY,
+            err_lse: f64::INFINITY,
+            tol,
+            passed: false,
+            note,
+        }
+    }
+}
+
+/// Runs `run` on NaN-poisoned outputs (so unwritten elements show) and judges it against `want`.
+fn judge(
+    name: String,
+    dtype: DType,
+    tol: f64,
+    want: &reference::Reference,
+    run: impl FnOnce(&mut [f32], &mut [f32]) -> crate::Result<()>,
+) -> Outcome {
+    let mut o = vec![f32::NAN; want.o.len()];
+    let mut lse = vec![f32::NAN; want.lse.len()];
+    if let Err(e) = run(&mut o, &mut lse) {
+        return Outcome::failed(name, dtype, tol, format!("run: {e}"));
+    }
+    let (err_o, err_lse) = (rel_err(&o, &want.o), rel_err(&lse, &want.lse));
+    Outcome {
+        name,
+        dtype,
+        err_o,
+        err_lse,
+        tol,
+        passed: err_o <= tol && err_lse <= tol,
+        note: String::new(),
+    }
+}
+
 /// The tolerance of DEVELOPERS.md for inputs of `dtype`.
 pub fn tolerance(dtype: DType) -> f64 {
     match dtype {
@@ -95,214 +134,30 @@ pub fn standard_cases(quick: bool) -> Vec<Case> {
         let (kr, kc) = (kv_pos() / w, kv_pos() % w);
         (qr - kr).abs().le(int(2)).and((qc - kc).abs().le(int(2)))
     };
+    #[rustfmt::skip]
     let mut base: Vec<Spec> = vec![
-        (
-            "full".into(),
-            vec![(100, 100)],
-            4,
-            4,
-            64,
-            64,
-            Variant::full(),
-        ),
-        (
-            "causal".into(),
-            vec![(200, 200)],
-            4,
-            2,
-            128,
-            128,
-            Variant::full().mask(causal()),
-        ),
-        (
-            "causal ragged".into(),
-            ragged.clone(),
-            8,
-            2,
-            64,
-            64,
-            Variant::full().mask(causal()),
-        ),
-        (
-            "sliding 48 + causal".into(),
-            vec![(300, 300)],
-            2,
-            1,
-            64,
-            64,
-            Variant::full().mask(causal()).mask(sliding_window(48)),
-        ),
-        (
-            "local 10:5".into(),
-            vec![(150, 150)],
-            2,
-            2,
-            80,
-            80,
-            Variant::full().mask(local(10, 5)),
-        ),
-        (
-            "chunked 32 + causal".into(),
-            vec![(130, 130)],
-            2,
-            2,
-            96,
-            96,
-            Variant::full().mask(chunked(32)).mask(causal()),
-        ),
-        (
-            "document".into(),
-            vec![(600, 600)],
-            2,
-            1,
-            64,
-            64,
-            Variant::full().mask(document(ids)).mask(causal()),
-        ),
-        (
-            "prefix-lm 40".into(),
-            vec![(120, 120)],
-            2,
-            2,
-            64,
-            64,
-            Variant::full().mask(prefix_lm(40)),
-        ),
-        (
-            "tree (spec decode)".into(),
-            vec![(8, 200)],
-            4,
-            1,
-            128,
-            128,
-            Variant::full().mask(tree(tree_bits)),
-        ),
-        (
-            "block-sparse".into(),
-            vec![(256, 256)],
-            4,
-            2,
-            64,
-            64,
-            Variant::full().mask(block_sparse(16, 2, 4, true)),
-        ),
-        (
-            "softcap 30".into(),
-            vec![(90, 90)],
-            2,
-            2,
-            128,
-            128,
-            Variant::full().mask(causal()).score(softcap(30.0)),
-        ),
-        (
-            "alibi".into(),
-            vec![(100, 140)],
-            4,
-            4,
-            64,
-            64,
-            Variant::full().mask(causal()).score(alibi(alibi_slopes(4))),
-        ),
-        (
-            "relative bias".into(),
-            vec![(70, 70)],
-            2,
-            1,
-            64,
-            64,
-            Variant::full().score(relative_bias(
-                (0..2 * 17).map(|i| (i as f32 * 0.37).sin()).collect(),
-                8,
-            )),
-        ),
-        (
-            "sinks".into(),
-            vec![(50, 80), (1, 0)],
-            4,
-            2,
-            64,
-            64,
-            Variant::full()
-                .mask(causal())
-                .sinks(vec![0.5, -1.0, 2.0, f32::NEG_INFINITY]),
-        ),
-        (
-            "causal+softcap+alibi+sinks".into(),
-            vec![(60, 90), (1, 700)],
-            4,
-            2,
-            128,
-            128,
-            Variant::full()
-                .mask(causal())
-                .score(softcap(20.0))
-                .score(alibi(alibi_slopes(4)))
-                .sinks(vec![0.1, 0.2, 0.3, 0.4]),
-        ),
-        (
-            "neighborhood 2D".into(),
-            vec![(256, 256)],
-            2,
-            2,
-            64,
-            64,
-            Variant::full().mask(neighborhood),
-        ),
-        (
-            "fully masked rows".into(),
-            vec![(20, 10)],
-            2,
-            2,
-            64,
-            64,
-            Variant::full().mask(causal()),
-        ),
-        (
-            "decode split-KV".into(),
-            vec![(1, 5000), (1, 3000)],
-            8,
-            2,
-            128,
-            128,
-            Variant::full().mask(causal()),
-        ),
-        (
-            "decode D=256".into(),
-            vec![(2, 2000)],
-            4,
-            1,
-            256,
-            256,
-            Variant::full().mask(causal()),
-        ),
-        (
-            "Dk 192 / Dv 128".into(),
-            vec![(64, 64)],
-            2,
-            2,
-            192,
-            128,
-            Variant::full().mask(causal()),
-        ),
-        (
-            "MLA decode 576/512".into(),
-            vec![(1, 500)],
-            8,
-            1,
-            576,
-            512,
-            Variant::full().mask(causal()),
-        ),
-        (
-            "head size 1".into(),
-            vec![(33, 33)],
-            2,
-            1,
-            1,
-            1,
-            Variant::full().mask(causal()),
-        ),
+        ("full".into(), vec![(100, 100)], 4, 4, 64, 64, Variant::full()),
+        ("causal".into(), vec![(200, 200)], 4, 2, 128, 128, Variant::full().mask(causal())),
+        ("causal ragged".into(), ragged.clone(), 8, 2, 64, 64, Variant::full().mask(causal())),
+        ("sliding 48 + causal".into(), vec![(300, 300)], 2, 1, 64, 64, Variant::full().mask(causal()).mask(sliding_window(48))),
+        ("local 10:5".into(), vec![(150, 150)], 2, 2, 80, 80, Variant::full().mask(local(10, 5))),
+        ("chunked 32 + causal".into(), vec![(130, 130)], 2, 2, 96, 96, Variant::full().mask(chunked(32)).mask(causal())),
+        ("document".into(), vec![(600, 600)], 2, 1, 64, 64, Variant::full().mask(document(ids)).mask(causal())),
+        ("prefix-lm 40".into(), vec![(120, 120)], 2, 2, 64, 64, Variant::full().mask(prefix_lm(40))),
+        ("tree (spec decode)".into(), vec![(8, 200)], 4, 1, 128, 128, Variant::full().mask(tree(tree_bits))),
+        ("block-sparse".into(), vec![(256, 256)], 4, 2, 64, 64, Variant::full().mask(block_sparse(16, 2, 4, true))),
+        ("softcap 30".into(), vec![(90, 90)], 2, 2, 128, 128, Variant::full().mask(causal()).score(softcap(30.0))),
+        ("alibi".into(), vec![(100, 140)], 4, 4, 64, 64, Variant::full().mask(causal()).score(alibi(alibi_slopes(4)))),
+        ("relative bias".into(), vec![(70, 70)], 2, 1, 64, 64, Variant::full().score(relative_bias((0..2 * 17).map(|i| (i as f32 * 0.37).sin()).collect(), 8))),
+        ("sinks".into(), vec![(50, 80), (1, 0)], 4, 2, 64, 64, Variant::full().mask(causal()).sinks(vec![0.5, -1.0, 2.0, f32::NEG_INFINITY])),
+        ("causal+softcap+alibi+sinks".into(), vec![(60, 90), (1, 700)], 4, 2, 128, 128, Variant::full().mask(causal()).score(softcap(20.0)).score(alibi(alibi_slopes(4))).sinks(vec![0.1, 0.2, 0.3, 0.4])),
+        ("neighborhood 2D".into(), vec![(256, 256)], 2, 2, 64, 64, Variant::full().mask(neighborhood)),
+        ("fully masked rows".into(), vec![(20, 10)], 2, 2, 64, 64, Variant::full().mask(causal())),
+        ("decode split-KV".into(), vec![(1, 5000), (1, 3000)], 8, 2, 128, 128, Variant::full().mask(causal())),
+        ("decode D=256".into(), vec![(2, 2000)], 4, 1, 256, 256, Variant::full().mask(causal())),
+        ("Dk 192 / Dv 128".into(), vec![(64, 64)], 2, 2, 192, 128, Variant::full().mask(causal())),
+        ("MLA decode 576/512".into(), vec![(1, 500)], 8, 1, 576, 512, Variant::full().mask(causal())),
+        ("head size 1".into(), vec![(33, 33)], 2, 1, 1, 1, Variant::full().mask(causal())),
     ];
     if quick {
         base.retain(|c| !c.0.starts_with("decode split") && c.0 != "document");
@@ -398,37 +253,15 @@ pub fn run_case(backend: &dyn Backend, c: &Case, seed: u64) -> Outcome {
     .ragged(&cu_q, &cu_kv)
     .variant(c.variant.clone());
     let tol = tolerance(c.dtype);
-    let fail = |note: String| Outcome {
-        name: c.name.clone(),
-        dtype: c.dtype,
-        err_o: f64::INFINITY,
-        err_lse: f64::INFINITY,
-        tol,
-        passed: false,
-        note,
-    };
+    let fail = |note: String| Outcome::failed(c.name.clone(), c.dtype, tol, note);
     let (p, kvs) = match args.prepare() {
         Ok(x) => x,
         Err(e) => return fail(format!("prepare: {e}")),
     };
     let want = reference::attention(&p, &kvs);
-    // Poison outputs so unwritten elements show.
-    let mut o = vec![f32::NAN; total_q * c.hq * c.dv];
-    let mut lse = vec![f32::NAN; total_q * c.hq];
-    if let Err(e) = attention(backend, &args, None, &mut o, Some(&mut lse)) {
-        return fail(format!("run: {e}"));
-    }
-    let (err_o, err_lse) = (rel_err(&o, &want.o), rel_err(&lse, &want.lse));
-    let passed = err_o <= tol && err_lse <= tol;
-    Outcome {
-        name: c.name.clone(),
-        dtype: c.dtype,
-        err_o,
-        err_lse,
-        tol,
-        passed,
-        note: String::new(),
-    }
+    judge(c.name.clone(), c.dtype, tol, &want, |o, lse| {
+        attention(backend, &args, None, o, Some(lse))
+    })
 }
 
 /// One paged verification case: a standard case run through a shuffled paged cache.
@@ -488,15 +321,7 @@ pub fn run_paged_case(backend: &dyn Backend, pc: &PagedCase, seed: u64) -> Outco
         c.name
     );
     let tol = tolerance(pc.kv_dtype);
-    let fail = |note: String| Outcome {
-        name: name.clone(),
-        dtype: c.dtype,
-        err_o: f64::INFINITY,
-        err_lse: f64::INFINITY,
-        tol,
-        passed: false,
-        note,
-    };
+    let fail = |note: String| Outcome::failed(name.clone(), c.dtype, tol, note);
     let mut rng = Rng::new(seed);
     let total_q: usize = c.seqs.iter().map(|s| s.0).sum();
     let q = fill(&mut rng, total_q * c.hq * c.dk, c.dtype);
@@ -550,29 +375,17 @@ pub fn run_paged_case(backend: &dyn Backend, pc: &PagedCase, seed: u64) -> Outco
         Err(e) => return fail(format!("prepare: {e}")),
     };
     let want = reference::attention(&p, &kv);
-    let mut o = vec![f32::NAN; total_q * c.hq * c.dv];
-    let mut lse = vec![f32::NAN; total_q * c.hq];
-    if let Err(e) = paged_attention(
-        backend,
-        &qv,
-        &cu_q,
-        &kv,
-        None,
-        &c.variant,
-        None,
-        &mut o,
-        Some(&mut lse),
-    ) {
-        return fail(format!("run: {e}"));
-    }
-    let (err_o, err_lse) = (rel_err(&o, &want.o), rel_err(&lse, &want.lse));
-    Outcome {
-        name,
-        dtype: c.dtype,
-        err_o,
-        err_lse,
-        tol,
-        passed: err_o <= tol && err_lse <= tol,
-        note: String::new(),
-    }
+    judge(name, c.dtype, tol, &want, |o, lse| {
+        paged_attention(
+            backend,
+            &qv,
+            &cu_q,
+            &kv,
+            None,
+            &c.variant,
+            None,
+            o,
+            Some(lse),
+        )
+    })
 }
