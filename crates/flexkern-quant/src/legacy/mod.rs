@@ -499,6 +499,74 @@ mod tests {
         }
     }
 
+    /// Extreme codes against extreme activations: the 4-row kernels keep partial sums in i16
+    /// where the bounds allow, so the worst cases must come out exact (no wrap, no saturation).
+    #[test]
+    fn four_row_kernels_exact_at_extreme_codes() {
+        fn check<B: QuantBlock>(w: &[B], a: &[B::Dot], exact: impl Fn(usize) -> f64) {
+            let mut out = [f32::NAN; 5];
+            B::vec_dot_rows(w, a, &mut out);
+            for (r, &o) in out.iter().enumerate() {
+                let e = exact(r);
+                assert!(
+                    (o as f64 - e).abs() <= 1e-6 * e.abs().max(1.0),
+                    "row {r}: {o} vs {e}"
+                );
+            }
+        }
+        let one = f16::from_f32(1.0);
+        let nb = 8;
+        for yv in [127i8, -127] {
+            let a0: Vec<BlockQ8_0> = (0..nb)
+                .map(|_| BlockQ8_0 {
+                    d: one,
+                    qs: [yv; QK],
+                })
+                .collect();
+            let a1: Vec<BlockQ8_1> = (0..nb)
+                .map(|_| BlockQ8_1 {
+                    d: one,
+                    s: f16::from_f32(yv as f32 * 32.0),
+                    qs: [yv; QK],
+                })
+                .collect();
+            let y = yv as f64 * (QK * nb) as f64;
+            for nib in [0u8, 15] {
+                let qs = [nib | (nib << 4); QK / 2];
+                let w: Vec<BlockQ4_0> = (0..5 * nb).map(|_| BlockQ4_0 { d: one, qs }).collect();
+                check(&w, &a0, |_| (nib as f64 - 8.0) * y);
+                let w: Vec<BlockQ4_1> = (0..5 * nb)
+                    .map(|_| BlockQ4_1 { d: one, m: one, qs })
+                    .collect();
+                check(&w, &a1, |_| nib as f64 * y + y);
+                for qh in [[0u8; 4], [0xff; 4]] {
+                    let q = nib as f64 + if qh[0] != 0 { 16.0 } else { 0.0 };
+                    let w: Vec<BlockQ5_0> =
+                        (0..5 * nb).map(|_| BlockQ5_0 { d: one, qh, qs }).collect();
+                    check(&w, &a0, |_| (q - 16.0) * y);
+                    let w: Vec<BlockQ5_1> = (0..5 * nb)
+                        .map(|_| BlockQ5_1 {
+                            d: one,
+                            m: one,
+                            qh,
+                            qs,
+                        })
+                        .collect();
+                    check(&w, &a1, |_| q * y + y);
+                }
+            }
+            for wv in [127i8, -127, -128] {
+                let w: Vec<BlockQ8_0> = (0..5 * nb)
+                    .map(|_| BlockQ8_0 {
+                        d: one,
+                        qs: [wv; QK],
+                    })
+                    .collect();
+                check(&w, &a0, |_| wv as f64 * y);
+            }
+        }
+    }
+
     #[test]
     fn block_sizes_match_format_table() {
         assert_eq!(size_of::<BlockQ4_0>(), Format::Q4_0.block_bytes());
@@ -507,219 +575,4 @@ mod tests {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::*;
-    use crate::simd::{bits_to_bytes, dot_i8_i32, dot_u8_i8_i32, h2f, h2f_x8, hsum_ps, nibbles_32};
-    use std::arch::x86_64::*;
-
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    unsafe fn load(p: &[i8; QK]) -> __m256i {
-        _mm256_loadu_si256(p.as_ptr() as *const __m256i)
-    }
-
-    /// Accumulate `scale * float(sum)` for each block; two named accumulators (blocks taken in
-    /// pairs) hide the FMA latency and stay in registers.
-    macro_rules! block_loop {
-        ($w:expr, $a:expr, |$b:ident, $y:ident| $isum:expr, $extra:expr) => {{
-            let (w, a) = ($w, $a);
-            let n = w.len().min(a.len());
-            let mut acc0 = _mm256_setzero_ps();
-            let mut acc1 = _mm256_setzero_ps();
-            let mut extra = 0.0f32;
-            let mut i = 0;
-            while i + 2 <= n {
-                {
-                    let ($b, $y) = (w.get_unchecked(i), a.get_unchecked(i));
-                    let isum: __m256i = $isum;
-                    let scale = _mm256_mul_ps(h2f_x8($b.d), h2f_x8($y.d));
-                    acc0 = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc0);
-                    extra += $extra;
-                }
-                {
-                    let ($b, $y) = (w.get_unchecked(i + 1), a.get_unchecked(i + 1));
-                    let isum: __m256i = $isum;
-                    let scale = _mm256_mul_ps(h2f_x8($b.d), h2f_x8($y.d));
-                    acc1 = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc1);
-                    extra += $extra;
-                }
-                i += 2;
-            }
-            if i < n {
-                let ($b, $y) = (w.get_unchecked(i), a.get_unchecked(i));
-                let isum: __m256i = $isum;
-                let scale = _mm256_mul_ps(h2f_x8($b.d), h2f_x8($y.d));
-                acc0 = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc0);
-                extra += $extra;
-            }
-            hsum_ps(_mm256_add_ps(acc0, acc1)) + extra
-        }};
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q4_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
-        let eight = _mm256_set1_epi8(8);
-        block_loop!(
-            w,
-            a,
-            |b, y| dot_i8_i32(
-                _mm256_sub_epi8(nibbles_32(b.qs.as_ptr()), eight),
-                load(&y.qs)
-            ),
-            0.0
-        )
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q4_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
-        block_loop!(
-            w,
-            a,
-            |b, y| dot_u8_i8_i32(nibbles_32(b.qs.as_ptr()), load(&y.qs)),
-            h2f(b.m) * h2f(y.s)
-        )
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q5_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
-        // q - 16 as i8: the nibble when the 5th bit is set, else the nibble with 0xF0 or-ed in.
-        let f0 = _mm256_set1_epi8(0xf0u8 as i8);
-        block_loop!(
-            w,
-            a,
-            |b, y| {
-                let hi = bits_to_bytes(u32::from_le_bytes(b.qh));
-                let q = _mm256_or_si256(nibbles_32(b.qs.as_ptr()), _mm256_andnot_si256(hi, f0));
-                dot_i8_i32(q, load(&y.qs))
-            },
-            0.0
-        )
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q5_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
-        let x10 = _mm256_set1_epi8(0x10);
-        block_loop!(
-            w,
-            a,
-            |b, y| {
-                let hi = _mm256_and_si256(bits_to_bytes(u32::from_le_bytes(b.qh)), x10);
-                let q = _mm256_or_si256(nibbles_32(b.qs.as_ptr()), hi);
-                dot_u8_i8_i32(q, load(&y.qs))
-            },
-            h2f(b.m) * h2f(y.s)
-        )
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
-        block_loop!(w, a, |b, y| dot_i8_i32(load(&b.qs), load(&y.qs)), 0.0)
-    }
-
-    /// Four weight rows against one activation: each activation block is loaded, its scale
-    /// converted and its shared terms formed once, then used by four independent FMA chains.
-    /// `w` holds the 4 rows back to back (`4 * a.len()` blocks).
-    macro_rules! rows4 {
-        ($w:expr, $a:expr, |$y:ident, $yq:ident, $sh:ident| $shared:expr, |$b:ident| $isum:expr, $extra:expr) => {{
-            let (w, a) = ($w, $a);
-            let nb = a.len();
-            let mut acc = [_mm256_setzero_ps(); 4];
-            let mut extra = [0.0f32; 4];
-            for i in 0..nb {
-                let $y = a.get_unchecked(i);
-                let $yq = _mm256_loadu_si256($y.qs.as_ptr() as *const __m256i);
-                let $sh: __m256i = $shared;
-                let dy = h2f_x8($y.d);
-                for r in 0..4 {
-                    let $b = w.get_unchecked(r * nb + i);
-                    let isum: __m256i = $isum;
-                    let scale = _mm256_mul_ps(h2f_x8($b.d), dy);
-                    acc[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc[r]);
-                    extra[r] += $extra;
-                }
-            }
-            [
-                hsum_ps(acc[0]) + extra[0],
-                hsum_ps(acc[1]) + extra[1],
-                hsum_ps(acc[2]) + extra[2],
-                hsum_ps(acc[3]) + extra[3],
-            ]
-        }};
-    }
-
-    /// `c * sum(y)` over each group of 4 bytes, as 8 i32 lanes aligned with `maddubs`+`madd` sums.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    unsafe fn scaled_sums(y: __m256i, c: i16) -> __m256i {
-        _mm256_madd_epi16(
-            _mm256_maddubs_epi16(_mm256_set1_epi8(1), y),
-            _mm256_set1_epi16(c),
-        )
-    }
-
-    /// Q4_0 with unsigned nibbles: sum((q - 8) y) = sum(q y) - 8 sum(y), the second term shared.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q4_0_rows4(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> [f32; 4] {
-        rows4!(
-            w,
-            a,
-            |y, yq, ys8| scaled_sums(yq, 8),
-            |b| _mm256_sub_epi32(dot_u8_i8_i32(nibbles_32(b.qs.as_ptr()), yq), ys8),
-            0.0
-        )
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q4_1_rows4(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> [f32; 4] {
-        rows4!(
-            w,
-            a,
-            |y, yq, _unused| _mm256_setzero_si256(),
-            |b| dot_u8_i8_i32(nibbles_32(b.qs.as_ptr()), yq),
-            h2f(b.m) * h2f(y.s)
-        )
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q5_0_rows4(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> [f32; 4] {
-        let x10 = _mm256_set1_epi8(0x10);
-        rows4!(
-            w,
-            a,
-            |y, yq, ys16| scaled_sums(yq, 16),
-            |b| {
-                let hi = _mm256_and_si256(bits_to_bytes(u32::from_le_bytes(b.qh)), x10);
-                let q = _mm256_or_si256(nibbles_32(b.qs.as_ptr()), hi);
-                _mm256_sub_epi32(dot_u8_i8_i32(q, yq), ys16)
-            },
-            0.0
-        )
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q5_1_rows4(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> [f32; 4] {
-        let x10 = _mm256_set1_epi8(0x10);
-        rows4!(
-            w,
-            a,
-            |y, yq, _unused| _mm256_setzero_si256(),
-            |b| {
-                let hi = _mm256_and_si256(bits_to_bytes(u32::from_le_bytes(b.qh)), x10);
-                let q = _mm256_or_si256(nibbles_32(b.qs.as_ptr()), hi);
-                dot_u8_i8_i32(q, yq)
-            },
-            h2f(b.m) * h2f(y.s)
-        )
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q8_0_rows4(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> [f32; 4] {
-        rows4!(
-            w,
-            a,
-            |y, yq, _unused| _mm256_setzero_si256(),
-            |b| dot_i8_i32(load(&b.qs), yq),
-            0.0
-        )
-    }
-}
+mod avx2;

@@ -1,0 +1,326 @@
+//! AVX2 dots for the legacy formats.
+use super::*;
+use crate::simd::{bits_to_bytes, dot_i8_i32, dot_u8_i8_i32, h2f, h2f_x8, hsum_ps, nibbles_32};
+use std::arch::x86_64::*;
+
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn load(p: &[i8; QK]) -> __m256i {
+    _mm256_loadu_si256(p.as_ptr() as *const __m256i)
+}
+
+/// Accumulate `scale * float(sum)` for each block; two named accumulators (blocks taken in
+/// pairs) hide the FMA latency and stay in registers.
+macro_rules! block_loop {
+    ($w:expr, $a:expr, |$b:ident, $y:ident| $isum:expr, $extra:expr) => {{
+        let (w, a) = ($w, $a);
+        let n = w.len().min(a.len());
+        let mut acc0 = _mm256_setzero_ps();
+        let mut acc1 = _mm256_setzero_ps();
+        let mut extra = 0.0f32;
+        let mut i = 0;
+        while i + 2 <= n {
+            {
+                let ($b, $y) = (w.get_unchecked(i), a.get_unchecked(i));
+                let isum: __m256i = $isum;
+                let scale = _mm256_mul_ps(h2f_x8($b.d), h2f_x8($y.d));
+                acc0 = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc0);
+                extra += $extra;
+            }
+            {
+                let ($b, $y) = (w.get_unchecked(i + 1), a.get_unchecked(i + 1));
+                let isum: __m256i = $isum;
+                let scale = _mm256_mul_ps(h2f_x8($b.d), h2f_x8($y.d));
+                acc1 = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc1);
+                extra += $extra;
+            }
+            i += 2;
+        }
+        if i < n {
+            let ($b, $y) = (w.get_unchecked(i), a.get_unchecked(i));
+            let isum: __m256i = $isum;
+            let scale = _mm256_mul_ps(h2f_x8($b.d), h2f_x8($y.d));
+            acc0 = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(isum), acc0);
+            extra += $extra;
+        }
+        hsum_ps(_mm256_add_ps(acc0, acc1)) + extra
+    }};
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q4_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
+    let eight = _mm256_set1_epi8(8);
+    block_loop!(
+        w,
+        a,
+        |b, y| dot_i8_i32(
+            _mm256_sub_epi8(nibbles_32(b.qs.as_ptr()), eight),
+            load(&y.qs)
+        ),
+        0.0
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q4_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
+    block_loop!(
+        w,
+        a,
+        |b, y| dot_u8_i8_i32(nibbles_32(b.qs.as_ptr()), load(&y.qs)),
+        h2f(b.m) * h2f(y.s)
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q5_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
+    // q - 16 as i8: the nibble when the 5th bit is set, else the nibble with 0xF0 or-ed in.
+    let f0 = _mm256_set1_epi8(0xf0u8 as i8);
+    block_loop!(
+        w,
+        a,
+        |b, y| {
+            let hi = bits_to_bytes(u32::from_le_bytes(b.qh));
+            let q = _mm256_or_si256(nibbles_32(b.qs.as_ptr()), _mm256_andnot_si256(hi, f0));
+            dot_i8_i32(q, load(&y.qs))
+        },
+        0.0
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q5_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
+    let x10 = _mm256_set1_epi8(0x10);
+    block_loop!(
+        w,
+        a,
+        |b, y| {
+            let hi = _mm256_and_si256(bits_to_bytes(u32::from_le_bytes(b.qh)), x10);
+            let q = _mm256_or_si256(nibbles_32(b.qs.as_ptr()), hi);
+            dot_u8_i8_i32(q, load(&y.qs))
+        },
+        h2f(b.m) * h2f(y.s)
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
+    block_loop!(w, a, |b, y| dot_i8_i32(load(&b.qs), load(&y.qs)), 0.0)
+}
+
+/// Four weight rows against one activation (Zen-class cores have one vector integer multiply
+/// pipe, so the kernel spends it only on the 32 products per block-row): each row's block gives
+/// 4 i32 partial sums, the four rows are transposed and added into one vector of row totals,
+/// and a single 4-lane convert + FMA applies the four block scales. `w` holds the 4 rows back to
+/// back (`4 * a.len()` blocks). `$min` names the weight minimum field for formats with one.
+macro_rules! rows4 {
+    ($w:expr, $a:expr, |$y:ident| $shared:expr, |$b:ident, $sh:ident| $part:expr $(, min: $min:ident)?) => {
+        rows4!($w, $a, |$y| $shared, |$b, $sh| $part, sum4 $(, min: $min)?)
+    };
+    ($w:expr, $a:expr, |$y:ident| $shared:expr, |$b:ident, $sh:ident| $part:expr, $reduce:ident $(, min: $min:ident)?) => {{
+        macro_rules! reduce { ($x0:expr, $x1:expr, $x2:expr, $x3:expr) => { $reduce($x0, $x1, $x2, $x3) } }
+        let (w, a) = ($w, $a);
+        let nb = a.len();
+        debug_assert_eq!(w.len(), 4 * nb);
+        let wp = w.as_ptr();
+        let mut acc = _mm_setzero_ps();
+        for i in 0..nb {
+            let $y = &*a.as_ptr().add(i);
+            prefetch_next_group(wp, nb, i);
+            let $sh = $shared;
+            let (b0, b1, b2, b3) = (
+                &*wp.add(i),
+                &*wp.add(nb + i),
+                &*wp.add(2 * nb + i),
+                &*wp.add(3 * nb + i),
+            );
+            let p0 = { let $b = b0; $part };
+            let p1 = { let $b = b1; $part };
+            let p2 = { let $b = b2; $part };
+            let p3 = { let $b = b3; $part };
+            let dy = _mm_cvtph_ps(_mm_set1_epi16($y.d.to_bits() as i16));
+            let d = _mm_mul_ps(f16_x4(b0.d, b1.d, b2.d, b3.d), dy);
+            acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(reduce!(p0, p1, p2, p3)), acc);
+            $(
+                let s = _mm_cvtph_ps(_mm_set1_epi16($y.s.to_bits() as i16));
+                acc = _mm_fmadd_ps(f16_x4(b0.$min, b1.$min, b2.$min, b3.$min), s, acc);
+            )?
+        }
+        let mut out = [0.0f32; 4];
+        _mm_storeu_ps(out.as_mut_ptr(), acc);
+        out
+    }};
+}
+
+/// The 4 rows of the next group follow this group in memory: while block `i` of this group is
+/// processed, fetch the next group's bytes at the same relative position, so the whole
+/// following group is in cache when it starts (the hardware prefetcher alone does not keep
+/// four short row streams fed).
+#[inline(always)]
+unsafe fn prefetch_next_group<B>(wp: *const B, nb: usize, i: usize) {
+    // Prefetches never fault; `wrapping_add` keeps the address arithmetic defined when the
+    // next group lies past the slice (the last group, or another thread's rows).
+    let sz = size_of::<B>();
+    let p = (wp as *const i8).wrapping_add(4 * nb * sz + 4 * i * sz);
+    _mm_prefetch::<_MM_HINT_T0>(p);
+    if 4 * sz > 64 {
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
+    }
+}
+
+/// Row totals of four vectors of 4 i32 partial sums: lane r = sum of the lanes of `pr`.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn sum4(p0: __m128i, p1: __m128i, p2: __m128i, p3: __m128i) -> __m128i {
+    let s01 = _mm_add_epi32(_mm_unpacklo_epi32(p0, p1), _mm_unpackhi_epi32(p0, p1));
+    let s23 = _mm_add_epi32(_mm_unpacklo_epi32(p2, p3), _mm_unpackhi_epi32(p2, p3));
+    _mm_add_epi32(_mm_unpacklo_epi64(s01, s23), _mm_unpackhi_epi64(s01, s23))
+}
+
+/// Row totals of four vectors of 8 i16 partial sums whose totals fit i16 pairwise: lane r of
+/// the result is the (i32) sum of the lanes of `pr`.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn sum4_i16(p0: __m128i, p1: __m128i, p2: __m128i, p3: __m128i) -> __m128i {
+    let h = _mm_hadd_epi16(_mm_hadd_epi16(p0, p1), _mm_hadd_epi16(p2, p3));
+    _mm_madd_epi16(h, _mm_set1_epi16(1))
+}
+
+/// As `sum4_i16` for lanes whose pairwise sums fit i16 but whose 4-sums do not.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn sum4_i16_wide(p0: __m128i, p1: __m128i, p2: __m128i, p3: __m128i) -> __m128i {
+    let ones = _mm_set1_epi16(1);
+    let h01 = _mm_madd_epi16(_mm_hadd_epi16(p0, p1), ones);
+    let h23 = _mm_madd_epi16(_mm_hadd_epi16(p2, p3), ones);
+    _mm_hadd_epi32(h01, h23)
+}
+
+/// Four f16 values as 4 f32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn f16_x4(a: f16, b: f16, c: f16, d: f16) -> __m128 {
+    let v = _mm_setr_epi16(
+        a.to_bits() as i16,
+        b.to_bits() as i16,
+        c.to_bits() as i16,
+        d.to_bits() as i16,
+        0,
+        0,
+        0,
+        0,
+    );
+    _mm_cvtph_ps(v)
+}
+
+/// The activation block as its two 16-byte halves (elements 0..16 and 16..32).
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn halves(qs: &[i8; QK]) -> (__m128i, __m128i) {
+    let p = qs.as_ptr() as *const __m128i;
+    (_mm_loadu_si128(p), _mm_loadu_si128(p.add(1)))
+}
+
+/// Nibble products of one block-row as 8 i16 pair sums: low nibbles against elements 0..16,
+/// high nibbles against 16..32 (ggml's layout). Values <= 2 * (2*15*127) fit i16.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn nibble_dot16(qs: &[u8; QK / 2], y: (__m128i, __m128i)) -> __m128i {
+    let m4 = _mm_set1_epi8(0x0f);
+    let b = _mm_loadu_si128(qs.as_ptr() as *const __m128i);
+    let lo = _mm_and_si128(b, m4);
+    let hi = _mm_and_si128(_mm_srli_epi16(b, 4), m4);
+    _mm_add_epi16(_mm_maddubs_epi16(lo, y.0), _mm_maddubs_epi16(hi, y.1))
+}
+
+/// `c * (pair sums of y)` as 8 i16, aligned with `nibble_dot16` (the offset of the unsigned
+/// codes: `sum((q - c) y) = sum(q y) - c sum(y)`).
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn offset16(y: (__m128i, __m128i), c: i8) -> __m128i {
+    let c = _mm_set1_epi8(c);
+    _mm_add_epi16(_mm_maddubs_epi16(c, y.0), _mm_maddubs_epi16(c, y.1))
+}
+
+/// The 5th bits of a Q5 block, as 0x10 in the bytes of each half whose bit is set.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn fifth_bits(qh: [u8; 4]) -> (__m128i, __m128i) {
+    let v = bits_to_bytes(u32::from_le_bytes(qh));
+    let v = _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+    (_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q4_0_rows4(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> [f32; 4] {
+    rows4!(
+        w,
+        a,
+        |y| {
+            let yh = halves(&y.qs);
+            (yh, offset16(yh, 8))
+        },
+        |b, sh| _mm_sub_epi16(nibble_dot16(&b.qs, sh.0), sh.1),
+        sum4_i16
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q4_1_rows4(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> [f32; 4] {
+    rows4!(
+        w,
+        a,
+        |y| halves(&y.qs),
+        |b, yh| nibble_dot16(&b.qs, yh),
+        sum4_i16,
+        min: m
+    )
+}
+
+/// Q5_0 with the offset taken in i16: `(q - 16) y` pair sums stay within +-4064 per lane.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q5_0_rows4(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> [f32; 4] {
+    rows4!(
+        w,
+        a,
+        |y| {
+            let yh = halves(&y.qs);
+            (yh, offset16(yh, 16))
+        },
+        |b, sh| _mm_sub_epi16(q5_dot16(&b.qs, b.qh, sh.0), sh.1),
+        sum4_i16
+    )
+}
+
+/// Q5_1 lanes reach 2 * (2*31*127): one pairwise add still fits i16, the second needs i32.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q5_1_rows4(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> [f32; 4] {
+    rows4!(
+        w,
+        a,
+        |y| halves(&y.qs),
+        |b, yh| q5_dot16(&b.qs, b.qh, yh),
+        sum4_i16_wide,
+        min: m
+    )
+}
+
+/// Unsigned 5-bit codes against the activation, as 8 i16 pair sums (each <= 2*(2*31*127)).
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn q5_dot16(qs: &[u8; QK / 2], qh: [u8; 4], y: (__m128i, __m128i)) -> __m128i {
+    let m4 = _mm_set1_epi8(0x0f);
+    let h = fifth_bits(qh);
+    let b = _mm_loadu_si128(qs.as_ptr() as *const __m128i);
+    let lo = _mm_or_si128(_mm_and_si128(b, m4), h.0);
+    let hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(b, 4), m4), h.1);
+    _mm_add_epi16(_mm_maddubs_epi16(lo, y.0), _mm_maddubs_epi16(hi, y.1))
+}
+
+/// Q8_0: signed products fill i16 pairs, so each row widens to 8 i32 and folds its halves.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q8_0_rows4(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> [f32; 4] {
+    rows4!(w, a, |y| load(&y.qs), |b, yq| {
+        let s = dot_i8_i32(load(&b.qs), yq);
+        _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1))
+    })
+}
