@@ -113,19 +113,20 @@ pub unsafe fn q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
 /// and a single 4-lane convert + FMA applies the four block scales. `w` holds the 4 rows back to
 /// back (`4 * a.len()` blocks). `$min` names the weight minimum field for formats with one.
 macro_rules! rows4 {
-    ($w:expr, $a:expr, |$y:ident| $shared:expr, |$b:ident, $sh:ident| $part:expr $(, min: $min:ident)?) => {
-        rows4!($w, $a, |$y| $shared, |$b, $sh| $part, sum4 $(, min: $min)?)
+    ($w:expr, $next:expr, $a:expr, |$y:ident| $shared:expr, |$b:ident, $sh:ident| $part:expr $(, min: $min:ident)?) => {
+        rows4!($w, $next, $a, |$y| $shared, |$b, $sh| $part, sum4 $(, min: $min)?)
     };
-    ($w:expr, $a:expr, |$y:ident| $shared:expr, |$b:ident, $sh:ident| $part:expr, $reduce:ident $(, min: $min:ident)?) => {{
+    ($w:expr, $next:expr, $a:expr, |$y:ident| $shared:expr, |$b:ident, $sh:ident| $part:expr, $reduce:ident $(, min: $min:ident)?) => {{
         macro_rules! reduce { ($x0:expr, $x1:expr, $x2:expr, $x3:expr) => { $reduce($x0, $x1, $x2, $x3) } }
         let (w, a) = ($w, $a);
         let nb = a.len();
         debug_assert_eq!(w.len(), 4 * nb);
         let wp = w.as_ptr();
+        let next = $next;
         let mut acc = _mm_setzero_ps();
         for i in 0..nb {
             let $y = &*a.as_ptr().add(i);
-            prefetch_next_group(wp, nb, i);
+            prefetch_group(next, i);
             let $sh = $shared;
             let (b0, b1, b2, b3) = (
                 &*wp.add(i),
@@ -151,16 +152,14 @@ macro_rules! rows4 {
     }};
 }
 
-/// The 4 rows of the next group follow this group in memory: while block `i` of this group is
-/// processed, fetch the next group's bytes at the same relative position, so the whole
-/// following group is in cache when it starts (the hardware prefetcher alone does not keep
-/// four short row streams fed).
+/// While block `i` of a group is processed, fetch the next group's bytes (4 rows, contiguous)
+/// at the same relative position, so the whole following group is in cache when it starts:
+/// the hardware prefetcher alone does not keep four short row streams fed. `next` is the next
+/// group's first block, or this group's when there is none (then the hints hit cached lines).
 #[inline(always)]
-unsafe fn prefetch_next_group<B>(wp: *const B, nb: usize, i: usize) {
-    // Prefetches never fault; `wrapping_add` keeps the address arithmetic defined when the
-    // next group lies past the slice (the last group, or another thread's rows).
+unsafe fn prefetch_group<B>(next: *const B, i: usize) {
     let sz = size_of::<B>();
-    let p = (wp as *const i8).wrapping_add(4 * nb * sz + 4 * i * sz);
+    let p = (next as *const i8).wrapping_add(4 * i * sz);
     _mm_prefetch::<_MM_HINT_T0>(p);
     if 4 * sz > 64 {
         _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
@@ -251,9 +250,10 @@ unsafe fn fifth_bits(qh: [u8; 4]) -> (__m128i, __m128i) {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q4_0_rows4(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> [f32; 4] {
+pub unsafe fn q4_0_rows4(w: &[BlockQ4_0], next: *const BlockQ4_0, a: &[BlockQ8_0]) -> [f32; 4] {
     rows4!(
         w,
+        next,
         a,
         |y| {
             let yh = halves(&y.qs);
@@ -265,9 +265,10 @@ pub unsafe fn q4_0_rows4(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> [f32; 4] {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q4_1_rows4(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> [f32; 4] {
+pub unsafe fn q4_1_rows4(w: &[BlockQ4_1], next: *const BlockQ4_1, a: &[BlockQ8_1]) -> [f32; 4] {
     rows4!(
         w,
+        next,
         a,
         |y| halves(&y.qs),
         |b, yh| nibble_dot16(&b.qs, yh),
@@ -278,9 +279,10 @@ pub unsafe fn q4_1_rows4(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> [f32; 4] {
 
 /// Q5_0 with the offset taken in i16: `(q - 16) y` pair sums stay within +-4064 per lane.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q5_0_rows4(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> [f32; 4] {
+pub unsafe fn q5_0_rows4(w: &[BlockQ5_0], next: *const BlockQ5_0, a: &[BlockQ8_0]) -> [f32; 4] {
     rows4!(
         w,
+        next,
         a,
         |y| {
             let yh = halves(&y.qs);
@@ -293,9 +295,10 @@ pub unsafe fn q5_0_rows4(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> [f32; 4] {
 
 /// Q5_1 lanes reach 2 * (2*31*127): one pairwise add still fits i16, the second needs i32.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q5_1_rows4(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> [f32; 4] {
+pub unsafe fn q5_1_rows4(w: &[BlockQ5_1], next: *const BlockQ5_1, a: &[BlockQ8_1]) -> [f32; 4] {
     rows4!(
         w,
+        next,
         a,
         |y| halves(&y.qs),
         |b, yh| q5_dot16(&b.qs, b.qh, yh),
@@ -318,8 +321,8 @@ unsafe fn q5_dot16(qs: &[u8; QK / 2], qh: [u8; 4], y: (__m128i, __m128i)) -> __m
 
 /// Q8_0: signed products fill i16 pairs, so each row widens to 8 i32 and folds its halves.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q8_0_rows4(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> [f32; 4] {
-    rows4!(w, a, |y| load(&y.qs), |b, yq| {
+pub unsafe fn q8_0_rows4(w: &[BlockQ8_0], next: *const BlockQ8_0, a: &[BlockQ8_0]) -> [f32; 4] {
+    rows4!(w, next, a, |y| load(&y.qs), |b, yq| {
         let s = dot_i8_i32(load(&b.qs), yq);
         _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1))
     })

@@ -458,7 +458,7 @@ unsafe fn rows_by4<B: QuantBlock>(
     w: &[B],
     a: &[B::Dot],
     out: &mut [f32],
-    k4: unsafe fn(&[B], &[B::Dot]) -> [f32; 4],
+    k4: unsafe fn(&[B], *const B, &[B::Dot]) -> [f32; 4],
 ) {
     if out.is_empty() {
         return;
@@ -466,7 +466,14 @@ unsafe fn rows_by4<B: QuantBlock>(
     let nb = w.len() / out.len();
     let full = out.len() / 4;
     for g in 0..full {
-        let r = k4(&w[4 * g * nb..4 * (g + 1) * nb], a);
+        let group = &w[4 * g * nb..4 * (g + 1) * nb];
+        // The next group's first block, or this group's when there is none (see `prefetch_group`).
+        let next = if g + 1 < full {
+            group.as_ptr_range().end
+        } else {
+            group.as_ptr()
+        };
+        let r = k4(group, next, a);
         out[4 * g..4 * g + 4].copy_from_slice(&r);
     }
     for i in 4 * full..out.len() {
