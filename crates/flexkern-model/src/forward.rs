@@ -142,9 +142,12 @@ impl<'a, B: Backend + TensorOps> Model<'a, B> {
         let (c, b) = (&self.config, &self.backend);
         let m = positions.len();
         b.rms_norm(x, &l.attn_norm, c.rms_eps, &mut s.h)?;
-        b.matmul(&l.wq, &s.h, m, &mut s.q)?;
-        b.matmul(&l.wk, &s.h, m, &mut s.k)?;
-        b.matmul(&l.wv, &s.h, m, &mut s.v)?;
+        b.matmul_many(
+            &[&l.wq, &l.wk, &l.wv],
+            &s.h,
+            m,
+            &mut [&mut s.q, &mut s.k, &mut s.v],
+        )?;
         for (y, bias) in [(&mut s.q, &l.bq), (&mut s.k, &l.bk), (&mut s.v, &l.bv)] {
             if let Some(bias) = bias {
                 b.add_bias(y, bias)?;

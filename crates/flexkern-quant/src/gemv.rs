@@ -1,12 +1,15 @@
 //! The generic GEMV driver: formats supply per-row dots (`Rows`), the driver supplies
 //! threading over row blocks and the batch layout.
 //!
-//! Threading: rayon tasks over chunks of output rows (about 8 tasks per thread, at least 8 rows
-//! each); each weight row is read once and dotted with all M activation rows while it sits in L1.
+//! Threading: rayon tasks over chunks of output rows (about 8 tasks per thread, each at least
+//! `MIN_TASK_BYTES` of weights so small matrices are not drowned in scheduling); each weight
+//! row is read once and dotted with all M activation rows while it sits in L1. Several matrices
+//! that share one activation (Q, K and V) run as one row range (`Segments`).
 
 use crate::format::QuantBlock;
 use crate::mlx::{group_sums, MlxView};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// A weight matrix joined with its prepared activation rows.
 pub(crate) trait Rows: Sync {
@@ -14,29 +17,39 @@ pub(crate) trait Rows: Sync {
     fn m(&self) -> usize;
     /// For rows `r0 .. r0 + out.len() / m`: `out[(r - r0) * m + j] = dot(W[r], x_j)`.
     fn rows(&self, r0: usize, out: &mut [f32]);
+    /// Weight bytes per row (for task sizing).
+    fn row_bytes(&self) -> usize;
 }
 
 /// Weight rows per multi-row dot group in the batched path.
 const ROWS: usize = 4;
 
 /// A block-format matrix and its activation rows quantized to the format's `Dot` type.
+/// Activation rows quantized to a format's `Dot` type, shareable by several matrices.
+pub(crate) type Acts<B> = Arc<Vec<Vec<<B as QuantBlock>::Dot>>>;
+
 pub(crate) struct BlockRows<'a, B: QuantBlock> {
     pub w: &'a [B],
     pub blocks_per_row: usize,
-    pub acts: Vec<Vec<B::Dot>>,
+    pub acts: Acts<B>,
+}
+
+/// `x` is `[m, k]` f32; `k` must be a multiple of `B::Dot::ELEMS`.
+pub(crate) fn quantize_acts<B: QuantBlock>(x: &[f32], k: usize, m: usize) -> Acts<B> {
+    let nb_dot = k / <B::Dot as QuantBlock>::ELEMS;
+    let acts = (0..m)
+        .map(|j| {
+            let mut a = vec![<B::Dot as bytemuck::Zeroable>::zeroed(); nb_dot];
+            <B::Dot as QuantBlock>::quantize_ref(&x[j * k..(j + 1) * k], &mut a);
+            a
+        })
+        .collect();
+    Arc::new(acts)
 }
 
 impl<'a, B: QuantBlock> BlockRows<'a, B> {
-    /// `x` is `[m, k]` f32; `k` must be a multiple of both `B::ELEMS` and `B::Dot::ELEMS`.
-    pub fn new(w: &'a [B], k: usize, x: &[f32], m: usize) -> Self {
-        let nb_dot = k / <B::Dot as QuantBlock>::ELEMS;
-        let acts = (0..m)
-            .map(|j| {
-                let mut a = vec![<B::Dot as bytemuck::Zeroable>::zeroed(); nb_dot];
-                <B::Dot as QuantBlock>::quantize_ref(&x[j * k..(j + 1) * k], &mut a);
-                a
-            })
-            .collect();
+    /// `k` must be a multiple of `B::ELEMS`; `acts` rows hold `k` elements.
+    pub fn new(w: &'a [B], k: usize, acts: Acts<B>) -> Self {
         BlockRows {
             w,
             blocks_per_row: k / B::ELEMS,
@@ -69,6 +82,9 @@ impl<B: QuantBlock> Rows for BlockRows<'_, B> {
                 }
             }
         }
+    }
+    fn row_bytes(&self) -> usize {
+        self.blocks_per_row * size_of::<B>()
     }
 }
 
@@ -103,17 +119,72 @@ impl Rows for MlxRows<'_> {
             }
         }
     }
+    fn row_bytes(&self) -> usize {
+        self.view.k * self.view.bits as usize / 8
+    }
 }
 
-/// Rows per task: about 8 tasks per thread so uneven cores still balance, never below 8 rows.
-fn chunk_rows(n: usize, parallel: bool) -> usize {
+/// Several matrices with the same activation rows, run as one range of rows: matrix `i` owns
+/// rows `starts[i] .. starts[i + 1]`.
+pub(crate) struct Segments<'a> {
+    pub parts: Vec<Box<dyn Rows + 'a>>,
+    pub starts: Vec<usize>,
+}
+
+impl<'a> Segments<'a> {
+    pub fn new(parts: Vec<(Box<dyn Rows + 'a>, usize)>) -> Self {
+        let mut starts = vec![0];
+        for (_, n) in &parts {
+            starts.push(starts.last().unwrap() + n);
+        }
+        Segments {
+            parts: parts.into_iter().map(|(p, _)| p).collect(),
+            starts,
+        }
+    }
+    pub fn n(&self) -> usize {
+        *self.starts.last().unwrap()
+    }
+}
+
+impl Rows for Segments<'_> {
+    fn m(&self) -> usize {
+        self.parts.first().map_or(1, |p| p.m())
+    }
+    fn rows(&self, r0: usize, out: &mut [f32]) {
+        let m = self.m();
+        let r1 = r0 + out.len() / m;
+        for (i, p) in self.parts.iter().enumerate() {
+            let (s, e) = (self.starts[i].max(r0), self.starts[i + 1].min(r1));
+            if s < e {
+                p.rows(s - self.starts[i], &mut out[(s - r0) * m..(e - r0) * m]);
+            }
+        }
+    }
+    fn row_bytes(&self) -> usize {
+        let n = self.n().max(1);
+        let total: usize = (0..self.parts.len())
+            .map(|i| self.parts[i].row_bytes() * (self.starts[i + 1] - self.starts[i]))
+            .sum();
+        total / n
+    }
+}
+
+/// The least weight bytes worth a task of its own: below this, scheduling costs more than the
+/// split gains (a 576 x 192 Q4_1 matrix is 69 KB).
+const MIN_TASK_BYTES: usize = 16 << 10;
+
+/// Rows per task: about 8 tasks per thread so uneven cores still balance, never below 8 rows
+/// or `MIN_TASK_BYTES`.
+fn chunk_rows(n: usize, parallel: bool, row_bytes: usize) -> usize {
     if !parallel {
         return n.max(1);
     }
     // A multiple of ROWS, so multi-row groups start at the same rows threaded or not and the
     // results are bit-identical either way.
     let tasks = rayon::current_num_threads() * 8;
-    n.div_ceil(tasks).max(8).next_multiple_of(ROWS)
+    let min_rows = MIN_TASK_BYTES.div_ceil(row_bytes.max(1)).max(8);
+    n.div_ceil(tasks).max(min_rows).next_multiple_of(ROWS)
 }
 
 /// Calls `f(r0, out)` over chunks of rows of a row-major `[n, m]` output `yt`.
@@ -121,13 +192,14 @@ pub(crate) fn for_row_chunks(
     n: usize,
     m: usize,
     parallel: bool,
+    row_bytes: usize,
     yt: &mut [f32],
     f: impl Fn(usize, &mut [f32]) + Sync,
 ) {
     if n == 0 || m == 0 {
         return;
     }
-    let ch = chunk_rows(n, parallel);
+    let ch = chunk_rows(n, parallel, row_bytes);
     if parallel {
         yt.par_chunks_mut(ch * m)
             .enumerate()
@@ -142,12 +214,13 @@ pub(crate) fn for_row_chunks(
 /// `y[j, r] = dot(W[r], x_j)` into `y` (`[m, n]`).
 pub(crate) fn run(rows: &dyn Rows, n: usize, parallel: bool, y: &mut [f32]) {
     let m = rows.m();
+    let rb = rows.row_bytes();
     if m == 1 {
-        for_row_chunks(n, 1, parallel, y, |r0, o| rows.rows(r0, o));
+        for_row_chunks(n, 1, parallel, rb, y, |r0, o| rows.rows(r0, o));
         return;
     }
     let mut yt = vec![0.0f32; n * m];
-    for_row_chunks(n, m, parallel, &mut yt, |r0, o| rows.rows(r0, o));
+    for_row_chunks(n, m, parallel, rb, &mut yt, |r0, o| rows.rows(r0, o));
     transpose_into(&yt, n, m, y);
 }
 

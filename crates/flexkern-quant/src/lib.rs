@@ -23,4 +23,4 @@ mod storage;
 pub use codec::{dequantize, quantize};
 pub use error::{QuantError, Result};
 pub use format::{Format, MlxScale, QuantBlock};
-pub use matrix::{down_with_swiglu, swiglu_gate_up, Activation, QuantMatrix};
+pub use matrix::{down_with_swiglu, gemv_many, swiglu_gate_up, Activation, QuantMatrix};

@@ -4,7 +4,7 @@
 use crate::dispatch::with_block;
 use crate::error::{invalid, Result};
 use crate::format::{Format, QuantBlock};
-use crate::gemv::{self, silu, BlockRows, MlxRows, Rows};
+use crate::gemv::{self, silu, BlockRows, MlxRows, Rows, Segments};
 use crate::mlx::{self, MlxView};
 use crate::storage::{blocks, Storage};
 use half::{bf16, f16};
@@ -206,29 +206,7 @@ impl<'a> QuantMatrix<'a> {
 
     /// The matrix joined with `m` prepared activation rows (`x` is `[m, k]` f32).
     fn prepare(&self, x: &[f32], m: usize) -> Result<Box<dyn Rows + '_>> {
-        fn block_rows<'s, B: QuantBlock>(
-            q: &'s QuantMatrix<'_>,
-            x: &[f32],
-            m: usize,
-        ) -> Result<Box<dyn Rows + 's>> {
-            let dot_elems = <B::Dot as QuantBlock>::ELEMS;
-            if !q.k.is_multiple_of(dot_elems) {
-                return Err(invalid(
-                    "k",
-                    format!("must be a multiple of the activation block size {dot_elems}"),
-                ));
-            }
-            Ok(Box::new(BlockRows::<B>::new(
-                blocks::<B>(q.block_bytes()),
-                q.k,
-                x,
-                m,
-            )))
-        }
-        with_block!(self.format, |B| block_rows::<B>(self, x, m), mlx => {
-            let view = self.mlx_view().ok_or_else(|| invalid("format", "MLX matrix without MLX arrays"))?;
-            Ok(Box::new(MlxRows::new(view, x, m)))
-        })
+        Ok(prepare_many(&[self], x, m)?.pop().expect("one matrix"))
     }
 
     /// `y = W x`: `x` has `k` elements, `y` has `n`.
@@ -309,6 +287,114 @@ impl<'a> QuantMatrix<'a> {
     }
 }
 
+/// Every matrix joined with `m` prepared activation rows (`x` is `[m, k]` f32, the same `k` for
+/// all): matrices of one format share one quantized copy of the activation.
+fn prepare_many<'s>(
+    mats: &[&'s QuantMatrix<'_>],
+    x: &[f32],
+    m: usize,
+) -> Result<Vec<Box<dyn Rows + 's>>> {
+    fn block_rows<'s, B: QuantBlock>(
+        mats: &[&'s QuantMatrix<'_>],
+        idx: &[usize],
+        x: &[f32],
+        m: usize,
+        out: &mut [Option<Box<dyn Rows + 's>>],
+    ) -> Result<()> {
+        let k = mats[idx[0]].k;
+        let dot_elems = <B::Dot as QuantBlock>::ELEMS;
+        if !k.is_multiple_of(dot_elems) {
+            return Err(invalid(
+                "k",
+                format!("must be a multiple of the activation block size {dot_elems}"),
+            ));
+        }
+        let acts = gemv::quantize_acts::<B>(x, k, m);
+        for &j in idx {
+            let w = blocks::<B>(mats[j].block_bytes());
+            out[j] = Some(Box::new(BlockRows::<B>::new(w, k, acts.clone())));
+        }
+        Ok(())
+    }
+    let mut out: Vec<Option<Box<dyn Rows + 's>>> = (0..mats.len()).map(|_| None).collect();
+    for i in 0..mats.len() {
+        if out[i].is_some() {
+            continue;
+        }
+        let idx: Vec<usize> = (i..mats.len())
+            .filter(|&j| out[j].is_none() && mats[j].format == mats[i].format)
+            .collect();
+        with_block!(mats[i].format, |B| block_rows::<B>(mats, &idx, x, m, &mut out)?, mlx => {
+            for &j in &idx {
+                let view = mats[j]
+                    .mlx_view()
+                    .ok_or_else(|| invalid("format", "MLX matrix without MLX arrays"))?;
+                out[j] = Some(Box::new(MlxRows::new(view, x, m)));
+            }
+        });
+    }
+    Ok(out
+        .into_iter()
+        .map(|r| r.expect("every matrix prepared"))
+        .collect())
+}
+
+/// `ys[i] = mats[i] x` for matrices sharing `k` (Q, K and V projections): the activation is
+/// quantized once per format and all rows run as one parallel pass, so small matrices share
+/// one scheduling round. `x` is `[m, k]`, `ys[i]` is `[m, mats[i].n()]`.
+pub fn gemv_many(
+    mats: &[&QuantMatrix],
+    x: Activation,
+    m: usize,
+    ys: &mut [&mut [f32]],
+) -> Result<()> {
+    if mats.len() != ys.len() {
+        return Err(invalid(
+            "ys",
+            format!("{} outputs for {} matrices", ys.len(), mats.len()),
+        ));
+    }
+    let Some(first) = mats.first() else {
+        return Ok(());
+    };
+    let k = first.k;
+    if let Some(q) = mats.iter().find(|q| q.k != k) {
+        return Err(invalid(
+            "mats",
+            format!("k = {} differs from the first matrix's k = {k}", q.k),
+        ));
+    }
+    check_len(
+        "x",
+        x.len(),
+        checked_mul("m", m, k)?,
+        "activation elements (m * k)",
+    )?;
+    for (q, y) in mats.iter().zip(ys.iter()) {
+        check_len(
+            "ys",
+            y.len(),
+            checked_mul("m", m, q.n)?,
+            "output elements (m * n)",
+        )?;
+    }
+    if m == 0 {
+        return Ok(());
+    }
+    let xf = x.to_f32();
+    let parts = prepare_many(mats, &xf, m)?;
+    let seg = Segments::new(parts.into_iter().zip(mats.iter().map(|q| q.n)).collect());
+    let n = seg.n();
+    let mut yt = vec![0.0f32; n * m];
+    let rb = seg.row_bytes();
+    gemv::for_row_chunks(n, m, first.parallel, rb, &mut yt, |r0, o| seg.rows(r0, o));
+    for (i, y) in ys.iter_mut().enumerate() {
+        let (s, e) = (seg.starts[i], seg.starts[i + 1]);
+        gemv::transpose_into(&yt[s * m..e * m], e - s, m, y);
+    }
+    Ok(())
+}
+
 /// `out[j, r] = silu(gate[r] . x_j) * (up[r] . x_j)`: one pass over both matrices (each row
 /// chunk reads its gate rows and its up rows back to back). `x` is `[m, k]`, `out` `[m, n]`.
 pub fn swiglu_gate_up(
@@ -344,7 +430,9 @@ pub fn swiglu_gate_up(
         return Ok(());
     }
     let xf = x.to_f32();
-    let (g, u) = (gate.prepare(&xf, m)?, up.prepare(&xf, m)?);
+    let mut prepared = prepare_many(&[gate, up], &xf, m)?;
+    let (u, g) = (prepared.pop().expect("up"), prepared.pop().expect("gate"));
+    let rb = g.row_bytes() + u.row_bytes();
     let body = |r0: usize, o: &mut [f32]| {
         let mut ub = vec![0.0f32; o.len()];
         g.rows(r0, o);
@@ -354,10 +442,10 @@ pub fn swiglu_gate_up(
         }
     };
     if m == 1 {
-        gemv::for_row_chunks(n, 1, gate.parallel, out, body);
+        gemv::for_row_chunks(n, 1, gate.parallel, rb, out, body);
     } else {
         let mut yt = vec![0.0f32; n * m];
-        gemv::for_row_chunks(n, m, gate.parallel, &mut yt, body);
+        gemv::for_row_chunks(n, m, gate.parallel, rb, &mut yt, body);
         gemv::transpose_into(&yt, n, m, out);
     }
     Ok(())

@@ -6,8 +6,8 @@ mod common;
 
 use common::*;
 use flexkern_quant::{
-    dequantize, down_with_swiglu, quantize, swiglu_gate_up, Activation, Format, QuantError,
-    QuantMatrix,
+    dequantize, down_with_swiglu, gemv_many, quantize, swiglu_gate_up, Activation, Format,
+    QuantError, QuantMatrix,
 };
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -154,6 +154,76 @@ fn batched_and_fused_match_single_row() {
             assert_eq!(yd, yh, "{f} down_with_swiglu m={m}");
         }
     }
+}
+
+/// Matrices of mixed formats and odd row counts through one `gemv_many` call equal their
+/// separate GEMVs (up to f32 summation order: rows may fall in different 4-row groups).
+#[test]
+fn gemv_many_matches_separate_gemvs() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let k = 256;
+    let specs = [
+        (Format::Q4_1, 37usize),
+        (Format::Q8_0, 8),
+        (Format::Q4_1, 61),
+        (Format::Q4K, 5),
+        (Format::F16, 3),
+        (Format::from_name("mlx:4:64").unwrap(), 9),
+    ];
+    let bytes: Vec<Vec<u8>> = specs
+        .iter()
+        .map(|&(f, n)| quantize(f, &randn(&mut rng, n * k), n, k).unwrap())
+        .collect();
+    let mats: Vec<QuantMatrix> = specs
+        .iter()
+        .zip(&bytes)
+        .map(|(&(f, n), b)| QuantMatrix::new(f, n, k, b).unwrap())
+        .collect();
+    let refs: Vec<&QuantMatrix> = mats.iter().collect();
+    for m in [1usize, 3] {
+        let x = randn(&mut rng, m * k);
+        let mut outs: Vec<Vec<f32>> = specs.iter().map(|&(_, n)| vec![f32::NAN; m * n]).collect();
+        let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
+        gemv_many(&refs, Activation::F32(&x), m, &mut views).unwrap();
+        for (q, got) in mats.iter().zip(&outs) {
+            let mut want = vec![f32::NAN; m * q.n()];
+            q.gemv_batch(Activation::F32(&x), m, &mut want).unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                    "{} m={m}: {g} vs {w}",
+                    q.format()
+                );
+            }
+        }
+    }
+    // Bad input: mismatched k, output count, output length.
+    let other = quantize(Format::Q8_0, &randn(&mut rng, 4 * 64), 4, 64).unwrap();
+    let odd = QuantMatrix::new(Format::Q8_0, 4, 64, &other).unwrap();
+    let x = randn(&mut rng, k);
+    let mut a = vec![0.0; mats[0].n()];
+    let mut b = vec![0.0; 4];
+    let e = gemv_many(
+        &[&mats[0], &odd],
+        Activation::F32(&x),
+        1,
+        &mut [&mut a, &mut b],
+    );
+    assert!(
+        matches!(e, Err(QuantError::InvalidArgument { arg: "mats", .. })),
+        "{e:?}"
+    );
+    let e = gemv_many(&[&mats[0]], Activation::F32(&x), 1, &mut []);
+    assert!(
+        matches!(e, Err(QuantError::InvalidArgument { arg: "ys", .. })),
+        "{e:?}"
+    );
+    let mut short = vec![0.0; 2];
+    let e = gemv_many(&[&mats[0]], Activation::F32(&x), 1, &mut [&mut short]);
+    assert!(
+        matches!(e, Err(QuantError::InvalidArgument { arg: "ys", .. })),
+        "{e:?}"
+    );
 }
 
 #[test]

@@ -152,10 +152,10 @@ macro_rules! rows4 {
     }};
 }
 
-/// While block `i` of a group is processed, fetch the next group's bytes (4 rows, contiguous)
-/// at the same relative position, so the whole following group is in cache when it starts:
-/// the hardware prefetcher alone does not keep four short row streams fed. `next` is the next
-/// group's first block, or this group's when there is none (then the hints hit cached lines).
+/// While block `i` of a group is processed, fetch a later group's bytes (4 rows, contiguous)
+/// at the same relative position, so that group is in cache when it starts: the hardware
+/// prefetcher alone does not keep four short row streams fed. `next` is that group's first
+/// block, or this group's when there is none (then the hints hit cached lines).
 #[inline(always)]
 unsafe fn prefetch_group<B>(next: *const B, i: usize) {
     let sz = size_of::<B>();

@@ -452,24 +452,35 @@ impl QuantBlock for BlockQ8_1 {
     }
 }
 
+/// How far ahead of the group being computed the 4-row kernels prefetch.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_BYTES: usize = 4096;
+
+/// A 4-row kernel: four rows back to back, the group to prefetch, the activation.
+#[cfg(target_arch = "x86_64")]
+type Rows4<B> = unsafe fn(&[B], *const B, &[<B as QuantBlock>::Dot]) -> [f32; 4];
+
 /// Runs a 4-row kernel over groups of 4 rows and the 1-row `vec_dot` over the rest.
 #[cfg(target_arch = "x86_64")]
 unsafe fn rows_by4<B: QuantBlock>(
     w: &[B],
     a: &[B::Dot],
     out: &mut [f32],
-    k4: unsafe fn(&[B], *const B, &[B::Dot]) -> [f32; 4],
+    k4: Rows4<B>,
 ) {
     if out.is_empty() {
         return;
     }
     let nb = w.len() / out.len();
     let full = out.len() / 4;
+    // Prefetch far enough ahead to cover DRAM latency even when rows are short (K = 576).
+    let ahead = PREFETCH_BYTES.div_ceil(4 * nb * size_of::<B>()).max(1);
     for g in 0..full {
         let group = &w[4 * g * nb..4 * (g + 1) * nb];
-        // The next group's first block, or this group's when there is none (see `prefetch_group`).
-        let next = if g + 1 < full {
-            group.as_ptr_range().end
+        // The group `ahead` groups on, or this one when that is past the rows given: hints to
+        // addresses outside the matrix could land on unmapped pages, which costs page walks.
+        let next = if g + ahead < full {
+            w[4 * (g + ahead) * nb..].as_ptr()
         } else {
             group.as_ptr()
         };

@@ -57,6 +57,27 @@ pub trait TensorOps: Sync {
     /// `y[m, n] = x[m, k] · Wᵀ` for `w` of shape `[n, k]`.
     fn matmul(&self, w: &QuantMatrix, x: &[f32], m: usize, y: &mut [f32]) -> Result<()>;
 
+    /// `ys[i] = x · ws[i]ᵀ` for matrices sharing `k` (Q, K, V). Backends fuse them into one
+    /// launch; the default runs them one by one.
+    fn matmul_many(
+        &self,
+        ws: &[&QuantMatrix],
+        x: &[f32],
+        m: usize,
+        ys: &mut [&mut [f32]],
+    ) -> Result<()> {
+        if ws.len() != ys.len() {
+            return Err(crate::error::invalid(
+                "ys",
+                format!("{} outputs for {} matrices", ys.len(), ws.len()),
+            ));
+        }
+        for (w, y) in ws.iter().zip(ys.iter_mut()) {
+            self.matmul(w, x, m, y)?;
+        }
+        Ok(())
+    }
+
     /// `out[m, n] = silu(x · gateᵀ) * (x · upᵀ)`, both matrices `[n, k]`, one pass.
     fn swiglu(
         &self,

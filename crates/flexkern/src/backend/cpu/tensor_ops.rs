@@ -8,7 +8,7 @@ use crate::backend::tensor_ops::{AttnShape, Rope, RopeStyle, TensorOps};
 use crate::error::{invalid, Error, Result};
 use crate::tensor::TensorView;
 use crate::variant::{builtins, Variant};
-use flexkern_quant::{swiglu_gate_up, Activation, QuantMatrix};
+use flexkern_quant::{gemv_many, swiglu_gate_up, Activation, QuantMatrix};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -51,6 +51,31 @@ impl TensorOps for CpuBackend {
         check("y", y.len(), m * n)?;
         for (xc, yc) in x.chunks(GEMV_ROWS * k).zip(y.chunks_mut(GEMV_ROWS * n)) {
             w.gemv_batch(Activation::F32(xc), xc.len() / k.max(1), yc)?;
+        }
+        Ok(())
+    }
+
+    fn matmul_many(
+        &self,
+        ws: &[&QuantMatrix],
+        x: &[f32],
+        m: usize,
+        ys: &mut [&mut [f32]],
+    ) -> Result<()> {
+        let Some(k) = ws.first().map(|w| w.k()) else {
+            return Ok(());
+        };
+        check("x", x.len(), m * k)?;
+        let mut r0 = 0;
+        for xc in x.chunks(GEMV_ROWS * k) {
+            let mc = xc.len() / k.max(1);
+            let mut outs: Vec<&mut [f32]> = ys
+                .iter_mut()
+                .zip(ws)
+                .map(|(y, w)| &mut y[r0 * w.n()..(r0 + mc) * w.n()])
+                .collect();
+            gemv_many(ws, Activation::F32(xc), mc, &mut outs)?;
+            r0 += mc;
         }
         Ok(())
     }
