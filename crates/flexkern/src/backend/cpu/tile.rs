@@ -252,6 +252,8 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
 
 /// Keys per step of the streaming decode (the score micro-kernel's key count).
 const STEP: usize = 3;
+/// Keys per P·V step: more keys per pass over the accumulators, as many pages in flight.
+const PV_STEP: usize = 8;
 
 /// Decode over a few stacked rows (each K and V element read once; f32 rows used in place).
 /// Each tile is walked `STEP` tokens at a time across every fused head, so memory is read nearly
@@ -321,8 +323,8 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
                 &mut sc.alpha[state],
             );
         }
-        for j in (0..bk).step_by(STEP) {
-            let n = (bk - j).min(STEP);
+        for j in (0..bk).step_by(PV_STEP) {
+            let n = (bk - j).min(PV_STEP);
             for hh in 0..nh {
                 // The running state is rescaled once per tile, at its first step.
                 let alpha = if j == 0 {
