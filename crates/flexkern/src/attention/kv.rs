@@ -32,6 +32,18 @@ impl KvRow<'_> {
         self.len() == 0
     }
 
+    /// Address and size in bytes of the stored row.
+    #[inline]
+    pub fn bytes(&self) -> (*const u8, usize) {
+        match *self {
+            KvRow::F32(s) => (s.as_ptr().cast(), s.len() * 4),
+            KvRow::F16(s) => (s.as_ptr().cast(), s.len() * 2),
+            KvRow::BF16(s) => (s.as_ptr().cast(), s.len() * 2),
+            KvRow::Fp8E4M3(s, _) | KvRow::Fp8E5M2(s, _) => (s.as_ptr(), s.len()),
+            KvRow::I8(s, _) => (s.as_ptr().cast(), s.len()),
+        }
+    }
+
     /// Widens the row into `dst` (same length).
     #[inline]
     pub fn to_f32(&self, dst: &mut [f32]) {

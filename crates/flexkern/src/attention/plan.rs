@@ -6,7 +6,7 @@
 //! group. Items of one (sequence, kv head, q block) with more than one partition (split-KV,
 //! flash-decoding) write partial `(O, LSE)` states that a merge step combines.
 
-use super::kv::{KvRow, KvSource};
+use super::kv::KvSource;
 use super::problem::Problem;
 use crate::backend::Caps;
 use crate::error::{invalid, Result};
@@ -248,18 +248,9 @@ fn heads_interleaved(p: &Problem, kv: &dyn KvSource) -> bool {
     let Some(s) = (0..p.lens.num_seqs()).find(|&s| p.lens.kv_len(s) > 0 && kv.kv_len(s) > 0) else {
         return false;
     };
-    let span = |r: KvRow| -> (usize, usize) {
-        match r {
-            KvRow::F32(x) => (x.as_ptr() as usize, x.len() * 4),
-            KvRow::F16(x) => (x.as_ptr() as usize, x.len() * 2),
-            KvRow::BF16(x) => (x.as_ptr() as usize, x.len() * 2),
-            KvRow::Fp8E4M3(x, _) | KvRow::Fp8E5M2(x, _) => (x.as_ptr() as usize, x.len()),
-            KvRow::I8(x, _) => (x.as_ptr() as usize, x.len()),
-        }
-    };
-    let (a, n) = span(kv.k_row(s, 0, 0));
-    let (b, _) = span(kv.k_row(s, 1, 0));
-    b == a + n
+    let (a, n) = kv.k_row(s, 0, 0).bytes();
+    let (b, _) = kv.k_row(s, 1, 0).bytes();
+    b == a.wrapping_add(n)
 }
 
 /// The kv blocks of (seq, q block) that any head in `heads` visits, ascending, into `out`.

@@ -83,16 +83,9 @@ impl Isa {
 /// hardware prefetcher does not follow them. Prefetching never faults, so a guess is harmless.
 #[inline]
 pub(crate) fn prefetch_rows(row: KvRow<'_>, count: usize) {
-    let (ptr, bytes) = match row {
-        KvRow::F32(s) => (s.as_ptr() as *const u8, s.len() * 4),
-        KvRow::F16(s) => (s.as_ptr() as *const u8, s.len() * 2),
-        KvRow::BF16(s) => (s.as_ptr() as *const u8, s.len() * 2),
-        KvRow::Fp8E4M3(s, _) | KvRow::Fp8E5M2(s, _) => (s.as_ptr(), s.len()),
-        KvRow::I8(s, _) => (s.as_ptr() as *const u8, s.len()),
-    };
-    let bytes = bytes * count;
+    let (ptr, bytes) = row.bytes();
     #[cfg(target_arch = "x86_64")]
-    for off in (0..bytes).step_by(64) {
+    for off in (0..bytes * count).step_by(64) {
         // SAFETY: prefetching never faults; `wrapping_add` keeps the address computation defined.
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
