@@ -47,6 +47,20 @@ pub fn quantize(format: Format, src: &[f32], n: usize, k: usize) -> Result<Vec<u
     })
 }
 
+/// Quantize activation rows as the GEMV does before an integer dot (`format` is the weight
+/// format's `dot_format()`): ggml's x86 SIMD rounding for Q8_0 / Q8_1, the reference otherwise.
+pub fn quantize_activation(format: Format, src: &[f32], n: usize, k: usize) -> Result<Vec<u8>> {
+    check_src(src, n, k, format)?;
+    fn run<B: QuantBlock>(src: &[f32]) -> Result<Vec<u8>> {
+        let mut out = vec![<B as bytemuck::Zeroable>::zeroed(); src.len() / B::ELEMS];
+        B::quantize_activation(src, &mut out);
+        Ok(bytemuck::cast_slice(&out).to_vec())
+    }
+    with_block!(format, |B| run::<B>(src), mlx => {
+        Err(invalid("format", "MLX formats dot against f32 activations"))
+    })
+}
+
 /// Dequantize `bytes` (exactly `format.tensor_bytes(n, k)` long) into `[n, k]` f32.
 pub fn dequantize(format: Format, bytes: &[u8], n: usize, k: usize) -> Result<Vec<f32>> {
     let want = format.tensor_bytes(n, k)?;

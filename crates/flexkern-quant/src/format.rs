@@ -58,6 +58,13 @@ pub trait QuantBlock: bytemuck::Pod + Send + Sync + 'static {
     /// `dst.len() == src.len() * ELEMS`.
     fn dequantize(src: &[Self], dst: &mut [f32]);
 
+    /// Quantizes an activation row for `vec_dot` (used when `Self` is another format's `Dot`).
+    /// The default is `quantize_ref`; Q8_0 and Q8_1 follow ggml's x86 SIMD quantizer instead,
+    /// the one llama.cpp runs on activations (see `legacy`).
+    fn quantize_activation(src: &[f32], dst: &mut [Self]) {
+        Self::quantize_ref(src, dst)
+    }
+
     /// Sum over blocks of dot(w, a) where both cover the same number of elements
     /// (`w.len() * ELEMS == a.len() * Dot::ELEMS`). Chooses a SIMD path at run time.
     fn vec_dot(w: &[Self], a: &[Self::Dot]) -> f32;

@@ -40,7 +40,7 @@ pub(crate) fn quantize_acts<B: QuantBlock>(x: &[f32], k: usize, m: usize) -> Act
     let acts = (0..m)
         .map(|j| {
             let mut a = vec![<B::Dot as bytemuck::Zeroable>::zeroed(); nb_dot];
-            <B::Dot as QuantBlock>::quantize_ref(&x[j * k..(j + 1) * k], &mut a);
+            <B::Dot as QuantBlock>::quantize_activation(&x[j * k..(j + 1) * k], &mut a);
             a
         })
         .collect();

@@ -20,7 +20,7 @@ pub mod mlx;
 mod simd;
 mod storage;
 
-pub use codec::{dequantize, quantize};
+pub use codec::{dequantize, quantize, quantize_activation};
 pub use error::{QuantError, Result};
 pub use format::{Format, MlxScale, QuantBlock};
 pub use matrix::{down_with_swiglu, gemv_many, swiglu_gate_up, Activation, QuantMatrix};

@@ -327,3 +327,44 @@ pub unsafe fn q8_0_rows4(w: &[BlockQ8_0], next: *const BlockQ8_0, a: &[BlockQ8_0
         _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1))
     })
 }
+
+/// See `super::quantize_q8_activation`: 32 floats in four vectors, exact same operations.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn quantize_q8_activation(x: &[f32], qs: &mut [i8; QK]) -> (f32, i32) {
+    debug_assert!(x.len() >= QK);
+    let p = x.as_ptr();
+    let v = [
+        _mm256_loadu_ps(p),
+        _mm256_loadu_ps(p.add(8)),
+        _mm256_loadu_ps(p.add(16)),
+        _mm256_loadu_ps(p.add(24)),
+    ];
+    let sign = _mm256_set1_ps(-0.0);
+    let mut m = _mm256_andnot_ps(sign, v[0]);
+    for vi in &v[1..] {
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, *vi));
+    }
+    let m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+    let m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    let amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    let d = amax / 127.0;
+    let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+    let q = v.map(|vi| {
+        _mm256_cvtps_epi32(_mm256_round_ps(
+            _mm256_mul_ps(vi, id),
+            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
+        ))
+    });
+    let s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    let s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    let s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    let sum = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1)));
+    // packs work per 128-bit lane; the permute restores element order.
+    let b = _mm256_packs_epi16(
+        _mm256_packs_epi32(q[0], q[1]),
+        _mm256_packs_epi32(q[2], q[3]),
+    );
+    let b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(qs.as_mut_ptr() as *mut __m256i, b);
+    (d, sum)
+}

@@ -3,7 +3,10 @@
 //! truncating casts, `roundf`), so the bytes match ggml and gguf-py bit for bit.
 //!
 //! Dots run against an activation quantized to Q8_0 (symmetric weights) or Q8_1 (weights with a
-//! minimum, whose block sum `s` folds the offset in), as ggml does. That adds the activation's
+//! minimum, whose block sum `s` folds the offset in), as ggml does. Activations are quantized as
+//! ggml's x86 SIMD `quantize_row_q8_0/1` does it (the path llama.cpp takes on CPUs), which
+//! differs from the reference quantizer used for weights: `id = 127 / amax` rather than
+//! `1 / (amax / 127)`, and rounding half to even rather than away from zero. That adds the activation's
 //! Q8 rounding error: per block at most `amax(x)/254` per element. Measured on Gaussian W and x
 //! (tests/formats.rs `integer_dot_error_is_small_against_exact_activation`): the rms relative
 //! error of y against the exact f32 activation stays below 1% (about 0.3% for Q4_0/Q8_0, 0.6%
@@ -365,6 +368,30 @@ fn quantize_q8(x: &[f32], qs: &mut [i8; QK]) -> (f32, i32) {
     (d, sum)
 }
 
+/// ggml's x86 activation quantizer for one block: `d = amax / 127`, `q = round_half_even(x *
+/// (127 / amax))`; returns `d` and the sum of `q`. The AVX2 and portable paths give identical
+/// bytes.
+fn quantize_q8_activation(x: &[f32], qs: &mut [i8; QK]) -> (f32, i32) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: features checked at run time; `x` holds QK elements.
+        return unsafe { avx2::quantize_q8_activation(x, qs) };
+    }
+    quantize_q8_activation_scalar(x, qs)
+}
+
+fn quantize_q8_activation_scalar(x: &[f32], qs: &mut [i8; QK]) -> (f32, i32) {
+    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    let mut sum = 0i32;
+    for (q, &v) in qs.iter_mut().zip(x) {
+        *q = (v * id).round_ties_even() as i8;
+        sum += *q as i32;
+    }
+    (d, sum)
+}
+
 /// C's `roundf` (halves away from zero) for |x| < 2^31, without a libm call: the truncation and
 /// the fraction `x - trunc(x)` are both exact in f32, so the result is bit-identical.
 #[inline]
@@ -392,6 +419,13 @@ impl QuantBlock for BlockQ8_0 {
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
             let (d, _) = quantize_q8(x, &mut b.qs);
+            b.d = f16::from_f32(d);
+        }
+    }
+
+    fn quantize_activation(src: &[f32], dst: &mut [Self]) {
+        for (x, b) in src.chunks_exact(QK).zip(dst) {
+            let (d, _) = quantize_q8_activation(x, &mut b.qs);
             b.d = f16::from_f32(d);
         }
     }
@@ -435,6 +469,14 @@ impl QuantBlock for BlockQ8_1 {
         }
     }
 
+    fn quantize_activation(src: &[f32], dst: &mut [Self]) {
+        for (x, b) in src.chunks_exact(QK).zip(dst) {
+            let (d, sum) = quantize_q8_activation(x, &mut b.qs);
+            b.d = f16::from_f32(d);
+            b.s = f16::from_f32(sum as f32 * d);
+        }
+    }
+
     fn dequantize(src: &[Self], dst: &mut [f32]) {
         for (b, y) in src.iter().zip(dst.chunks_exact_mut(QK)) {
             let d = b.d.to_f32();
@@ -462,12 +504,7 @@ type Rows4<B> = unsafe fn(&[B], *const B, &[<B as QuantBlock>::Dot]) -> [f32; 4]
 
 /// Runs a 4-row kernel over groups of 4 rows and the 1-row `vec_dot` over the rest.
 #[cfg(target_arch = "x86_64")]
-unsafe fn rows_by4<B: QuantBlock>(
-    w: &[B],
-    a: &[B::Dot],
-    out: &mut [f32],
-    k4: Rows4<B>,
-) {
+unsafe fn rows_by4<B: QuantBlock>(w: &[B], a: &[B::Dot], out: &mut [f32], k4: Rows4<B>) {
     if out.is_empty() {
         return;
     }
@@ -583,6 +620,50 @@ mod tests {
                 check(&w, &a0, |_| wv as f64 * y);
             }
         }
+    }
+
+    /// The AVX2 activation quantizer and the portable one give the same bytes, ties included
+    /// (values landing exactly on k + 0.5 round to even).
+    #[test]
+    fn activation_quantizer_paths_agree() {
+        if !has_avx2() {
+            eprintln!("SKIPPED: no AVX2 on this CPU");
+            return;
+        }
+        let mut seed = 7u64;
+        let mut rnd = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 8.0
+        };
+        let mut cases: Vec<[f32; QK]> = (0..2000).map(|_| std::array::from_fn(|_| rnd())).collect();
+        // amax 127 makes id exactly 1: halves are exact ties.
+        cases.push(std::array::from_fn(|i| {
+            if i == 0 {
+                127.0
+            } else {
+                i as f32 - 15.5
+            }
+        }));
+        cases.push([0.0; QK]);
+        let mut ties = 0;
+        for x in &cases {
+            let (mut a, mut b) = ([0i8; QK], [0i8; QK]);
+            // SAFETY: AVX2 checked above.
+            let ra = unsafe { avx2::quantize_q8_activation(x, &mut a) };
+            let rb = quantize_q8_activation_scalar(x, &mut b);
+            assert_eq!((ra, a), (rb, b), "{x:?}");
+            ties += x.iter().filter(|v| v.fract().abs() == 0.5).count();
+        }
+        assert!(ties > 0);
+        // Round half to even: 0.5 -> 0, 1.5 -> 2, -2.5 -> -2.
+        let mut x = [0.0f32; QK];
+        x[0] = 127.0;
+        x[1] = 0.5;
+        x[2] = 1.5;
+        x[3] = -2.5;
+        let mut q = [0i8; QK];
+        quantize_q8_activation(&x, &mut q);
+        assert_eq!(&q[..4], &[127, 0, 2, -2]);
     }
 
     #[test]

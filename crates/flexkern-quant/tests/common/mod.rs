@@ -1,7 +1,10 @@
 //! Shared helpers for the integration tests: format lists, random data, the f64 oracle.
 #![allow(dead_code)]
 
-use flexkern_quant::{dequantize, quantize, Activation, Format, MlxScale, QuantError, QuantMatrix};
+use flexkern_quant::{
+    dequantize, quantize, quantize_activation, Activation, Format, MlxScale, QuantError,
+    QuantMatrix,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -66,7 +69,7 @@ pub fn effective_x(f: Format, x: &[f32], k: usize) -> Vec<f32> {
     match f.dot_format() {
         Some(d) => {
             let m = x.len() / k;
-            dequantize(d, &quantize(d, x, m, k).unwrap(), m, k).unwrap()
+            dequantize(d, &quantize_activation(d, x, m, k).unwrap(), m, k).unwrap()
         }
         _ => x.to_vec(),
     }
