@@ -68,6 +68,11 @@ impl<'a, B: Backend + TensorOps> Model<'a, B> {
         KvCache::new(&self.config, max_len.min(self.config.context_length))
     }
 
+    /// As `new_cache`, storing K and V as `dtype` (f32, f16 or bf16).
+    pub fn new_cache_with(&self, max_len: usize, dtype: flexkern::DType) -> Result<KvCache> {
+        KvCache::with_dtype(&self.config, max_len.min(self.config.context_length), dtype)
+    }
+
     /// Runs `tokens` after the positions already in `cache`, appends their K/V, and returns
     /// logits (`[vocab]` for `Logits::Last`, `[tokens, vocab]` for `Logits::All`). On error
     /// the cache is left as it was.

@@ -7,7 +7,7 @@
 use crate::config::Config;
 use crate::error::Result;
 use flexkern::kv_cache::{CacheConfig, KvCache as PagedCache, PagedKv, SeqId};
-use flexkern::TensorView;
+use flexkern::{DType, TensorView};
 
 /// Tokens per page.
 const PAGE: usize = 16;
@@ -23,14 +23,22 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    /// An empty cache for `c` holding at most `max_len` positions.
+    /// An empty f32 cache for `c` holding at most `max_len` positions.
     pub fn new(c: &Config, max_len: usize) -> Result<KvCache> {
+        Self::with_dtype(c, max_len, DType::F32)
+    }
+
+    /// An empty cache storing K and V as `dtype` (f32, f16 or bf16: llama.cpp keeps f16).
+    pub fn with_dtype(c: &Config, max_len: usize, dtype: DType) -> Result<KvCache> {
         // One spare page per layer for the copy-on-write of a shared partial last page.
         let pages = max_len.div_ceil(PAGE) + 1;
         let mut layers = Vec::with_capacity(c.n_layer);
         let mut seq = None;
         for _ in 0..c.n_layer {
-            let mut l = PagedCache::new(CacheConfig::new(pages, PAGE, c.n_head_kv, c.head_dim))?;
+            let mut cfg = CacheConfig::new(pages, PAGE, c.n_head_kv, c.head_dim);
+            cfg.k_dtype = dtype;
+            cfg.v_dtype = dtype;
+            let mut l = PagedCache::new(cfg)?;
             seq = Some(l.add_seq());
             layers.push(l);
         }

@@ -24,6 +24,14 @@ pub enum Device {
     Cpu,
 }
 
+/// Element type of the model's KV cache.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum KvType {
+    F32,
+    F16,
+    Bf16,
+}
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// GGUF model file (default: SmolLM2-135M-Instruct from the model cache).
@@ -58,6 +66,9 @@ pub struct RunArgs {
     /// KV cache positions (prompt plus generated tokens; capped at the model's context).
     #[arg(long, default_value_t = 4096)]
     pub ctx: usize,
+    /// KV cache element type (f16 halves its memory and is what llama.cpp keeps by default).
+    #[arg(long, value_enum, default_value = "f16")]
+    pub kv_type: KvType,
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -163,7 +174,12 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
     };
     let prompt = tok.encode(&text, true, args.chat);
     let model = Model::load(&file, cpu(), |_, _| {})?;
-    let mut cache = model.new_cache(args.ctx)?;
+    let kv = match args.kv_type {
+        KvType::F32 => flexkern::DType::F32,
+        KvType::F16 => flexkern::DType::F16,
+        KvType::Bf16 => flexkern::DType::BF16,
+    };
+    let mut cache = model.new_cache_with(args.ctx, kv)?;
     if let Some(out) = &args.dump_logits {
         let logits = model.forward(&mut cache, &prompt, Logits::Last)?;
         flexkern::npy::write_f32(out, &[logits.len()], &logits)?;
