@@ -108,18 +108,24 @@ impl QuantBlock for bf16 {
     }
 }
 
-/// A 4-row kernel: four rows of `a.len()` weights back to back, against one activation.
-type Rows4<T> = unsafe fn(&[T], &[f32]) -> [f32; 4];
+/// A 4-row kernel: four rows of `a.len()` weights back to back, the group to prefetch (see
+/// `simd::prefetch_target`), one activation.
+type Rows4<T> = unsafe fn(&[T], *const T, &[f32]) -> [f32; 4];
 
 /// Groups of 4 rows through `k4` (when given), the rest through the 1-row `vec_dot`.
 fn rows_by4<T: QuantBlock<Dot = f32>>(w: &[T], a: &[f32], out: &mut [f32], k4: Option<Rows4<T>>) {
     let k = a.len();
     let mut r = 0;
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = k4;
+    #[cfg(target_arch = "x86_64")]
     if let Some(k4) = k4 {
+        let full = out.len() / 4;
         while r + 4 <= out.len() {
+            let next = crate::simd::prefetch_target(w, r / 4, full, 4 * k);
             // SAFETY: `k4` is only offered after its CPU features were checked; the slice holds
             // exactly 4 rows of `k`.
-            let v = unsafe { k4(&w[r * k..(r + 4) * k], a) };
+            let v = unsafe { k4(&w[r * k..(r + 4) * k], next, a) };
             out[r..r + 4].copy_from_slice(&v);
             r += 4;
         }
@@ -132,7 +138,7 @@ fn rows_by4<T: QuantBlock<Dot = f32>>(w: &[T], a: &[f32], out: &mut [f32], k4: O
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use crate::simd::hsum_ps;
+    use crate::simd::{hsum_ps, prefetch_span};
     use half::{bf16, f16};
     use std::arch::x86_64::*;
 
@@ -181,14 +187,18 @@ mod avx2 {
 
     /// Four rows against one activation: four independent read streams and FMA chains, each
     /// activation vector loaded once for the four rows.
+    /// While a group is computed the group `next` is prefetched at the same relative position.
     macro_rules! rows4_loop {
-        ($w:expr, $a:expr, $load:expr, $tail:expr) => {{
+        ($w:expr, $next:expr, $a:expr, $load:expr, $tail:expr) => {{
             let k = $a.len();
             let (wp, ap) = ($w.as_ptr(), $a.as_ptr());
+            let next = $next as *const i8;
+            let esz = std::mem::size_of_val(&*wp);
             let mut acc = [_mm256_setzero_ps(); 4];
             let mut acc2 = [_mm256_setzero_ps(); 4];
             let mut i = 0;
             while i + 16 <= k {
+                prefetch_span(next.wrapping_add(4 * i * esz), 64 * esz);
                 let x0 = _mm256_loadu_ps(ap.add(i));
                 let x1 = _mm256_loadu_ps(ap.add(i + 8));
                 for r in 0..4 {
@@ -209,9 +219,10 @@ mod avx2 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_f16_rows4(w: &[f16], a: &[f32]) -> [f32; 4] {
+    pub unsafe fn dot_f16_rows4(w: &[f16], next: *const f16, a: &[f32]) -> [f32; 4] {
         rows4_loop!(
             w,
+            next,
             a,
             |p: *const f16| _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)),
             |x: f16| x.to_f32()
@@ -219,9 +230,10 @@ mod avx2 {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn dot_bf16_rows4(w: &[bf16], a: &[f32]) -> [f32; 4] {
+    pub unsafe fn dot_bf16_rows4(w: &[bf16], next: *const bf16, a: &[f32]) -> [f32; 4] {
         rows4_loop!(
             w,
+            next,
             a,
             |p: *const bf16| _mm256_castsi256_ps(_mm256_slli_epi32(
                 _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i)),
@@ -232,8 +244,8 @@ mod avx2 {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn dot_f32_rows4(w: &[f32], a: &[f32]) -> [f32; 4] {
-        rows4_loop!(w, a, |p: *const f32| _mm256_loadu_ps(p), |x: f32| x)
+    pub unsafe fn dot_f32_rows4(w: &[f32], next: *const f32, a: &[f32]) -> [f32; 4] {
+        rows4_loop!(w, next, a, |p: *const f32| _mm256_loadu_ps(p), |x: f32| x)
     }
 
     #[target_feature(enable = "avx2,fma")]

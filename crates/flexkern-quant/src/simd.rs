@@ -76,3 +76,30 @@ pub unsafe fn h2f(h: half::f16) -> f32 {
 pub unsafe fn h2f_x8(h: half::f16) -> __m256 {
     _mm256_cvtph_ps(_mm_set1_epi16(h.to_bits() as i16))
 }
+
+/// How far ahead of the 4-row group being computed the multi-row kernels prefetch: enough to
+/// cover DRAM latency even when rows are short (K = 576).
+pub const PREFETCH_BYTES: usize = 4096;
+
+/// The group `PREFETCH_BYTES` ahead of group `g` (of `full` groups of `group_len` elements in
+/// `w`), or group `g` itself when that is past the rows given: hints to addresses outside the
+/// matrix could land on unmapped pages, which costs page walks.
+#[inline]
+pub fn prefetch_target<T>(w: &[T], g: usize, full: usize, group_len: usize) -> *const T {
+    let ahead = PREFETCH_BYTES
+        .div_ceil((group_len * size_of::<T>()).max(1))
+        .max(1);
+    let g = if g + ahead < full { g + ahead } else { g };
+    w[g * group_len..].as_ptr()
+}
+
+/// Hints the `bytes` bytes from `p` into L1. Prefetches never fault; `wrapping_add` keeps the
+/// address arithmetic defined.
+#[inline(always)]
+pub unsafe fn prefetch_span(p: *const i8, bytes: usize) {
+    let mut off = 0;
+    while off < bytes {
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off));
+        off += 64;
+    }
+}

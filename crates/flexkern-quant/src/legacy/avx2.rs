@@ -1,6 +1,8 @@
 //! AVX2 dots for the legacy formats.
 use super::*;
-use crate::simd::{bits_to_bytes, dot_i8_i32, dot_u8_i8_i32, h2f, h2f_x8, hsum_ps, nibbles_32};
+use crate::simd::{
+    bits_to_bytes, dot_i8_i32, dot_u8_i8_i32, h2f, h2f_x8, hsum_ps, nibbles_32, prefetch_span,
+};
 use std::arch::x86_64::*;
 
 #[inline]
@@ -159,11 +161,7 @@ macro_rules! rows4 {
 #[inline(always)]
 unsafe fn prefetch_group<B>(next: *const B, i: usize) {
     let sz = size_of::<B>();
-    let p = (next as *const i8).wrapping_add(4 * i * sz);
-    _mm_prefetch::<_MM_HINT_T0>(p);
-    if 4 * sz > 64 {
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
-    }
+    prefetch_span((next as *const i8).wrapping_add(4 * i * sz), 4 * sz);
 }
 
 /// Row totals of four vectors of 4 i32 partial sums: lane r = sum of the lanes of `pr`.

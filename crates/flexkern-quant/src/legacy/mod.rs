@@ -494,10 +494,6 @@ impl QuantBlock for BlockQ8_1 {
     }
 }
 
-/// How far ahead of the group being computed the 4-row kernels prefetch.
-#[cfg(target_arch = "x86_64")]
-const PREFETCH_BYTES: usize = 4096;
-
 /// A 4-row kernel: four rows back to back, the group to prefetch, the activation.
 #[cfg(target_arch = "x86_64")]
 type Rows4<B> = unsafe fn(&[B], *const B, &[<B as QuantBlock>::Dot]) -> [f32; 4];
@@ -510,17 +506,9 @@ unsafe fn rows_by4<B: QuantBlock>(w: &[B], a: &[B::Dot], out: &mut [f32], k4: Ro
     }
     let nb = w.len() / out.len();
     let full = out.len() / 4;
-    // Prefetch far enough ahead to cover DRAM latency even when rows are short (K = 576).
-    let ahead = PREFETCH_BYTES.div_ceil(4 * nb * size_of::<B>()).max(1);
     for g in 0..full {
         let group = &w[4 * g * nb..4 * (g + 1) * nb];
-        // The group `ahead` groups on, or this one when that is past the rows given: hints to
-        // addresses outside the matrix could land on unmapped pages, which costs page walks.
-        let next = if g + ahead < full {
-            w[4 * (g + ahead) * nb..].as_ptr()
-        } else {
-            group.as_ptr()
-        };
+        let next = crate::simd::prefetch_target(w, g, full, 4 * nb);
         let r = k4(group, next, a);
         out[4 * g..4 * g + 4].copy_from_slice(&r);
     }
