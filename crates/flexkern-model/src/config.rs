@@ -108,7 +108,8 @@ impl Config {
     }
 }
 
-/// Frequency scale from `rope.scaling.*` (linear only; YaRN and llama3 scaling are refused).
+/// Frequency scale from `rope.scaling.*` (linear only; YaRN is refused). Llama 3 scaling
+/// arrives as the `rope_freqs.weight` tensor instead (see `Weights::rope_freqs`).
 fn rope_scale(f: &GgufFile, arch: &str) -> Result<f32> {
     let ty_key = format!("{arch}.rope.scaling.type");
     let factor_key = format!("{arch}.rope.scaling.factor");

@@ -45,18 +45,22 @@ impl<'a, B: Backend + TensorOps> Model<'a, B> {
     pub fn load(f: &'a GgufFile, backend: B, progress: impl FnMut(usize, usize)) -> Result<Self> {
         let config = Config::from_gguf(f)?;
         let weights = Weights::load(f, &config, progress)?;
-        Ok(Self::new(config, weights, backend))
+        Self::new(config, weights, backend)
     }
 
-    pub fn new(config: Config, weights: Weights<'a>, backend: B) -> Self {
-        let rope = config.rope();
-        Model {
+    /// Fails when the weights' RoPE frequency factors do not fit the configuration.
+    pub fn new(config: Config, weights: Weights<'a>, backend: B) -> Result<Self> {
+        let mut rope = config.rope();
+        if let Some(ff) = &weights.rope_freqs {
+            rope = rope.with_freq_factors(ff)?;
+        }
+        Ok(Model {
             config,
             weights,
             backend,
             rope,
             causal: Variant::full().mask(builtins::causal()),
-        }
+        })
     }
 
     pub fn backend(&self) -> &B {

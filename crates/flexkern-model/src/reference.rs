@@ -31,11 +31,12 @@ fn rms_norm(x: &[f64], g: &[f32], eps: f32) -> Vec<f64> {
     x.iter().zip(g).map(|(v, &g)| v * s * g as f64).collect()
 }
 
-fn rope(c: &Config, x: &mut [f64], heads: usize, pos: usize) {
+fn rope(c: &Config, ff: Option<&[f32]>, x: &mut [f64], heads: usize, pos: usize) {
     let (d, n_rot) = (c.head_dim, c.rope_dims);
     for h in x.chunks_exact_mut(d).take(heads) {
         for i in 0..n_rot / 2 {
-            let f = (c.rope_base as f64).powf(-2.0 * i as f64 / n_rot as f64);
+            let f = (c.rope_base as f64).powf(-2.0 * i as f64 / n_rot as f64)
+                / ff.map_or(1.0, |ff| ff[i] as f64);
             let theta = pos as f64 * c.rope_freq_scale as f64 * f;
             let (a, b) = match c.rope_style {
                 RopeStyle::Normal => (2 * i, 2 * i + 1),
@@ -77,8 +78,8 @@ pub fn forward(c: &Config, w: &Weights, tokens: &[u32]) -> Result<Vec<f64>> {
             add_bias(&mut q, &l.bq);
             add_bias(&mut k, &l.bk);
             add_bias(&mut v, &l.bv);
-            rope(c, &mut q, c.n_head, p);
-            rope(c, &mut k, c.n_head_kv, p);
+            rope(c, w.rope_freqs.as_deref(), &mut q, c.n_head, p);
+            rope(c, w.rope_freqs.as_deref(), &mut k, c.n_head_kv, p);
             qs.push(q);
             ks.push(k);
             vs.push(v);

@@ -28,6 +28,9 @@ pub struct Weights<'a> {
     /// `output.weight`, or `token_embd.weight` when the embeddings are tied.
     pub output: QuantMatrix<'a>,
     pub layers: Vec<Layer<'a>>,
+    /// Per-frequency RoPE divisors (`rope_freqs.weight`, `[rope_dims / 2]`): how llama.cpp's
+    /// converter stores Llama 3's "llama3" RoPE scaling.
+    pub rope_freqs: Option<Vec<f32>>,
 }
 
 /// Finds `name`, checks its dims (GGUF order), and returns its format and bytes.
@@ -93,6 +96,7 @@ impl<'a> Weights<'a> {
             None => tok_embd.clone(),
         };
         let output_norm = vector(f, "output_norm.weight", d)?;
+        let rope_freqs = opt_vector(f, "rope_freqs.weight", c.rope_dims / 2)?;
         progress(2, total);
         let mut layers = Vec::with_capacity(c.n_layer);
         for i in 0..c.n_layer {
@@ -118,6 +122,7 @@ impl<'a> Weights<'a> {
             output_norm,
             output,
             layers,
+            rope_freqs,
         })
     }
 }

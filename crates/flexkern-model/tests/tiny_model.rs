@@ -29,6 +29,8 @@ struct Spec {
     embd_format: Format,
     biases: bool,
     tied: bool,
+    /// Write a `rope_freqs.weight` tensor (Llama 3 frequency factors).
+    rope_freqs: bool,
     skip: Option<&'static str>,
     /// (tensor, wrong GGUF dims)
     bad_shape: Option<(&'static str, Vec<u64>)>,
@@ -42,6 +44,7 @@ impl Spec {
             embd_format: format,
             biases: arch == "qwen2",
             tied: true,
+            rope_freqs: false,
             skip: None,
             bad_shape: None,
         }
@@ -123,6 +126,10 @@ fn tiny_gguf(s: &Spec) -> Vec<u8> {
         0.0,
     );
     add("output_norm.weight".into(), 1, D, Format::F32, 0.1, 1.0);
+    if s.rope_freqs {
+        // Factors in [1, 9]: large enough that ignoring them fails the comparison.
+        add("rope_freqs.weight".into(), 1, HD / 2, Format::F32, 4.0, 5.0);
+    }
     if !s.tied {
         add("output.weight".into(), VOCAB, D, s.format, 0.2, 0.0);
     }
@@ -215,6 +222,54 @@ fn untied_f16_mistral_matches_reference() {
         ..Spec::new("mistral", Format::F16)
     };
     check_against_reference(&s, 1e-3);
+}
+
+#[test]
+fn llama3_rope_freq_factors_match_reference() {
+    let s = Spec {
+        rope_freqs: true,
+        ..Spec::new("llama", Format::F32)
+    };
+    check_against_reference(&s, 1e-5);
+    // The factors matter: the model without them is far from the reference with them.
+    let f = open(&s);
+    let mut model = Model::load(&f, cpu(), |_, _| {}).unwrap();
+    let toks = tokens(11);
+    let want = reference::forward(&model.config, &model.weights, &toks).unwrap();
+    model.weights.rope_freqs = None;
+    let model = Model::new(model.config, model.weights, cpu()).unwrap();
+    let mut cache = model.new_cache(usize::MAX).unwrap();
+    let got = model.forward(&mut cache, &toks, Logits::All).unwrap();
+    assert!(rel_err(&got, &want) > 1e-3);
+}
+
+/// An f16 KV cache (llama.cpp's default) stays within f16 rounding of the f64 reference.
+#[test]
+fn f16_kv_cache_matches_reference() {
+    let s = Spec::new("llama", Format::F32);
+    let f = open(&s);
+    let model = Model::load(&f, cpu(), |_, _| {}).unwrap();
+    let toks = tokens(11);
+    let want = reference::forward(&model.config, &model.weights, &toks).unwrap();
+    for dtype in [flexkern::DType::F16, flexkern::DType::BF16] {
+        let mut cache = model.new_cache_with(usize::MAX, dtype).unwrap();
+        let got = model.forward(&mut cache, &toks[..6], Logits::All).unwrap();
+        let mut all = got;
+        for t in 6..toks.len() {
+            all.extend(
+                model
+                    .forward(&mut cache, &toks[t..t + 1], Logits::All)
+                    .unwrap(),
+            );
+        }
+        let e = rel_err(&all, &want);
+        let tol = if dtype == flexkern::DType::F16 {
+            2e-3
+        } else {
+            1e-2
+        };
+        assert!(e <= tol && e > 0.0, "{dtype:?}: {e:e}");
+    }
 }
 
 #[test]

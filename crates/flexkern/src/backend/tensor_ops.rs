@@ -5,7 +5,7 @@
 //! `B: Backend + TensorOps` never calls a CPU function directly, so a device backend plugs in
 //! by implementing both traits.
 
-use crate::error::Result;
+use crate::error::{invalid, Result};
 use flexkern_quant::QuantMatrix;
 
 /// Which elements RoPE rotates together.
@@ -41,6 +41,28 @@ impl Rope {
             n_rot,
             inv_freq,
         }
+    }
+
+    /// Divides each frequency by its factor (Llama 3's `rope_freqs` tensor, as ggml's
+    /// `rope_ext` applies it): `factors` has `n_rot / 2` positive finite entries.
+    pub fn with_freq_factors(mut self, factors: &[f32]) -> Result<Rope> {
+        if factors.len() != self.inv_freq.len() {
+            return Err(invalid(
+                "factors",
+                format!(
+                    "{} factors for {} frequencies",
+                    factors.len(),
+                    self.inv_freq.len()
+                ),
+            ));
+        }
+        if let Some(i) = factors.iter().position(|f| !(f.is_finite() && *f > 0.0)) {
+            return Err(invalid("factors", format!("factor {i} is {}", factors[i])));
+        }
+        for (f, &d) in self.inv_freq.iter_mut().zip(factors) {
+            *f /= d;
+        }
+        Ok(self)
     }
 }
 
@@ -122,4 +144,22 @@ pub trait TensorOps: Sync {
         shape: AttnShape,
         out: &mut [f32],
     ) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freq_factors_divide_frequencies_and_bad_ones_are_typed_errors() {
+        let r = Rope::new(RopeStyle::Neox, 8, 10_000.0, 1.0);
+        let f = r.clone().with_freq_factors(&[1.0, 2.0, 4.0, 8.0]).unwrap();
+        for i in 0..4 {
+            assert_eq!(f.inv_freq[i], r.inv_freq[i] / (1 << i) as f32);
+        }
+        for bad in [&[1.0, 2.0, 3.0][..], &[1.0, 0.0, 1.0, 1.0], &[1.0, f32::NAN, 1.0, 1.0]] {
+            let e = r.clone().with_freq_factors(bad).unwrap_err();
+            assert!(e.to_string().contains("factors"), "{e}");
+        }
+    }
 }
