@@ -220,6 +220,17 @@ fn every_builtin_mod() {
     }
 }
 
+/// Long sparse masks: the planner shrinks q and kv tiles (density < 0.25), and the result must
+/// not change.
+#[test]
+fn long_sliding_window_with_shrunk_tiles() {
+    let v = Variant::full()
+        .mask(builtins::causal())
+        .mask(builtins::sliding_window(256));
+    check(&Case::new(1024, 1024, 2, 1, 64).variant(v.clone()), 70);
+    check(&Case::new(700, 1500, 4, 2, 64).variant(v), 71);
+}
+
 #[test]
 fn tree_mask_for_speculative_decoding() {
     // A 6-token draft tree: token j sees its ancestors and itself.

@@ -78,6 +78,8 @@ const DECODE_KV_BLOCK: usize = 128;
 const SPARSE_DENSITY: f64 = 0.25;
 /// Sparse masks keep q tiles of at least this many rows.
 const MIN_SPARSE_Q_BLOCK: usize = 32;
+/// The smallest kv tile the sparse-mask halving goes down to.
+const MIN_SPARSE_KV_BLOCK: usize = 32;
 /// A partition covers at least this many kv blocks, so merging stays cheap.
 const MIN_PART_BLOCKS: usize = 4;
 
@@ -121,15 +123,19 @@ pub fn plan<'m>(
                 Kernel::Prefill => ((PREFILL_ROWS / g).clamp(16, PREFILL_ROWS), PREFILL_KV_BLOCK),
             };
             let build =
-                |qb| BlockMask::build(p.variant.mask.as_ref(), &p.lens, p.num_q_heads, qb, kb);
-            let mut bm = build(qb)?;
-            // A sparse mask (sliding windows, local bands) wastes the edges of tall q tiles:
-            // halve them while the mask stays sparse, trading K/V reuse for fewer visited elements.
-            while kernel == Kernel::Prefill
-                && bm.density() < SPARSE_DENSITY
-                && bm.q_block >= 2 * MIN_SPARSE_Q_BLOCK
-            {
-                bm = build(bm.q_block / 2)?;
+                |qb, kb| BlockMask::build(p.variant.mask.as_ref(), &p.lens, p.num_q_heads, qb, kb);
+            let mut bm = build(qb, kb)?;
+            // A sparse mask (sliding windows, local bands) wastes the edges of large tiles:
+            // halve q tiles, then kv tiles, while the mask stays sparse, trading K/V reuse and
+            // loop length for fewer visited elements.
+            while kernel == Kernel::Prefill && bm.density() < SPARSE_DENSITY {
+                if bm.q_block >= 2 * MIN_SPARSE_Q_BLOCK {
+                    bm = build(bm.q_block / 2, bm.kv_block)?;
+                } else if bm.kv_block >= 2 * MIN_SPARSE_KV_BLOCK {
+                    bm = build(bm.q_block, bm.kv_block / 2)?;
+                } else {
+                    break;
+                }
             }
             Cow::Owned(bm)
         }

@@ -157,7 +157,11 @@ mod tests {
         for i in 0..4 {
             assert_eq!(f.inv_freq[i], r.inv_freq[i] / (1 << i) as f32);
         }
-        for bad in [&[1.0, 2.0, 3.0][..], &[1.0, 0.0, 1.0, 1.0], &[1.0, f32::NAN, 1.0, 1.0]] {
+        for bad in [
+            &[1.0, 2.0, 3.0][..],
+            &[1.0, 0.0, 1.0, 1.0],
+            &[1.0, f32::NAN, 1.0, 1.0],
+        ] {
             let e = r.clone().with_freq_factors(bad).unwrap_err();
             assert!(e.to_string().contains("factors"), "{e}");
         }
