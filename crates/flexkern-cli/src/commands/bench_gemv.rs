@@ -6,7 +6,10 @@
 //! GEMV: weights are tiled into enough distinct copies that the working set also far exceeds the
 //! cache, and the copies are visited round-robin, so every call streams its
 //! weights from DRAM as a real decode step does. Reported: median time per call, weight bytes
-//! read per second, and that rate over the measured bandwidth.
+//! read per second, and that rate over the measured bandwidth. Beside it, the same kernel on a
+//! matrix that stays in cache (about 512 KiB, one copy): the compute ceiling, which tells a
+//! bandwidth-bound format (DRAM rate near the bandwidth) from a compute-bound one (DRAM rate
+//! near the in-cache rate).
 
 use super::limits::{median, read_bandwidth_gbs_with};
 use anyhow::{Context, Result};
@@ -165,10 +168,18 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
     let bw_before = read_bandwidth_gbs_with(bw_mib, passes);
     let mut cases = Vec::new();
     for &f in &formats {
+        // In cache: rows for ~512 KiB, a multiple of 8 so every thread gets whole 4-row groups.
+        let cached = f
+            .row_bytes(k)
+            .ok()
+            .map(|rb| ((512usize << 10) / rb.max(1)).clamp(8, 4096) / 8 * 8)
+            .and_then(|nc| bench_one(f, nc, k, args.m, reps * 10, 0).ok())
+            .map(|c| c.gbs);
         for &n in &ns {
             cases.push((
                 format!("{f} N={n} K={k} M={}", args.m),
                 bench_one(f, n, k, args.m, reps, ws),
+                cached,
             ));
         }
     }
@@ -181,13 +192,14 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
          {bw_before:.2} GB/s before, {bw_after:.2} GB/s after; limit = {bw:.2} GB/s"
     );
     println!(
-        "{:<36} {:>10} {:>10} {:>8}",
-        "case", "median ms", "GB/s", "of bw"
+        "{:<36} {:>10} {:>10} {:>8} {:>15}",
+        "case", "median ms", "GB/s", "of bw", "in-cache GB/s"
     );
-    for (name, c) in cases {
+    for (name, c, cached) in cases {
+        let cached = cached.map_or("-".to_string(), |g| format!("{g:.2}"));
         match c {
             Ok(c) => println!(
-                "{name:<36} {:>10.3} {:>10.2} {:>7.1}%",
+                "{name:<36} {:>10.3} {:>10.2} {:>7.1}% {cached:>15}",
                 c.ms,
                 c.gbs,
                 100.0 * c.gbs / bw
