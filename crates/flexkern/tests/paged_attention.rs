@@ -686,3 +686,99 @@ fn portable_kernels_on_paged_and_quantized_kv() {
         }
     }
 }
+
+/// Decode over fused heads reads every stored format in place (widened in registers, scales
+/// folded into Q and P): it matches the oracle on the same cache.
+#[test]
+fn decode_reads_every_kv_format_in_place() {
+    let lens = [(1usize, 300usize), (1, 33), (1, 129)];
+    let b = Batch::new(21, &lens);
+    let var = Variant::full().mask(causal());
+    let types = [
+        (DType::F32, DType::F32),
+        (DType::F16, DType::F16),
+        (DType::BF16, DType::BF16),
+        (DType::Fp8E4M3, DType::Fp8E4M3),
+        (DType::Fp8E5M2, DType::Fp8E5M2),
+        (DType::I8, DType::I8),
+        (DType::Fp8E4M3, DType::BF16),
+    ];
+    for (kt, vt) in types {
+        let scales = |t: DType, x: &[f32]| {
+            flexkern::kv_cache::quant::is_quantized(t)
+                .then(|| Scales::calibrate(t, x, HKV, D, true).unwrap())
+        };
+        let mut cfg = CacheConfig::new(pages_for(&lens, 16), 16, HKV, D);
+        (cfg.k_dtype, cfg.v_dtype) = (kt, vt);
+        (cfg.k_scales, cfg.v_scales) = (scales(kt, &b.k), scales(vt, &b.v));
+        let (cache, ids) = b.cache(cfg, 50, 5);
+        let kv = cache.view(&ids).unwrap();
+        eprintln!("{kt:?} / {vt:?}");
+        run_and_check(&b, &kv, &kv, &var, 1e-4);
+    }
+}
+
+/// An fp8 e4m3 NaN code read in place would re-bias into a number: it must still poison the
+/// heads that see it, and only those.
+#[test]
+fn decode_keeps_fp8_e4m3_nan_codes_nan() {
+    let (ps, pages, n) = (16, 3, 40);
+    let mut rng = StdRng::seed_from_u64(4);
+    let len = pages * ps * HKV * D;
+    // Clearing bit 0 keeps every code off the NaN ones (0x7f, 0xff).
+    let mut kc: Vec<u8> = (0..len).map(|_| rng.gen::<u8>() & !1).collect();
+    let vc: Vec<u8> = (0..len).map(|_| rng.gen::<u8>() & !1).collect();
+    let layout = PageLayout {
+        page_size: ps,
+        num_kv_heads: HKV,
+        head_dim: D,
+        head_dim_v: D,
+        k_scales: Some(Scales::PerHead(vec![0.01, 0.02])),
+        v_scales: Some(Scales::PerHead(vec![0.03, 0.04])),
+    };
+    let q: Vec<f32> = rand_vec(&mut rng, HQ * D);
+    let qv = TensorView::contiguous(&q[..], &[1, HQ, D]);
+    let run = |kc: &[u8]| {
+        let kv = PagedKv::from_raw(
+            PageBuf::Fp8E4M3(kc),
+            PageBuf::Fp8E4M3(&vc),
+            &layout,
+            &[2, 0, 1],
+            &[0, 3],
+            &[n as u64],
+        )
+        .unwrap();
+        let mut out = vec![0f32; HQ * D];
+        let full = Variant::full();
+        paged_attention(
+            &backend(),
+            &qv,
+            &[0, 1],
+            &kv,
+            None,
+            &full,
+            None,
+            &mut out,
+            None,
+        )
+        .unwrap();
+        out
+    };
+    let clean = run(&kc);
+    assert!(clean.iter().all(|x| x.is_finite()));
+    // Position 5 (logical page 0 = physical page 2), kv head 0.
+    kc[((2 * ps + 5) * HKV) * D + 3] = 0x7f;
+    let out = run(&kc);
+    let g = HQ / HKV;
+    assert!(
+        out[..g * D].iter().all(|x| x.is_nan()),
+        "kv head 0 sees NaN"
+    );
+    // (The tile is widened to f32 then, which rounds a little differently.)
+    for (a, b) in out[g * D..].iter().zip(&clean[g * D..]) {
+        assert!(
+            (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+            "kv head 1 does not: {a} vs {b}"
+        );
+    }
+}

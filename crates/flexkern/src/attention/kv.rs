@@ -80,6 +80,18 @@ impl KvRow<'_> {
     }
 }
 
+/// The rows of every kv head at positions `pos..pos + len` stored at fixed strides (elements):
+/// row (head `h`, `pos + i`) starts `h * head_stride + i * pos_stride` after `first`'s start.
+#[derive(Clone, Copy, Debug)]
+pub struct KvRun<'a> {
+    /// From the row of (head 0, `pos`) through the last row of the run; a quantized run carries
+    /// head 0's scale (each head's is the one `k_row` / `v_row` gives at `pos`).
+    pub first: KvRow<'a>,
+    pub head_stride: usize,
+    pub pos_stride: usize,
+    pub len: usize,
+}
+
 /// Read access to the keys and values of every sequence of a batch.
 pub trait KvSource: Sync {
     fn num_kv_heads(&self) -> usize;
@@ -91,6 +103,18 @@ pub trait KvSource: Sync {
     fn k_row(&self, seq: usize, head: usize, pos: usize) -> KvRow<'_>;
     /// Value row at logical position `pos < kv_len(seq)` of kv head `head`.
     fn v_row(&self, seq: usize, head: usize, pos: usize) -> KvRow<'_>;
+    /// Key rows of positions `pos..pos + n` at fixed strides, `1 <= n <= max`, with each head's
+    /// scale constant along them, so kernels look rows up once per run instead of per row.
+    /// `None` (the default): read rows one by one.
+    fn k_run(&self, seq: usize, pos: usize, max: usize) -> Option<KvRun<'_>> {
+        let _ = (seq, pos, max);
+        None
+    }
+    /// As `k_run`, for values.
+    fn v_run(&self, seq: usize, pos: usize, max: usize) -> Option<KvRun<'_>> {
+        let _ = (seq, pos, max);
+        None
+    }
 }
 
 /// K and V as strided tensors (contiguous, ragged or batch-major).
@@ -108,6 +132,29 @@ fn row<'a>(o: &Operand<'a>, seq: usize, head: usize, pos: usize) -> KvRow<'a> {
         crate::tensor::HostData::F16(s) => KvRow::F16(&s[at..at + o.dim]),
         crate::tensor::HostData::BF16(s) => KvRow::BF16(&s[at..at + o.dim]),
     }
+}
+
+/// A sequence's rows from `pos` on, up to `max` positions (never past its length).
+fn run<'a>(o: &Operand<'a>, len: usize, seq: usize, pos: usize, max: usize) -> Option<KvRun<'a>> {
+    let n = max.min(len.checked_sub(pos)?);
+    if n == 0 {
+        return None;
+    }
+    let (at, end) = (
+        o.offset(seq, pos, 0),
+        o.offset(seq, pos + n - 1, o.heads - 1) + o.dim,
+    );
+    let first = match o.data {
+        crate::tensor::HostData::F32(s) => KvRow::F32(&s[at..end]),
+        crate::tensor::HostData::F16(s) => KvRow::F16(&s[at..end]),
+        crate::tensor::HostData::BF16(s) => KvRow::BF16(&s[at..end]),
+    };
+    Some(KvRun {
+        first,
+        head_stride: o.head_stride,
+        pos_stride: o.tok_stride,
+        len: n,
+    })
 }
 
 impl KvSource for StridedKv<'_> {
@@ -130,5 +177,11 @@ impl KvSource for StridedKv<'_> {
     #[inline]
     fn v_row(&self, seq: usize, head: usize, pos: usize) -> KvRow<'_> {
         row(&self.v, seq, head, pos)
+    }
+    fn k_run(&self, seq: usize, pos: usize, max: usize) -> Option<KvRun<'_>> {
+        run(&self.k, self.kv_lens[seq], seq, pos, max)
+    }
+    fn v_run(&self, seq: usize, pos: usize, max: usize) -> Option<KvRun<'_>> {
+        run(&self.v, self.kv_lens[seq], seq, pos, max)
     }
 }

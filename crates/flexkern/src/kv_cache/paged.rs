@@ -4,7 +4,7 @@
 
 use super::pool::{check_scales, PageBuf, PagePool};
 use super::quant::Scales;
-use crate::attention::kv::{KvRow, KvSource};
+use crate::attention::kv::{KvRow, KvRun, KvSource};
 use crate::attention::problem::MAX_HEAD_DIM;
 use crate::error::{invalid, mismatch, Result};
 use crate::variant::BlockMask;
@@ -255,6 +255,34 @@ impl<'a> PagedKv<'a> {
         Some(((page * self.page_size + slot) * self.heads + head) * dim)
     }
 
+    /// The rest of `pos`'s page (up to `max` positions and the sequence's end): one lookup.
+    fn run(
+        &self,
+        buf: &PageBuf<'a>,
+        scale: f32,
+        seq: usize,
+        pos: usize,
+        max: usize,
+        dim: usize,
+    ) -> Option<KvRun<'a>> {
+        let n = max.min(self.kv_lens[seq].checked_sub(pos)?);
+        let slot = match self.shift {
+            Some(_) => pos & (self.page_size - 1),
+            None => pos % self.page_size,
+        };
+        let n = n.min(self.page_size - slot);
+        if n == 0 {
+            return None;
+        }
+        let at = self.locate(seq, 0, pos, dim)?;
+        Some(KvRun {
+            first: buf.row(at, n * self.heads * dim, scale),
+            head_stride: dim,
+            pos_stride: self.heads * dim,
+            len: n,
+        })
+    }
+
     /// Maps a BlockMask built on logical positions with `kv_block == page_size` to physical page
     /// ids (FlexAttention 5.1): the result has the CSR layout of `bm.kv_indices` and
     /// `bm.full_kv_indices` (same `*_num_blocks`), with each logical block replaced by its page.
@@ -388,5 +416,11 @@ impl KvSource for PagedKv<'_> {
             Some(at) => self.v.row(at, self.dv, self.v_scale[head]),
             None => KvRow::F32(&ZEROS[..self.dv]),
         }
+    }
+    fn k_run(&self, seq: usize, pos: usize, max: usize) -> Option<KvRun<'_>> {
+        self.run(&self.k, self.k_scale[0], seq, pos, max, self.dk)
+    }
+    fn v_run(&self, seq: usize, pos: usize, max: usize) -> Option<KvRun<'_>> {
+        self.run(&self.v, self.v_scale[0], seq, pos, max, self.dv)
     }
 }

@@ -1,7 +1,7 @@
 //! One work item: the stacked queries of a kv-head group against its visited kv tiles, with the
 //! online softmax in base 2 (`scale * log2(e)` folded into Q when there is no score program).
 
-use super::simd::{pad8, prefetch_rows, Isa};
+use super::simd::{pad8, prefetch_rows, Isa, RowFmt};
 use crate::attention::kv::{KvRow, KvSource};
 use crate::attention::plan::{Plan, WorkItem};
 use crate::attention::problem::Problem;
@@ -63,6 +63,13 @@ pub(crate) struct Scratch {
     vbuf: Vec<f32>,
     krows: Vec<*const f32>,
     vrows: Vec<*const f32>,
+    kraw: Vec<*const u8>,
+    vraw: Vec<*const u8>,
+    kscale: Vec<f32>,
+    vscale: Vec<f32>,
+    /// Q with each head's K factor folded in, and the factor applied (streaming decode).
+    qs: Vec<f32>,
+    qs_scale: Vec<f32>,
     ones: Vec<f32>,
     var: VarScratch,
 }
@@ -255,7 +262,8 @@ const STEP: usize = 3;
 /// Keys per P·V step: more keys per pass over the accumulators, as many pages in flight.
 const PV_STEP: usize = 8;
 
-/// Decode over a few stacked rows (each K and V element read once; f32 rows used in place).
+/// Decode over a few stacked rows (each K and V element read once, in place when the kernels can
+/// widen the stored format in registers; copied to f32 otherwise).
 /// Each tile is walked `STEP` tokens at a time across every fused head, so memory is read nearly
 /// in address order (a token's heads are adjacent) and the hardware prefetcher streams it; head
 /// by head, the rows sit a page apart and every line is a cold miss. Software prefetching on top
@@ -268,46 +276,76 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
     let (g, nh) = (p.group_size(), it.kv_heads);
     let (m, dk, dv) = (nq * g, p.head_dim, p.head_dim_v);
     let (m_pad, dv_pad) = (pad8(m), pad8(dv));
+    let qn = m_pad * dk;
     sc.ones.clear();
     sc.ones.resize(m_pad, 1.0);
+    for v in [&mut sc.kraw, &mut sc.vraw] {
+        v.resize(nh * bk_max, std::ptr::null());
+    }
+    for v in [&mut sc.kscale, &mut sc.vscale] {
+        v.resize(nh, 1.0);
+    }
+    sc.qs.resize(nh * qn, 0.0);
+    sc.qs_scale.clear();
+    sc.qs_scale.resize(nh, f32::NAN);
     for &kb in blocks {
         let k0 = kb as usize * bk_max;
         let bk = (kv_len - k0).min(bk_max);
-        // Widening (when needed) also runs in address order.
-        for j in 0..bk {
-            for hh in 0..nh {
-                let h = it.kv_head + hh;
-                let (kr, vr) = (c.kv.k_row(s, h, k0 + j), c.kv.v_row(s, h, k0 + j));
-                assert_eq!(kr.len(), dk, "KvSource k_row length");
-                assert_eq!(vr.len(), dv, "KvSource v_row length");
-                let at = hh * bk_max + j;
-                sc.krows[at] = match kr {
-                    KvRow::F32(r) => r.as_ptr(),
-                    row => {
-                        let dst = &mut sc.kbuf[at * dk..][..dk];
-                        (c.isa.convert)(row, dst);
-                        dst.as_ptr()
-                    }
-                };
-                sc.vrows[at] = match vr {
-                    KvRow::F32(r) if dv == dv_pad => r.as_ptr(),
-                    row => {
-                        // Padding columns stay zero.
-                        let dst = &mut sc.vbuf[at * dv_pad..][..dv];
-                        (c.isa.convert)(row, dst);
-                        dst.as_ptr()
-                    }
-                };
+        let (h0, stride) = (it.kv_head, bk_max);
+        let k_get = |h: usize, pos: usize| c.kv.k_row(s, h0 + h, pos);
+        let v_get = |h: usize, pos: usize| c.kv.v_row(s, h0 + h, pos);
+        let (kraw, kscale) = (&mut sc.kraw[..], &mut sc.kscale[..]);
+        let kfmt = place_raw(
+            c,
+            s,
+            true,
+            (h0, nh),
+            (k0, bk, stride),
+            dk,
+            true,
+            kraw,
+            kscale,
+        )
+        .unwrap_or_else(|| {
+            let buf = &mut sc.kbuf[..];
+            widen_rows(c, k_get, nh, k0, bk, stride, dk, dk, kraw, kscale, buf)
+        });
+        let (vraw, vscale) = (&mut sc.vraw[..], &mut sc.vscale[..]);
+        let vfmt = place_raw(
+            c,
+            s,
+            false,
+            (h0, nh),
+            (k0, bk, stride),
+            dv,
+            false,
+            vraw,
+            vscale,
+        )
+        .unwrap_or_else(|| {
+            let buf = &mut sc.vbuf[..];
+            widen_rows(c, v_get, nh, k0, bk, stride, dv, dv_pad, vraw, vscale, buf)
+        });
+        for hh in 0..nh {
+            // Each head's K factor is folded into its Q (rarely changes: once per item).
+            let ks = sc.kscale[hh];
+            if ks.to_bits() != sc.qs_scale[hh].to_bits() {
+                let (src, dst) = (&sc.qt[hh * qn..][..qn], &mut sc.qs[hh * qn..][..qn]);
+                for (d, &x) in dst.iter_mut().zip(src) {
+                    *d = x * ks;
+                }
+                sc.qs_scale[hh] = ks;
             }
         }
         for j in (0..bk).step_by(STEP) {
             let n = (bk - j).min(STEP);
             for hh in 0..nh {
                 let st = &mut sc.st[(hh * bk_max + j) * m_pad..][..n * m_pad];
-                let qt = &sc.qt[hh * m_pad * dk..][..m_pad * dk];
-                let krows = &sc.krows[hh * bk_max + j..][..n];
-                // SAFETY: every row pointer addresses `dk` f32 that live through this call.
-                unsafe { (c.isa.qk_rows)(qt, m, dk, m_pad, krows, st) };
+                let qs = &sc.qs[hh * qn..][..qn];
+                let krows = &sc.kraw[hh * bk_max + j..][..n];
+                // SAFETY: every row pointer addresses `dk` elements of `kfmt` that live through
+                // this call.
+                unsafe { (c.isa.qk_rows_raw)(qs, m, dk, m_pad, krows, kfmt, st) };
             }
         }
         for hh in 0..nh {
@@ -322,6 +360,13 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
                 &mut sc.l[state.clone()],
                 &mut sc.alpha[state],
             );
+            // The V factor goes into the probabilities (after the softmax summed them).
+            let vs = sc.vscale[hh];
+            if vs != 1.0 {
+                for x in st[..bk * m_pad].iter_mut() {
+                    *x *= vs;
+                }
+            }
         }
         for j in (0..bk).step_by(PV_STEP) {
             let n = (bk - j).min(PV_STEP);
@@ -332,13 +377,15 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
                 } else {
                     &sc.ones[..]
                 };
-                // SAFETY: every row pointer addresses `dv_pad` f32 that live through this call.
+                // SAFETY: every row pointer addresses `dv_pad` elements of `vfmt` that live
+                // through this call.
                 unsafe {
-                    (c.isa.pv)(
+                    (c.isa.pv_raw)(
                         &sc.st[(hh * bk_max + j) * m_pad..][..n * m_pad],
                         m_pad,
                         m,
-                        &sc.vrows[hh * bk_max + j..][..n],
+                        &sc.vraw[hh * bk_max + j..][..n],
+                        vfmt,
                         dv_pad,
                         &mut sc.o[hh * m * dv_pad..][..m * dv_pad],
                         alpha,
@@ -347,6 +394,124 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
             }
         }
     }
+}
+
+/// Points `ptrs[hh * stride + j]` at the stored rows of a tile for the kernels to widen in
+/// registers, and sets `scales[hh]` to head `hh`'s factor (`RowFmt::of`). Rows are looked up
+/// once per run the source offers (`KvSource::k_run`), else one by one. `None` when they cannot
+/// be read in place: formats or scales mixed within a head, fp8 e4m3 NaN codes (the re-bias
+/// would read them as numbers), a scale so extreme that folding it into Q or P could overflow,
+/// or a length the kernels cannot read whole (`tail_ok`: f32 may have one).
+#[allow(clippy::too_many_arguments)]
+fn place_raw(
+    c: &Ctx,
+    seq: usize,
+    is_k: bool,
+    (h0, nh): (usize, usize),
+    (k0, bk, stride): (usize, usize, usize),
+    dim: usize,
+    tail_ok: bool,
+    ptrs: &mut [*const u8],
+    scales: &mut [f32],
+) -> Option<RowFmt> {
+    let kv = c.kv;
+    let get = |h: usize, pos: usize| {
+        if is_k {
+            kv.k_row(seq, h0 + h, pos)
+        } else {
+            kv.v_row(seq, h0 + h, pos)
+        }
+    };
+    let sane = |x: f32| (2f32.powi(-60)..=2f32.powi(60)).contains(&x.abs());
+    let no_nan = |row: &KvRow| match row {
+        KvRow::Fp8E4M3(b, _) => !b.iter().fold(false, |a, &c| a | (c & 0x7f == 0x7f)),
+        _ => true,
+    };
+    let mut fmt = None;
+    let mut j = 0;
+    while j < bk {
+        // The first position of a run: every head's row, format and scale.
+        for hh in 0..nh {
+            let row = get(hh, k0 + j);
+            assert_eq!(row.len(), dim, "KvSource row length");
+            let (f, x) = RowFmt::of(&row);
+            if j == 0 {
+                let whole = dim.is_multiple_of(8) || (tail_ok && f == RowFmt::F32);
+                if !whole || !sane(x) || *fmt.get_or_insert(f) != f {
+                    return None;
+                }
+                scales[hh] = x;
+            } else if Some(f) != fmt || x.to_bits() != scales[hh].to_bits() {
+                return None;
+            }
+            if !no_nan(&row) {
+                return None;
+            }
+            ptrs[hh * stride + j] = row.bytes().0;
+        }
+        let run = if is_k {
+            kv.k_run(seq, k0 + j, bk - j)
+        } else {
+            kv.v_run(seq, k0 + j, bk - j)
+        };
+        let Some(r) = run.filter(|r| r.len > 1) else {
+            j += 1;
+            continue;
+        };
+        // The rest of the run by strides, checked against the rows just read.
+        let (base, bytes) = r.first.bytes();
+        let size = bytes / r.first.len().max(1);
+        let at = |i: usize, hh: usize| (i * r.pos_stride + (h0 + hh) * r.head_stride) * size;
+        let last = at(r.len - 1, nh - 1) + dim * size;
+        let fits = Some(RowFmt::of(&r.first).0) == fmt
+            && last <= bytes
+            && (0..nh).all(|hh| ptrs[hh * stride + j] == base.wrapping_add(at(0, hh)));
+        // (The NaN scan covers the whole run: anything between rows only costs the fast path.)
+        if !fits || !no_nan(&r.first) {
+            return None;
+        }
+        for i in 1..r.len {
+            for hh in 0..nh {
+                // SAFETY: inside the run's slice (`last <= bytes`).
+                ptrs[hh * stride + j + i] = unsafe { base.add(at(i, hh)) };
+            }
+        }
+        j += r.len;
+    }
+    fmt
+}
+
+/// The fallback of `place_raw`: f32 rows in place (where `dim == dim_pad`), others widened into
+/// `buf` (padding columns stay zero); every factor 1.
+#[allow(clippy::too_many_arguments)]
+fn widen_rows<'a>(
+    c: &Ctx,
+    get: impl Fn(usize, usize) -> KvRow<'a>,
+    nh: usize,
+    k0: usize,
+    bk: usize,
+    stride: usize,
+    dim: usize,
+    dim_pad: usize,
+    ptrs: &mut [*const u8],
+    scales: &mut [f32],
+    buf: &mut [f32],
+) -> RowFmt {
+    for j in 0..bk {
+        for hh in 0..nh {
+            let at = hh * stride + j;
+            ptrs[at] = match get(hh, k0 + j) {
+                KvRow::F32(r) if dim == dim_pad => r.as_ptr().cast(),
+                row => {
+                    let dst = &mut buf[at * dim_pad..][..dim];
+                    (c.isa.convert)(row, dst);
+                    dst.as_ptr().cast()
+                }
+            };
+        }
+    }
+    scales[..nh].fill(1.0);
+    RowFmt::F32
 }
 
 /// Runs the score program on every tile and the mask on partial ones, for each q head of kv

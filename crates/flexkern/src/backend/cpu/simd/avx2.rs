@@ -1,7 +1,7 @@
 //! AVX2 + FMA + F16C primitives: register-blocked micro-kernels (up to 6 rows by 16 columns of
 //! accumulators, 12 of the 16 ymm registers), a polynomial exp2, and F16C widening.
 
-use super::Isa;
+use super::{Isa, RowFmt};
 use crate::attention::kv::KvRow;
 use std::arch::x86_64::*;
 
@@ -10,6 +10,8 @@ pub(super) const ISA: Isa = Isa {
     qk,
     qk_rows,
     pv,
+    qk_rows_raw,
+    pv_raw,
     softmax,
     convert,
     exp2,
@@ -22,21 +24,74 @@ const MR: usize = 6;
 /// Dispatches a const-generic micro-kernel on (rows 1..=6, vectors 1..=2).
 macro_rules! dispatch {
     ($f:ident, $r:expr, $v:expr, ($($a:expr),*)) => {
+        dispatch!($f, $r, $v, [], ($($a),*))
+    };
+    ($f:ident, $r:expr, $v:expr, [$($g:tt)*], ($($a:expr),*)) => {
         match ($r, $v) {
-            (6, 2) => $f::<6, 2>($($a),*),
-            (5, 2) => $f::<5, 2>($($a),*),
-            (4, 2) => $f::<4, 2>($($a),*),
-            (3, 2) => $f::<3, 2>($($a),*),
-            (2, 2) => $f::<2, 2>($($a),*),
-            (1, 2) => $f::<1, 2>($($a),*),
-            (6, _) => $f::<6, 1>($($a),*),
-            (5, _) => $f::<5, 1>($($a),*),
-            (4, _) => $f::<4, 1>($($a),*),
-            (3, _) => $f::<3, 1>($($a),*),
-            (2, _) => $f::<2, 1>($($a),*),
-            _ => $f::<1, 1>($($a),*),
+            (6, 2) => $f::<6, 2 $($g)*>($($a),*),
+            (5, 2) => $f::<5, 2 $($g)*>($($a),*),
+            (4, 2) => $f::<4, 2 $($g)*>($($a),*),
+            (3, 2) => $f::<3, 2 $($g)*>($($a),*),
+            (2, 2) => $f::<2, 2 $($g)*>($($a),*),
+            (1, 2) => $f::<1, 2 $($g)*>($($a),*),
+            (6, _) => $f::<6, 1 $($g)*>($($a),*),
+            (5, _) => $f::<5, 1 $($g)*>($($a),*),
+            (4, _) => $f::<4, 1 $($g)*>($($a),*),
+            (3, _) => $f::<3, 1 $($g)*>($($a),*),
+            (2, _) => $f::<2, 1 $($g)*>($($a),*),
+            _ => $f::<1, 1 $($g)*>($($a),*),
         }
     };
+}
+
+/// Row formats as const-generic codes for the micro-kernels.
+const F32: u8 = 0;
+const F16: u8 = 1;
+const BF16: u8 = 2;
+const E4M3: u8 = 3;
+const E5M2: u8 = 4;
+const I8: u8 = 5;
+
+/// Calls `$f::<code>` for a `RowFmt`.
+macro_rules! by_fmt {
+    ($fmt:expr, $f:ident, ($($a:expr),*)) => {
+        match $fmt {
+            RowFmt::F32 => $f::<F32>($($a),*),
+            RowFmt::F16 => $f::<F16>($($a),*),
+            RowFmt::BF16 => $f::<BF16>($($a),*),
+            RowFmt::E4M3 => $f::<E4M3>($($a),*),
+            RowFmt::E5M2 => $f::<E5M2>($($a),*),
+            RowFmt::I8 => $f::<I8>($($a),*),
+        }
+    };
+}
+
+/// Elements `i..i + 8` of a stored row of format `F`, widened (unscaled, as `RowFmt` reads).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn load8<const F: u8>(p: *const u8, i: usize) -> __m256 {
+    match F {
+        F32 => _mm256_loadu_ps(p.cast::<f32>().add(i)),
+        F16 => _mm256_cvtph_ps(_mm_loadu_si128(p.cast::<u16>().add(i).cast())),
+        // bf16 is the top half of an f32.
+        BF16 => {
+            let h = _mm_loadu_si128(p.cast::<u16>().add(i).cast());
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+        }
+        // e4m3 bits `s eeee mmm` as f16 `s 0eeee mmm0000000` (value / 2^8): `(b << 8) >> 1`
+        // (arithmetic) puts e and m in place and copies the sign into bit 14, cleared by the mask.
+        E4M3 => {
+            let w = _mm_cvtepu8_epi16(_mm_loadl_epi64(p.add(i).cast()));
+            let h = _mm_srai_epi16::<1>(_mm_slli_epi16::<8>(w));
+            _mm256_cvtph_ps(_mm_and_si128(h, _mm_set1_epi16(!0x4000)))
+        }
+        // e5m2 is the top byte of an f16.
+        E5M2 => {
+            let w = _mm_cvtepu8_epi16(_mm_loadl_epi64(p.add(i).cast()));
+            _mm256_cvtph_ps(_mm_slli_epi16::<8>(w))
+        }
+        _ => _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(i).cast()))),
+    }
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -104,6 +159,33 @@ unsafe fn qk_rows(
     krows: &[*const f32],
     st: &mut [f32],
 ) {
+    // SAFETY: the same pointers, untyped.
+    let rows = std::slice::from_raw_parts(krows.as_ptr().cast::<*const u8>(), krows.len());
+    qk_rows_fmt::<F32>(qr, m, dk, m_pad, rows, st)
+}
+
+unsafe fn qk_rows_raw(
+    qr: &[f32],
+    m: usize,
+    dk: usize,
+    m_pad: usize,
+    krows: &[*const u8],
+    fmt: RowFmt,
+    st: &mut [f32],
+) {
+    assert!(fmt == RowFmt::F32 || dk.is_multiple_of(8));
+    by_fmt!(fmt, qk_rows_fmt, (qr, m, dk, m_pad, krows, st))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn qk_rows_fmt<const F: u8>(
+    qr: &[f32],
+    m: usize,
+    dk: usize,
+    m_pad: usize,
+    krows: &[*const u8],
+    st: &mut [f32],
+) {
     let nk = krows.len();
     assert!((1..=8).contains(&m) && m <= m_pad && qr.len() >= m * dk);
     assert!(st.len() >= nk * m_pad);
@@ -116,22 +198,22 @@ unsafe fn qk_rows(
         let out = st.as_mut_ptr().add(k0 * m_pad);
         let q = qr.as_ptr();
         match (kr, m) {
-            (3, 4) => qk_rows_micro::<3, 4>(q, dk, rows, out, m_pad),
-            (3, 3) => qk_rows_micro::<3, 3>(q, dk, rows, out, m_pad),
-            (3, 2) => qk_rows_micro::<3, 2>(q, dk, rows, out, m_pad),
-            (3, _) => qk_rows_micro::<3, 1>(q, dk, rows, out, m_pad),
-            (2, 4) => qk_rows_micro::<2, 4>(q, dk, rows, out, m_pad),
-            (2, 3) => qk_rows_micro::<2, 3>(q, dk, rows, out, m_pad),
-            (2, 2) => qk_rows_micro::<2, 2>(q, dk, rows, out, m_pad),
-            (2, _) => qk_rows_micro::<2, 1>(q, dk, rows, out, m_pad),
-            (_, 8) => qk_rows_micro::<1, 8>(q, dk, rows, out, m_pad),
-            (_, 7) => qk_rows_micro::<1, 7>(q, dk, rows, out, m_pad),
-            (_, 6) => qk_rows_micro::<1, 6>(q, dk, rows, out, m_pad),
-            (_, 5) => qk_rows_micro::<1, 5>(q, dk, rows, out, m_pad),
-            (_, 4) => qk_rows_micro::<1, 4>(q, dk, rows, out, m_pad),
-            (_, 3) => qk_rows_micro::<1, 3>(q, dk, rows, out, m_pad),
-            (_, 2) => qk_rows_micro::<1, 2>(q, dk, rows, out, m_pad),
-            _ => qk_rows_micro::<1, 1>(q, dk, rows, out, m_pad),
+            (3, 4) => qk_rows_micro::<3, 4, F>(q, dk, rows, out, m_pad),
+            (3, 3) => qk_rows_micro::<3, 3, F>(q, dk, rows, out, m_pad),
+            (3, 2) => qk_rows_micro::<3, 2, F>(q, dk, rows, out, m_pad),
+            (3, _) => qk_rows_micro::<3, 1, F>(q, dk, rows, out, m_pad),
+            (2, 4) => qk_rows_micro::<2, 4, F>(q, dk, rows, out, m_pad),
+            (2, 3) => qk_rows_micro::<2, 3, F>(q, dk, rows, out, m_pad),
+            (2, 2) => qk_rows_micro::<2, 2, F>(q, dk, rows, out, m_pad),
+            (2, _) => qk_rows_micro::<2, 1, F>(q, dk, rows, out, m_pad),
+            (_, 8) => qk_rows_micro::<1, 8, F>(q, dk, rows, out, m_pad),
+            (_, 7) => qk_rows_micro::<1, 7, F>(q, dk, rows, out, m_pad),
+            (_, 6) => qk_rows_micro::<1, 6, F>(q, dk, rows, out, m_pad),
+            (_, 5) => qk_rows_micro::<1, 5, F>(q, dk, rows, out, m_pad),
+            (_, 4) => qk_rows_micro::<1, 4, F>(q, dk, rows, out, m_pad),
+            (_, 3) => qk_rows_micro::<1, 3, F>(q, dk, rows, out, m_pad),
+            (_, 2) => qk_rows_micro::<1, 2, F>(q, dk, rows, out, m_pad),
+            _ => qk_rows_micro::<1, 1, F>(q, dk, rows, out, m_pad),
         }
         k0 += kr;
     }
@@ -140,24 +222,24 @@ unsafe fn qk_rows(
 /// `K` keys by `R` rows of 8-lane partial dot products, reduced horizontally at the end.
 // Index loops over the const-sized register arrays unroll completely.
 #[allow(clippy::needless_range_loop)]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn qk_rows_micro<const K: usize, const R: usize>(
+unsafe fn qk_rows_micro<const K: usize, const R: usize, const F: u8>(
     q: *const f32,
     dk: usize,
-    rows: &[*const f32],
+    rows: &[*const u8],
     out: *mut f32,
     ld: usize,
 ) {
     let mut acc = [[_mm256_setzero_ps(); R]; K];
-    let mut kp = [std::ptr::null::<f32>(); K];
+    let mut kp = [std::ptr::null::<u8>(); K];
     kp.copy_from_slice(&rows[..K]);
     let d8 = dk / 8 * 8;
     let mut d = 0;
     while d < d8 {
         let mut kv = [_mm256_setzero_ps(); K];
         for (x, p) in kv.iter_mut().zip(&kp) {
-            *x = _mm256_loadu_ps(p.add(d));
+            *x = load8::<F>(*p, d);
         }
         for r in 0..R {
             let qv = _mm256_loadu_ps(q.add(r * dk + d));
@@ -174,8 +256,9 @@ unsafe fn qk_rows_micro<const K: usize, const R: usize>(
             let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
             let h = _mm_add_ss(h, _mm_movehdup_ps(h));
             let mut x = _mm_cvtss_f32(h);
+            // Only f32 rows have a tail (checked by the callers).
             for t in d8..dk {
-                x += *kp[k].add(t) * *q.add(r * dk + t);
+                x += *kp[k].cast::<f32>().add(t) * *q.add(r * dk + t);
             }
             *out.add(k * ld + r) = x;
         }
@@ -188,6 +271,35 @@ unsafe fn pv(
     m_pad: usize,
     m: usize,
     vrows: &[*const f32],
+    dv_pad: usize,
+    o: &mut [f32],
+    alpha: &[f32],
+) {
+    // SAFETY: the same pointers, untyped.
+    let rows = std::slice::from_raw_parts(vrows.as_ptr().cast::<*const u8>(), vrows.len());
+    pv_fmt::<F32>(pt, m_pad, m, rows, dv_pad, o, alpha)
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn pv_raw(
+    pt: &[f32],
+    m_pad: usize,
+    m: usize,
+    vrows: &[*const u8],
+    fmt: RowFmt,
+    dv_pad: usize,
+    o: &mut [f32],
+    alpha: &[f32],
+) {
+    by_fmt!(fmt, pv_fmt, (pt, m_pad, m, vrows, dv_pad, o, alpha))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pv_fmt<const F: u8>(
+    pt: &[f32],
+    m_pad: usize,
+    m: usize,
+    vrows: &[*const u8],
     dv_pad: usize,
     o: &mut [f32],
     alpha: &[f32],
@@ -205,7 +317,7 @@ unsafe fn pv(
                 o.as_mut_ptr().add(r0 * dv_pad + c0),
                 alpha.as_ptr().add(r0),
             );
-            dispatch!(pv_micro, mr, nv, (p, m_pad, vrows, c0, out, dv_pad, a));
+            dispatch!(pv_micro, mr, nv, [, F], (p, m_pad, vrows, c0, out, dv_pad, a));
             c0 += nv * 8;
         }
         r0 += mr;
@@ -216,13 +328,13 @@ unsafe fn pv(
 /// and FMA it into `V` vectors of the value row.
 // Index loops over the const-sized register arrays unroll completely.
 #[allow(clippy::needless_range_loop)]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
-unsafe fn pv_micro<const R: usize, const V: usize>(
+unsafe fn pv_micro<const R: usize, const V: usize, const F: u8>(
     p: *const f32,
     m_pad: usize,
-    vrows: &[*const f32],
+    vrows: &[*const u8],
     c0: usize,
     o: *mut f32,
     ld: usize,
@@ -238,7 +350,7 @@ unsafe fn pv_micro<const R: usize, const V: usize>(
     for (k, &vp) in vrows.iter().enumerate() {
         let mut vv = [_mm256_setzero_ps(); V];
         for (j, x) in vv.iter_mut().enumerate() {
-            *x = _mm256_loadu_ps(vp.add(c0 + 8 * j));
+            *x = load8::<F>(vp, c0 + 8 * j);
         }
         let pk = p.add(k * m_pad);
         for r in 0..R {

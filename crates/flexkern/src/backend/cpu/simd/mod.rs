@@ -37,6 +37,74 @@ pub(crate) type PvFn = unsafe fn(
     alpha: &[f32],
 );
 
+/// How the streaming decode kernels read stored KV rows, widening in registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowFmt {
+    F32,
+    F16,
+    BF16,
+    /// fp8 e4m3fn codes read as the f16 they re-bias into: value / 2^8 (NaN codes excluded).
+    E4M3,
+    /// fp8 e5m2 codes (the top byte of an f16).
+    E5M2,
+    I8,
+}
+
+impl RowFmt {
+    /// The format of a stored row and the factor that turns what the kernels read into its
+    /// values (the row's scale, times 2^8 for e4m3).
+    pub(crate) fn of(row: &KvRow<'_>) -> (RowFmt, f32) {
+        match *row {
+            KvRow::F32(_) => (RowFmt::F32, 1.0),
+            KvRow::F16(_) => (RowFmt::F16, 1.0),
+            KvRow::BF16(_) => (RowFmt::BF16, 1.0),
+            KvRow::Fp8E4M3(_, s) => (RowFmt::E4M3, s * 256.0),
+            KvRow::Fp8E5M2(_, s) => (RowFmt::E5M2, s),
+            KvRow::I8(_, s) => (RowFmt::I8, s),
+        }
+    }
+
+    /// Widens `n` elements at `p` as the kernels read them (unscaled).
+    ///
+    /// # Safety
+    /// `p` addresses `n` readable elements of this format.
+    pub(crate) unsafe fn widen(self, p: *const u8, n: usize, dst: &mut [f32]) {
+        use std::slice::from_raw_parts as raw;
+        let row = match self {
+            RowFmt::F32 => KvRow::F32(raw(p.cast(), n)),
+            RowFmt::F16 => KvRow::F16(raw(p.cast(), n)),
+            RowFmt::BF16 => KvRow::BF16(raw(p.cast(), n)),
+            RowFmt::E4M3 => KvRow::Fp8E4M3(raw(p, n), 1.0 / 256.0),
+            RowFmt::E5M2 => KvRow::Fp8E5M2(raw(p, n), 1.0),
+            RowFmt::I8 => KvRow::I8(raw(p.cast(), n), 1.0),
+        };
+        row.to_f32(&mut dst[..n]);
+    }
+}
+
+/// `qk_rows` over stored rows of format `fmt` (`dk` a multiple of 8), unscaled.
+pub(crate) type QkRowsRawFn = unsafe fn(
+    qr: &[f32],
+    m: usize,
+    dk: usize,
+    m_pad: usize,
+    krows: &[*const u8],
+    fmt: RowFmt,
+    st: &mut [f32],
+);
+
+/// `pv` over stored rows of format `fmt` (`dv_pad` elements each), unscaled.
+pub(crate) type PvRawFn = unsafe fn(
+    pt: &[f32],
+    m_pad: usize,
+    m: usize,
+    vrows: &[*const u8],
+    fmt: RowFmt,
+    dv_pad: usize,
+    o: &mut [f32],
+    alpha: &[f32],
+);
+
 /// Online-softmax update of the `bk` key rows of `st` (base-2 scores): updates the running max
 /// `mx` and sum `l`, writes the rescale factor `alpha`, and replaces scores by probabilities.
 pub(crate) type SoftmaxFn =
@@ -55,6 +123,8 @@ pub(crate) struct Isa {
     pub qk: QkFn,
     pub qk_rows: QkRowsFn,
     pub pv: PvFn,
+    pub qk_rows_raw: QkRowsRawFn,
+    pub pv_raw: PvRawFn,
     pub softmax: SoftmaxFn,
     pub convert: ConvertFn,
     pub exp2: Exp2Fn,
@@ -176,6 +246,81 @@ mod tests {
                     "{} {a} {b}",
                     isa.name
                 );
+            }
+        }
+    }
+
+    /// The format-reading kernels equal the f32 kernels on the widened rows, for every format.
+    #[test]
+    fn raw_formats_match_widened() {
+        use half::{bf16, f16};
+        let (dk, m, bk, dv) = (24, 4, 7, 16);
+        let m_pad = pad8(m);
+        let f = |i: usize| ((i * 7919 % 1000) as f32 / 500.0) - 1.0;
+        let q: Vec<f32> = (0..m * dk).map(f).collect();
+        let pt: Vec<f32> = (0..bk * m_pad).map(|i| f(i + 11).abs()).collect();
+        let alpha: Vec<f32> = (0..m_pad).map(|i| 0.5 + i as f32 * 0.01).collect();
+        let n = bk * dk.max(dv);
+        let vals: Vec<f32> = (0..n).map(|i| f(i + 3) * 4.0).collect();
+        // Stored bytes of every format (e4m3 codes avoid the NaN ones).
+        let stores: Vec<(RowFmt, Vec<u8>)> = vec![
+            (
+                RowFmt::F32,
+                vals.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            ),
+            (
+                RowFmt::F16,
+                vals.iter()
+                    .flat_map(|&x| f16::from_f32(x).to_le_bytes())
+                    .collect(),
+            ),
+            (
+                RowFmt::BF16,
+                vals.iter()
+                    .flat_map(|&x| bf16::from_f32(x).to_le_bytes())
+                    .collect(),
+            ),
+            (
+                RowFmt::E4M3,
+                (0..n).map(|i| (i * 37 % 256) as u8 & !0x01).collect(),
+            ),
+            (
+                RowFmt::E5M2,
+                (0..n).map(|i| (i * 37 % 256) as u8 & !0x40).collect(),
+            ),
+            (RowFmt::I8, (0..n).map(|i| (i * 37 % 256) as u8).collect()),
+        ];
+        for isa in [Isa::detect(false), Isa::detect(true)] {
+            for (fmt, bytes) in &stores {
+                let size = bytes.len() / n;
+                for (dim, is_k) in [(dk, true), (dv, false)] {
+                    let raw: Vec<*const u8> =
+                        (0..bk).map(|j| bytes[j * dim * size..].as_ptr()).collect();
+                    let mut wide = vec![0f32; bk * dim];
+                    for (j, dst) in wide.chunks_mut(dim).enumerate() {
+                        unsafe { fmt.widen(raw[j], dim, dst) };
+                    }
+                    let rows: Vec<*const f32> = wide.chunks(dim).map(|r| r.as_ptr()).collect();
+                    let (mut a, mut b) = (vec![0.5f32; m * dim], vec![0.5f32; m * dim]);
+                    let (mut sa, mut sb) = (vec![0f32; bk * m_pad], vec![0f32; bk * m_pad]);
+                    unsafe {
+                        if is_k {
+                            (isa.qk_rows_raw)(&q, m, dk, m_pad, &raw, *fmt, &mut sa);
+                            (isa.qk_rows)(&q, m, dk, m_pad, &rows, &mut sb);
+                        } else {
+                            (isa.pv_raw)(&pt, m_pad, m, &raw, *fmt, dv, &mut a, &alpha);
+                            (isa.pv)(&pt, m_pad, m, &rows, dv, &mut b, &alpha);
+                        }
+                    }
+                    for (x, y) in a.iter().chain(&sa).zip(b.iter().chain(&sb)) {
+                        assert!(x.is_finite(), "{} {fmt:?}", isa.name);
+                        assert!(
+                            (x - y).abs() <= 1e-4 * y.abs().max(1.0),
+                            "{} {fmt:?}",
+                            isa.name
+                        );
+                    }
+                }
             }
         }
     }

@@ -1,6 +1,6 @@
 //! Portable primitives: plain loops the compiler may vectorize for the baseline target.
 
-use super::Isa;
+use super::{Isa, RowFmt};
 use crate::attention::kv::KvRow;
 
 pub(super) const ISA: Isa = Isa {
@@ -8,6 +8,8 @@ pub(super) const ISA: Isa = Isa {
     qk,
     qk_rows,
     pv,
+    qk_rows_raw,
+    pv_raw,
     softmax,
     convert,
     exp2,
@@ -54,6 +56,51 @@ unsafe fn qk_rows(
                 .sum();
         }
     }
+}
+
+/// Widens every row into one buffer and returns pointers to the copies.
+unsafe fn widen_all(
+    rows: &[*const u8],
+    fmt: RowFmt,
+    n: usize,
+    buf: &mut Vec<f32>,
+) -> Vec<*const f32> {
+    buf.resize(rows.len() * n, 0.0);
+    for (&p, dst) in rows.iter().zip(buf.chunks_mut(n)) {
+        // SAFETY: the caller guarantees `n` readable elements per row.
+        unsafe { fmt.widen(p, n, dst) };
+    }
+    buf.chunks(n).map(|r| r.as_ptr()).collect()
+}
+
+unsafe fn qk_rows_raw(
+    qr: &[f32],
+    m: usize,
+    dk: usize,
+    m_pad: usize,
+    krows: &[*const u8],
+    fmt: RowFmt,
+    st: &mut [f32],
+) {
+    let mut buf = Vec::new();
+    let rows = unsafe { widen_all(krows, fmt, dk, &mut buf) };
+    unsafe { qk_rows(qr, m, dk, m_pad, &rows, st) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn pv_raw(
+    pt: &[f32],
+    m_pad: usize,
+    m: usize,
+    vrows: &[*const u8],
+    fmt: RowFmt,
+    dv_pad: usize,
+    o: &mut [f32],
+    alpha: &[f32],
+) {
+    let mut buf = Vec::new();
+    let rows = unsafe { widen_all(vrows, fmt, dv_pad, &mut buf) };
+    unsafe { pv(pt, m_pad, m, &rows, dv_pad, o, alpha) }
 }
 
 unsafe fn pv(
