@@ -7,7 +7,7 @@
 //! cache, and the copies are visited round-robin, so every call streams its
 //! weights from DRAM as a real decode step does. Reported: median time per call, weight bytes
 //! read per second, and that rate over the measured bandwidth. Beside it, the same kernel on a
-//! matrix that stays in cache (about 512 KiB, one copy): the compute ceiling, which tells a
+//! matrix that stays in the last-level cache (about 2 MiB, two copies): the compute ceiling, which tells a
 //! bandwidth-bound format (DRAM rate near the bandwidth) from a compute-bound one (DRAM rate
 //! near the in-cache rate).
 
@@ -168,11 +168,12 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
     let bw_before = read_bandwidth_gbs_with(bw_mib, passes);
     let mut cases = Vec::new();
     for &f in &formats {
-        // In cache: rows for ~512 KiB, a multiple of 8 so every thread gets whole 4-row groups.
+        // In cache: rows for ~2 MiB (large enough that per-call overhead is small), a multiple
+        // of 8 so every thread gets whole 4-row groups.
         let cached = f
             .row_bytes(k)
             .ok()
-            .map(|rb| ((512usize << 10) / rb.max(1)).clamp(8, 4096) / 8 * 8)
+            .map(|rb| ((2usize << 20) / rb.max(1)).clamp(8, 16384) / 8 * 8)
             .and_then(|nc| bench_one(f, nc, k, args.m, reps * 10, 0).ok())
             .map(|c| c.gbs);
         for &n in &ns {
