@@ -68,6 +68,26 @@ def llama(a, model, text, mode, *extra):
         os.unlink(f.name)
 
 
+def top_gap(logits):
+    """Logit of the best token minus the runner-up's: how near a tie the greedy pick is."""
+    two = np.sort(logits)[-2:]
+    return float(two[1] - two[0])
+
+
+def split_gaps(a, model, d, prompt, out, ref, match):
+    """Both engines' top-1 gaps at the step where their greedy continuations split, found by
+    re-running the prompt plus the shared continuation (when it re-tokenizes to the same ids).
+    A gap smaller than the logit differences above means the split is a near-tie."""
+    text = prompt + "".join(out["pieces"][:match])
+    theirs_f32, ours_npy = os.path.join(d, "t2.f32"), os.path.join(d, "o2.npy")
+    r = llama(a, model, text, "run", "2", theirs_f32)  # n = 1 would print a 0/0 speed
+    if r["prompt_ids"] != ref["prompt_ids"] + ref["ids"][:match]:
+        return "n/a (retokenizes)"
+    flex(a, model, text, "--json", "--temperature", "0", "-n", "1", "--dump-logits", ours_npy)
+    return f"{top_gap(np.fromfile(theirs_f32, dtype=np.float32)):.3f} / " \
+           f"{top_gap(np.load(ours_npy)):.3f}"
+
+
 def speed_prompt(a, model, target=193):
     text = SPEED_PARAGRAPH
     while len(flex(a, model, text, "--tokenize-only")) < target:
@@ -103,7 +123,8 @@ def main():
           f"{'identical' if same else f'DIFFER (first at {first})'}")
 
     print("\n== greedy 32 tokens and last-position logits ==")
-    print(f"{'prompt':34} {'greedy':>8} {'max|dlogit|':>12} {'rms':>7} {'top5':>5} {'top1':>5}")
+    print(f"{'prompt':34} {'greedy':>8} {'max|dlogit|':>12} {'rms':>7} {'top5':>5} {'top1':>5} "
+          f"{'split gap llama/ours':>21}")
     with tempfile.TemporaryDirectory() as d:
         for p in PROMPTS:
             ours_npy, theirs_f32 = os.path.join(d, "o.npy"), os.path.join(d, "t.f32")
@@ -119,8 +140,9 @@ def main():
             t5o, t5t = np.argsort(-ours)[:5], np.argsort(-theirs)[:5]
             top5 = len(set(t5o.tolist()) & set(t5t.tolist()))
             fails += match < 32
+            gap = split_gaps(a, model, d, p, out, ref, match) if match < 32 else "-"
             print(f"{p[:32]!r:34} {match:>5}/32 {diff:12.4f} {rms:7.4f} {top5:>3}/5 "
-                  f"{'yes' if t5o[0] == t5t[0] else 'NO':>5}")
+                  f"{'yes' if t5o[0] == t5t[0] else 'NO':>5} {gap:>21}")
 
         print(f"\n== speed ({a.threads} threads, median of {a.repeats}, alternating) ==")
         text = speed_prompt(a, model)

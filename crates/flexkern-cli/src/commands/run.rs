@@ -147,6 +147,22 @@ fn json_ids(ids: &[u32]) -> String {
     format!("[{}]", v.join(","))
 }
 
+/// A JSON string literal.
+fn json_str(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
 pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
     let Device::Cpu = args.device;
     if let Some(t) = args.threads {
@@ -197,6 +213,8 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
         seed,
     })?;
     let mut stream = StreamDecoder::new();
+    // --json: the text each generated token completes (benchmark scripts rebuild prefixes).
+    let mut pieces: Vec<String> = Vec::new();
     let mut stdout = std::io::stdout().lock();
     if !args.json && !args.chat {
         write!(stdout, "{text}")?;
@@ -211,8 +229,11 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
             if tok.is_eog(id) && !args.json {
                 return Flow::Stop;
             }
-            if !args.json {
-                let _ = write!(stdout, "{}", stream.push(&tok, id));
+            let piece = stream.push(&tok, id);
+            if args.json {
+                pieces.push(piece);
+            } else {
+                let _ = write!(stdout, "{piece}");
                 let _ = stdout.flush();
             }
             Flow::Continue
@@ -220,9 +241,10 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
     )?;
     if args.json {
         println!(
-            "{{\"prompt_ids\":{},\"ids\":{},\"prefill_tokens\":{},\"prefill_tok_s\":{:.3},\"decode_tokens\":{},\"decode_tok_s\":{:.3}}}",
+            "{{\"prompt_ids\":{},\"ids\":{},\"pieces\":[{}],\"prefill_tokens\":{},\"prefill_tok_s\":{:.3},\"decode_tokens\":{},\"decode_tok_s\":{:.3}}}",
             json_ids(&prompt),
             json_ids(&ids),
+            pieces.iter().map(|p| json_str(p)).collect::<Vec<_>>().join(","),
             stats.prefill_tokens,
             stats.prefill_tok_s(),
             stats.decode_tokens,
