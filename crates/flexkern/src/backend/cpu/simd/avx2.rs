@@ -78,11 +78,12 @@ unsafe fn load8<const F: u8>(p: *const u8, i: usize) -> __m256 {
             let h = _mm_loadu_si128(p.cast::<u16>().add(i).cast());
             _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
         }
-        // e4m3 bits `s eeee mmm` as f16 `s 0eeee mmm0000000` (value / 2^8): `(b << 8) >> 1`
-        // (arithmetic) puts e and m in place and copies the sign into bit 14, cleared by the mask.
+        // e4m3 bits `s eeee mmm` as f16 `s 0eeee mmm0000000` (value / 2^8): sign-extended to 16
+        // bits and shifted left by 7, e and m land in place, the sign in bits 15 and 14; the
+        // mask clears bit 14 (one shift fewer than zero-extending).
         E4M3 => {
-            let w = _mm_cvtepu8_epi16(_mm_loadl_epi64(p.add(i).cast()));
-            let h = _mm_srai_epi16::<1>(_mm_slli_epi16::<8>(w));
+            let w = _mm_cvtepi8_epi16(_mm_loadl_epi64(p.add(i).cast()));
+            let h = _mm_slli_epi16::<7>(w);
             _mm256_cvtph_ps(_mm_and_si128(h, _mm_set1_epi16(!0x4000)))
         }
         // e5m2 is the top byte of an f16.
