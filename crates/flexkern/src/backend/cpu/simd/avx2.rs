@@ -78,11 +78,12 @@ unsafe fn load8<const F: u8>(p: *const u8, i: usize) -> __m256 {
             let h = _mm_loadu_si128(p.cast::<u16>().add(i).cast());
             _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
         }
-        // e4m3 bits `s eeee mmm` as f16 `s 0eeee mmm0000000` (value / 2^8): `(b << 8) >> 1`
-        // (arithmetic) puts e and m in place and copies the sign into bit 14, cleared by the mask.
+        // e4m3 bits `s eeee mmm` as f16 `s 0eeee mmm0000000` (value / 2^8): sign-extended to 16
+        // bits and shifted left by 7, e and m land in place, the sign in bits 15 and 14; the
+        // mask clears bit 14 (one shift fewer than zero-extending).
         E4M3 => {
-            let w = _mm_cvtepu8_epi16(_mm_loadl_epi64(p.add(i).cast()));
-            let h = _mm_srai_epi16::<1>(_mm_slli_epi16::<8>(w));
+            let w = _mm_cvtepi8_epi16(_mm_loadl_epi64(p.add(i).cast()));
+            let h = _mm_slli_epi16::<7>(w);
             _mm256_cvtph_ps(_mm_and_si128(h, _mm_set1_epi16(!0x4000)))
         }
         // e5m2 is the top byte of an f16.
@@ -249,7 +250,26 @@ unsafe fn qk_rows_micro<const K: usize, const R: usize, const F: u8>(
         }
         d += 8;
     }
+    // Four rows at once: fold each to 128 bits, then a 4x4 transpose-add gives their 4 sums in
+    // one register (one store, not 4 scalar reduction chains). The row bounds stay compile-time
+    // constants so the accumulators stay in registers.
+    let four = R.is_multiple_of(4) && d8 == dk;
     for k in 0..K {
+        if four {
+            for g in 0..R / 4 {
+                let a = &acc[k][4 * g..4 * g + 4];
+                let f = |v: __m256| {
+                    _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v))
+                };
+                let (v0, v1, v2, v3) = (f(a[0]), f(a[1]), f(a[2]), f(a[3]));
+                // [v0_0+v0_2, v1_0+v1_2, v0_1+v0_3, v1_1+v1_3], likewise rows 2 and 3.
+                let u01 = _mm_add_ps(_mm_unpacklo_ps(v0, v1), _mm_unpackhi_ps(v0, v1));
+                let u23 = _mm_add_ps(_mm_unpacklo_ps(v2, v3), _mm_unpackhi_ps(v2, v3));
+                let sum = _mm_add_ps(_mm_movelh_ps(u01, u23), _mm_movehl_ps(u23, u01));
+                _mm_storeu_ps(out.add(k * ld + 4 * g), sum);
+            }
+            continue;
+        }
         for r in 0..R {
             let v = acc[k][r];
             let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));

@@ -254,10 +254,10 @@ mod tests {
     #[test]
     fn raw_formats_match_widened() {
         use half::{bf16, f16};
-        let (dk, m, bk, dv) = (24, 4, 7, 16);
-        let m_pad = pad8(m);
+        // dv 40: 16-column blocks and an 8-column one.
+        let (dk, bk, dv, m_pad) = (24, 7, 40, 8);
         let f = |i: usize| ((i * 7919 % 1000) as f32 / 500.0) - 1.0;
-        let q: Vec<f32> = (0..m * dk).map(f).collect();
+        let q: Vec<f32> = (0..m_pad * dk).map(f).collect();
         let pt: Vec<f32> = (0..bk * m_pad).map(|i| f(i + 11).abs()).collect();
         let alpha: Vec<f32> = (0..m_pad).map(|i| 0.5 + i as f32 * 0.01).collect();
         let n = bk * dk.max(dv);
@@ -290,7 +290,11 @@ mod tests {
             ),
             (RowFmt::I8, (0..n).map(|i| (i * 37 % 256) as u8).collect()),
         ];
-        for isa in [Isa::detect(false), Isa::detect(true)] {
+        // Row counts 3, 4 and 8: the scalar and the 4-row score reductions.
+        for (isa, m) in [Isa::detect(false), Isa::detect(true)]
+            .into_iter()
+            .flat_map(|isa| [3, 4, 8].map(|m| (isa, m)))
+        {
             for (fmt, bytes) in &stores {
                 let size = bytes.len() / n;
                 for (dim, is_k) in [(dk, true), (dv, false)] {
