@@ -1,7 +1,7 @@
 //! Hyperparameters read from GGUF metadata (`{arch}.*` keys).
 
 use crate::error::{config_err, ModelError, Result};
-use flexkern::backend::tensor_ops::{Rope, RopeStyle};
+use flexkern::backend::tensor_ops::{Rope, RopeStyle, Yarn};
 use flexkern_gguf::GgufFile;
 
 /// A llama-family model's shape and numerics.
@@ -20,6 +20,8 @@ pub struct Config {
     pub rope_base: f32,
     /// 1 / linear scaling factor (1 when unscaled).
     pub rope_freq_scale: f32,
+    /// YaRN context extension (`rope.scaling.type = "yarn"`), which replaces the linear scale.
+    pub rope_yarn: Option<Yarn>,
     pub context_length: usize,
     pub vocab: usize,
 }
@@ -70,6 +72,7 @@ impl Config {
             ));
         }
         let rope_freq_scale = rope_scale(f, &arch)?;
+        let rope_yarn = yarn(f, &arch)?;
         let vocab = match f.get_opt(&key("vocab_size"), GgufFile::get_usize)? {
             Some(v) => v,
             None => f.get_array("tokenizer.ggml.tokens")?.len(),
@@ -94,21 +97,25 @@ impl Config {
             rope_style,
             rope_dims,
             rope_freq_scale,
+            rope_yarn,
             vocab,
         })
     }
 
-    pub fn rope(&self) -> Rope {
-        Rope::new(
-            self.rope_style,
-            self.rope_dims,
-            self.rope_base,
-            self.rope_freq_scale,
-        )
+    pub fn rope(&self) -> Result<Rope> {
+        Ok(match &self.rope_yarn {
+            Some(y) => Rope::yarn(self.rope_style, self.rope_dims, self.rope_base, y)?,
+            None => Rope::new(
+                self.rope_style,
+                self.rope_dims,
+                self.rope_base,
+                self.rope_freq_scale,
+            ),
+        })
     }
 }
 
-/// Frequency scale from `rope.scaling.*` (linear only; YaRN is refused). Llama 3 scaling
+/// Frequency scale from `rope.scaling.*` (linear; YaRN is read by `yarn`). Llama 3 scaling
 /// arrives as the `rope_freqs.weight` tensor instead (see `Weights::rope_freqs`).
 fn rope_scale(f: &GgufFile, arch: &str) -> Result<f32> {
     let ty_key = format!("{arch}.rope.scaling.type");
@@ -123,10 +130,37 @@ fn rope_scale(f: &GgufFile, arch: &str) -> Result<f32> {
             Ok(1.0)
         }
         ("linear", Some(x)) if x > 0.0 => Ok(1.0 / x),
+        ("yarn", Some(_)) => Ok(1.0),
         (_, Some(1.0)) => Ok(1.0),
         (t, _) => Err(config_err(
             &ty_key,
             format!("rope scaling {t:?} is not supported"),
         )),
     }
+}
+
+/// YaRN parameters from `rope.scaling.*`, with llama.cpp's defaults for the optional keys
+/// (ext_factor 1, attn_factor 1, beta_fast 32, beta_slow 1).
+fn yarn(f: &GgufFile, arch: &str) -> Result<Option<Yarn>> {
+    let key = |k: &str| format!("{arch}.rope.scaling.{k}");
+    if f.get_opt(&key("type"), GgufFile::get_str)? != Some("yarn") {
+        return Ok(None);
+    }
+    let f32_or = |k: &str, d: f32| -> Result<f32> {
+        Ok(f.get_opt(&key(k), GgufFile::get_f32)?.unwrap_or(d))
+    };
+    let factor = f.get_f32(&key("factor"))?;
+    let orig_ctx = f.get_usize(&key("original_context_length"))?;
+    let attn_factor = match f.get_opt(&key("attn_factor"), GgufFile::get_f32)? {
+        Some(a) => a,
+        None => f32_or("yarn_attn_factor", 1.0)?,
+    };
+    Ok(Some(Yarn {
+        factor,
+        orig_ctx,
+        ext_factor: f32_or("yarn_ext_factor", 1.0)?,
+        attn_factor,
+        beta_fast: f32_or("yarn_beta_fast", 32.0)?,
+        beta_slow: f32_or("yarn_beta_slow", 1.0)?,
+    }))
 }

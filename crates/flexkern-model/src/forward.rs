@@ -50,7 +50,7 @@ impl<'a, B: Backend + TensorOps> Model<'a, B> {
 
     /// Fails when the weights' RoPE frequency factors do not fit the configuration.
     pub fn new(config: Config, weights: Weights<'a>, backend: B) -> Result<Self> {
-        let mut rope = config.rope();
+        let mut rope = config.rope()?;
         if let Some(ff) = &weights.rope_freqs {
             rope = rope.with_freq_factors(ff)?;
         }

@@ -31,20 +31,49 @@ fn rms_norm(x: &[f64], g: &[f32], eps: f32) -> Vec<f64> {
     x.iter().zip(g).map(|(v, &g)| v * s * g as f64).collect()
 }
 
+/// ggml's `rope_yarn` for pair `i`: the angle and the magnitude factor.
+fn yarn_theta(
+    c: &Config,
+    y: &flexkern::backend::tensor_ops::Yarn,
+    i: usize,
+    pos: usize,
+) -> (f64, f64) {
+    let n = c.rope_dims as f64;
+    let base = c.rope_base as f64;
+    let corr_dim = |beta: f64| {
+        n * (y.orig_ctx as f64 / (beta * 2.0 * std::f64::consts::PI)).ln() / (2.0 * base.ln())
+    };
+    let low = corr_dim(y.beta_fast as f64).floor().max(0.0);
+    let high = corr_dim(y.beta_slow as f64).ceil().min(n - 1.0);
+    let extrap = pos as f64 * base.powf(-2.0 * i as f64 / n);
+    let interp = extrap / y.factor as f64;
+    let ramp = 1.0 - ((i as f64 - low) / (high - low).max(0.001)).clamp(0.0, 1.0);
+    let mix = ramp * y.ext_factor as f64;
+    let mut mscale = y.attn_factor as f64;
+    if y.ext_factor != 0.0 {
+        mscale *= 1.0 + 0.1 * (y.factor as f64).ln();
+    }
+    (interp * (1.0 - mix) + extrap * mix, mscale)
+}
+
 fn rope(c: &Config, ff: Option<&[f32]>, x: &mut [f64], heads: usize, pos: usize) {
     let (d, n_rot) = (c.head_dim, c.rope_dims);
     for h in x.chunks_exact_mut(d).take(heads) {
         for i in 0..n_rot / 2 {
             let f = (c.rope_base as f64).powf(-2.0 * i as f64 / n_rot as f64)
                 / ff.map_or(1.0, |ff| ff[i] as f64);
-            let theta = pos as f64 * c.rope_freq_scale as f64 * f;
+            let (theta, m) = match &c.rope_yarn {
+                Some(y) => yarn_theta(c, y, i, pos),
+                None => (pos as f64 * c.rope_freq_scale as f64 * f, 1.0),
+            };
             let (a, b) = match c.rope_style {
                 RopeStyle::Normal => (2 * i, 2 * i + 1),
                 RopeStyle::Neox => (i, i + n_rot / 2),
             };
             let (x0, x1) = (h[a], h[b]);
-            h[a] = x0 * theta.cos() - x1 * theta.sin();
-            h[b] = x0 * theta.sin() + x1 * theta.cos();
+            let (s, co) = (theta.sin() * m, theta.cos() * m);
+            h[a] = x0 * co - x1 * s;
+            h[b] = x0 * s + x1 * co;
         }
     }
 }

@@ -31,6 +31,8 @@ struct Spec {
     tied: bool,
     /// Write a `rope_freqs.weight` tensor (Llama 3 frequency factors).
     rope_freqs: bool,
+    /// Write YaRN `rope.scaling.*` metadata.
+    yarn: bool,
     skip: Option<&'static str>,
     /// (tensor, wrong GGUF dims)
     bad_shape: Option<(&'static str, Vec<u64>)>,
@@ -45,6 +47,7 @@ impl Spec {
             biases: arch == "qwen2",
             tied: true,
             rope_freqs: false,
+            yarn: false,
             skip: None,
             bad_shape: None,
         }
@@ -84,6 +87,25 @@ fn tiny_gguf(s: &Spec) -> Vec<u8> {
     ];
     for (k, v) in meta {
         w.add_metadata(k, v).unwrap();
+    }
+    if s.yarn {
+        // Original context 8 with 64 positions allowed: positions beyond it exercise the
+        // interpolated low frequencies, the ramp and the magnitude factor.
+        let yarn = [
+            (
+                format!("{a}.rope.scaling.type"),
+                Value::String("yarn".into()),
+            ),
+            (format!("{a}.rope.scaling.factor"), Value::F32(8.0)),
+            (
+                format!("{a}.rope.scaling.original_context_length"),
+                Value::U32(8),
+            ),
+            (format!("{a}.rope.scaling.yarn_beta_fast"), Value::F32(4.0)),
+        ];
+        for (k, v) in yarn {
+            w.add_metadata(k, v).unwrap();
+        }
     }
     let mut add = |name: String, n: usize, k: usize, f: Format, scale: f32, offset: f32| {
         if s.skip == Some(name.as_str()) {
@@ -241,6 +263,39 @@ fn llama3_rope_freq_factors_match_reference() {
     let mut cache = model.new_cache(usize::MAX).unwrap();
     let got = model.forward(&mut cache, &toks, Logits::All).unwrap();
     assert!(rel_err(&got, &want) > 1e-3);
+}
+
+#[test]
+fn yarn_rope_scaling_matches_reference() {
+    let s = Spec {
+        yarn: true,
+        ..Spec::new("qwen2", Format::F32)
+    };
+    check_against_reference(&s, 1e-5);
+    let f = open(&s);
+    let model = Model::load(&f, cpu(), |_, _| {}).unwrap();
+    let y = model.config.rope_yarn.expect("yarn parsed");
+    assert_eq!(
+        (y.factor, y.orig_ctx, y.beta_fast, y.beta_slow),
+        (8.0, 8, 4.0, 1.0)
+    );
+    // Some frequencies are interpolated and some kept: the ramp is inside the head.
+    let rope = model.config.rope().unwrap();
+    let plain = flexkern::backend::tensor_ops::Rope::new(
+        model.config.rope_style,
+        model.config.rope_dims,
+        model.config.rope_base,
+        1.0,
+    );
+    let ratios: Vec<f32> = rope
+        .inv_freq
+        .iter()
+        .zip(&plain.inv_freq)
+        .map(|(a, b)| a / b)
+        .collect();
+    assert!((ratios[0] - 1.0).abs() < 1e-6, "{ratios:?}");
+    assert!((ratios.last().unwrap() - 0.125).abs() < 1e-6, "{ratios:?}");
+    assert!(rope.mscale > 1.0);
 }
 
 /// An f16 KV cache (llama.cpp's default) stays within f16 rounding of the f64 reference.

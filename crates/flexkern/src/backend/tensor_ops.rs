@@ -25,6 +25,22 @@ pub struct Rope {
     pub n_rot: usize,
     /// `freq_scale * base^(-2i / n_rot)` for `i < n_rot / 2`.
     pub inv_freq: Vec<f32>,
+    /// Magnitude factor on the rotated pairs (`cos` and `sin` are scaled by it): 1 except
+    /// under YaRN.
+    pub mscale: f32,
+}
+
+/// YaRN context extension (ggml's `rope_yarn`): frequencies below the `beta_slow` correction
+/// dimension are interpolated by `1 / factor`, those above `beta_fast` kept, a linear ramp
+/// between, and the rotated pairs scaled by `attn_factor * (1 + 0.1 ln(factor))`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Yarn {
+    pub factor: f32,
+    pub orig_ctx: usize,
+    pub ext_factor: f32,
+    pub attn_factor: f32,
+    pub beta_fast: f32,
+    pub beta_slow: f32,
 }
 
 impl Rope {
@@ -40,7 +56,48 @@ impl Rope {
             style,
             n_rot,
             inv_freq,
+            mscale: 1.0,
         }
+    }
+
+    /// YaRN frequencies over base `freq_base` (replaces any linear scale given to `new`).
+    pub fn yarn(style: RopeStyle, n_rot: usize, freq_base: f32, y: &Yarn) -> Result<Rope> {
+        if !(y.factor.is_finite() && y.factor >= 1.0) {
+            return Err(invalid("yarn", format!("factor {} must be >= 1", y.factor)));
+        }
+        if y.orig_ctx == 0 || !(y.beta_fast > 0.0 && y.beta_slow > 0.0) {
+            return Err(invalid(
+                "yarn",
+                "original context and beta_fast / beta_slow must be positive",
+            ));
+        }
+        // ggml_rope_yarn_corr_dims: the dimension whose wavelength fits `beta` rotations
+        // into the original context.
+        let corr = |beta: f32| {
+            n_rot as f64 * (y.orig_ctx as f64 / (beta as f64 * 2.0 * std::f64::consts::PI)).ln()
+                / (2.0 * (freq_base as f64).ln())
+        };
+        let low = corr(y.beta_fast).floor().max(0.0);
+        let high = corr(y.beta_slow).ceil().min(n_rot as f64 - 1.0);
+        let fs = 1.0 / y.factor as f64;
+        let inv_freq = (0..n_rot / 2)
+            .map(|i| {
+                let extrap = (freq_base as f64).powf(-2.0 * i as f64 / n_rot as f64);
+                let ramp = 1.0 - ((i as f64 - low) / (high - low).max(0.001)).clamp(0.0, 1.0);
+                let mix = ramp * y.ext_factor as f64;
+                (extrap * (fs * (1.0 - mix) + mix)) as f32
+            })
+            .collect();
+        let mut mscale = y.attn_factor;
+        if y.ext_factor != 0.0 {
+            mscale *= 1.0 + 0.1 * (1.0 / fs as f32).ln();
+        }
+        Ok(Rope {
+            style,
+            n_rot,
+            inv_freq,
+            mscale,
+        })
     }
 
     /// Divides each frequency by its factor (Llama 3's `rope_freqs` tensor, as ggml's
@@ -151,11 +208,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn freq_factors_divide_frequencies_and_bad_ones_are_typed_errors() {
+    fn freq_factors_and_yarn_and_their_bad_parameters() {
         let r = Rope::new(RopeStyle::Neox, 8, 10_000.0, 1.0);
         let f = r.clone().with_freq_factors(&[1.0, 2.0, 4.0, 8.0]).unwrap();
         for i in 0..4 {
             assert_eq!(f.inv_freq[i], r.inv_freq[i] / (1 << i) as f32);
+        }
+        let y = Yarn {
+            factor: 4.0,
+            orig_ctx: 4096,
+            ext_factor: 1.0,
+            attn_factor: 1.0,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+        };
+        let ok = Rope::yarn(RopeStyle::Neox, 128, 10_000.0, &y).unwrap();
+        assert!((ok.mscale - (1.0 + 0.1 * 4f32.ln())).abs() < 1e-6);
+        for bad in [
+            Yarn { factor: 0.5, ..y },
+            Yarn { orig_ctx: 0, ..y },
+            Yarn {
+                beta_slow: 0.0,
+                ..y
+            },
+        ] {
+            let e = Rope::yarn(RopeStyle::Neox, 128, 10_000.0, &bad).unwrap_err();
+            assert!(e.to_string().contains("yarn"), "{e}");
         }
         for bad in [
             &[1.0, 2.0, 3.0][..],

@@ -144,7 +144,7 @@ impl TensorOps for CpuBackend {
         for (row, &p) in x.chunks_exact_mut(heads * head_dim).zip(positions) {
             for (c, &f) in cs.iter_mut().zip(&rope.inv_freq) {
                 let (s, co) = (p as f32 * f).sin_cos();
-                *c = (co, s);
+                *c = (co * rope.mscale, s * rope.mscale);
             }
             for h in row.chunks_exact_mut(head_dim) {
                 for (i, &(c, s)) in cs.iter().enumerate() {
