@@ -6,8 +6,8 @@ mod common;
 
 use common::*;
 use flexkern_quant::{
-    dequantize, down_with_swiglu, gemv_many, quantize, swiglu_gate_up, Activation, Format,
-    QuantError, QuantMatrix,
+    dequantize, down_with_swiglu, gemv_many, quantize, quantize_activation, swiglu_gate_up,
+    Activation, Format, QuantError, QuantMatrix,
 };
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -344,6 +344,21 @@ fn mlx_three_slice_constructor_matches_single_buffer() {
 fn malformed_arguments_are_typed_errors() {
     let f = Format::Q4_0;
     let src = vec![0.25f32; 2 * 64];
+    // The activation quantizer validates as `quantize` does, and refuses MLX (f32 dots).
+    assert!(matches!(
+        quantize_activation(Format::Q8_1, &src, 3, 64),
+        Err(QuantError::InvalidArgument { arg: "src", .. })
+    ));
+    let mut nan = src.clone();
+    nan[5] = f32::NAN;
+    assert!(matches!(
+        quantize_activation(Format::Q8_0, &nan, 2, 64),
+        Err(QuantError::NonFinite { index: 5, .. })
+    ));
+    assert!(matches!(
+        quantize_activation(Format::from_name("mlx:4:64").unwrap(), &src, 2, 64),
+        Err(QuantError::InvalidArgument { arg: "format", .. })
+    ));
     // K not a multiple of the block size, wrong lengths, non-finite input.
     assert!(matches!(
         quantize(f, &src, 4, 32 + 1),

@@ -62,10 +62,15 @@ impl TensorOps for CpuBackend {
         m: usize,
         ys: &mut [&mut [f32]],
     ) -> Result<()> {
+        check("ys", ys.len(), ws.len())?;
         let Some(k) = ws.first().map(|w| w.k()) else {
             return Ok(());
         };
         check("x", x.len(), m * k)?;
+        // Every output is sliced per chunk below: lengths first, so a short one is an error.
+        for (w, y) in ws.iter().zip(ys.iter()) {
+            check("ys", y.len(), m * w.n())?;
+        }
         let mut r0 = 0;
         for xc in x.chunks(GEMV_ROWS * k) {
             let mc = xc.len() / k.max(1);
@@ -330,6 +335,61 @@ mod tests {
             &[0.0; 2],
             s,
             &mut [0.0; 8]
+        )));
+    }
+
+    /// One fused call over Q/K/V-like matrices equals separate matmuls, across the 16-row
+    /// activation chunks; wrong counts and lengths are typed errors, not panics.
+    #[test]
+    fn matmul_many_matches_matmul_and_rejects_bad_outputs() {
+        use flexkern_quant::{quantize, Format};
+        let b = CpuBackend;
+        let (k, m) = (64, 20);
+        let val = |i: usize| ((i * 7919 % 997) as f32 / 498.0) - 1.0;
+        let shapes = [(Format::Q4_1, 12usize), (Format::Q8_0, 5), (Format::F32, 9)];
+        let bytes: Vec<Vec<u8>> = shapes
+            .iter()
+            .enumerate()
+            .map(|(j, &(f, n))| {
+                let w: Vec<f32> = (0..n * k).map(|i| val(i + 1000 * j)).collect();
+                quantize(f, &w, n, k).unwrap()
+            })
+            .collect();
+        let mats: Vec<QuantMatrix> = shapes
+            .iter()
+            .zip(&bytes)
+            .map(|(&(f, n), b)| QuantMatrix::new(f, n, k, b).unwrap())
+            .collect();
+        let refs: Vec<&QuantMatrix> = mats.iter().collect();
+        let x: Vec<f32> = (0..m * k).map(|i| val(i + 77)).collect();
+        let mut outs: Vec<Vec<f32>> = mats.iter().map(|q| vec![f32::NAN; m * q.n()]).collect();
+        let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
+        b.matmul_many(&refs, &x, m, &mut views).unwrap();
+        for (q, got) in mats.iter().zip(&outs) {
+            let mut want = vec![f32::NAN; m * q.n()];
+            b.matmul(q, &x, m, &mut want).unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{g} vs {w}");
+            }
+        }
+        let mut short = vec![0.0; m * mats[0].n() - 1];
+        assert!(is_invalid(b.matmul_many(
+            &refs[..1],
+            &x,
+            m,
+            &mut [&mut short]
+        )));
+        assert!(is_invalid(b.matmul_many(
+            &refs[..2],
+            &x,
+            m,
+            &mut [&mut short]
+        )));
+        assert!(is_invalid(b.matmul_many(
+            &refs[..1],
+            &x[1..],
+            m,
+            &mut [&mut short]
         )));
     }
 
