@@ -16,9 +16,17 @@ mod scalar;
 use crate::attention::kv::KvRow;
 
 /// `st[k][q] = sum_d K_k[d] * qt(q, d)` for every key `k` of `krows` and every `q < m_pad`.
-/// Each `krows[k]` points at `dk` readable f32.
-pub(crate) type QkFn =
-    unsafe fn(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]);
+/// Each `krows[k]` points at `dk` readable f32. With `ranges` (one `[lo, hi)` per row, else
+/// empty), a block of keys outside every range of its rows may be left unwritten: the caller
+/// masks those scores.
+pub(crate) type QkFn = unsafe fn(
+    qt: &[f32],
+    dk: usize,
+    m_pad: usize,
+    krows: &[*const f32],
+    st: &mut [f32],
+    ranges: &[(u32, u32)],
+);
 
 /// The same scores for a few rows (`m <= 8`) from row-major queries `qr[q * dk + d]`: dot
 /// products along `d`, so no vector lane is spent on padding rows (decode).
@@ -26,7 +34,8 @@ pub(crate) type QkRowsFn =
     unsafe fn(qr: &[f32], m: usize, dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]);
 
 /// `o[q] = o[q] * alpha[q] + sum_k st[k][q] * V_k` for `q < m`; each `vrows[k]` points at
-/// `dv_pad` (a multiple of 8) readable f32.
+/// `dv_pad` (a multiple of 8) readable f32. With `ranges` (as for `QkFn`), a row may skip keys
+/// outside its range (their probabilities are zero).
 pub(crate) type PvFn = unsafe fn(
     pt: &[f32],
     m_pad: usize,
@@ -35,7 +44,29 @@ pub(crate) type PvFn = unsafe fn(
     dv_pad: usize,
     o: &mut [f32],
     alpha: &[f32],
+    ranges: &[(u32, u32)],
 );
+
+/// The union `[lo, hi)` of the non-empty ranges of some rows, clamped to `n` keys; all of them
+/// when `ranges` is empty, `lo >= hi` when every range is empty.
+#[inline]
+pub(crate) fn key_span(
+    ranges: &[(u32, u32)],
+    rows: std::ops::Range<usize>,
+    n: usize,
+) -> (usize, usize) {
+    if ranges.is_empty() {
+        return (0, n);
+    }
+    let (mut lo, mut hi) = (n, 0);
+    for &(a, b) in &ranges[rows] {
+        if a < b {
+            lo = lo.min(a as usize);
+            hi = hi.max(b as usize);
+        }
+    }
+    (lo, hi.min(n))
+}
 
 /// How the streaming decode kernels read stored KV rows, widening in registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,7 +236,7 @@ mod tests {
         let vrows: Vec<*const f32> = (0..bk).map(|j| v[j * dv..].as_ptr()).collect();
         for isa in isas {
             let mut st = vec![0f32; bk * m_pad];
-            unsafe { (isa.qk)(&qt, dk, m_pad, &krows, &mut st) };
+            unsafe { (isa.qk)(&qt, dk, m_pad, &krows, &mut st, &[]) };
             for j in 0..bk {
                 for r in 0..m {
                     let want: f32 = (0..dk).map(|d| q[r * dk + d] * k[j * dk + d]).sum();
@@ -225,7 +256,7 @@ mod tests {
             let alpha: Vec<f32> = (0..m_pad).map(|i| 0.5 + i as f32 * 0.01).collect();
             let mut o: Vec<f32> = (0..m * dv).map(|i| f(i + 9)).collect();
             let o0 = o.clone();
-            unsafe { (isa.pv)(&st, m_pad, m, &vrows, dv, &mut o, &alpha) };
+            unsafe { (isa.pv)(&st, m_pad, m, &vrows, dv, &mut o, &alpha, &[]) };
             for r in 0..m {
                 for d in 0..dv {
                     let want = o0[r * dv + d] * alpha[r]
@@ -246,6 +277,49 @@ mod tests {
                     "{} {a} {b}",
                     isa.name
                 );
+            }
+        }
+    }
+
+    /// With per-row key ranges, scores inside every range are exact, and P·V over probabilities
+    /// that are zero outside the ranges equals the full product.
+    #[test]
+    fn ranged_kernels_match_full() {
+        let (dk, m, bk, dv) = (24, 37, 29, 16);
+        let m_pad = pad8(m);
+        let f = |i: usize| ((i * 7919 % 1000) as f32 / 500.0) - 1.0;
+        let qt: Vec<f32> = (0..m_pad * dk).map(f).collect();
+        let k: Vec<f32> = (0..bk * dk).map(|i| f(i + 3)).collect();
+        let v: Vec<f32> = (0..bk * dv).map(|i| f(i + 5)).collect();
+        let krows: Vec<*const f32> = (0..bk).map(|j| k[j * dk..].as_ptr()).collect();
+        let vrows: Vec<*const f32> = (0..bk).map(|j| v[j * dv..].as_ptr()).collect();
+        // A band, some empty rows, a full row; padding rows empty.
+        let ranges: Vec<(u32, u32)> = (0..m_pad)
+            .map(|r| match r {
+                _ if r >= m || r % 9 == 4 => (0, 0),
+                7 => (0, bk as u32),
+                _ => ((r / 2) as u32, ((r / 2 + 6).min(bk)) as u32),
+            })
+            .collect();
+        let alpha: Vec<f32> = (0..m_pad).map(|i| 0.5 + i as f32 * 0.01).collect();
+        for isa in [Isa::detect(false), Isa::detect(true)] {
+            let mut full = vec![0f32; bk * m_pad];
+            unsafe { (isa.qk)(&qt, dk, m_pad, &krows, &mut full, &[]) };
+            let mut st = vec![f32::NAN; bk * m_pad];
+            unsafe { (isa.qk)(&qt, dk, m_pad, &krows, &mut st, &ranges) };
+            let mut pt = vec![0f32; bk * m_pad];
+            for r in 0..m {
+                for j in ranges[r].0 as usize..ranges[r].1 as usize {
+                    assert_eq!(st[j * m_pad + r], full[j * m_pad + r], "{}", isa.name);
+                    pt[j * m_pad + r] = f(j * 31 + r).abs();
+                }
+            }
+            let o0: Vec<f32> = (0..m * dv).map(|i| f(i + 9)).collect();
+            let (mut a, mut b) = (o0.clone(), o0);
+            unsafe { (isa.pv)(&pt, m_pad, m, &vrows, dv, &mut a, &alpha, &ranges) };
+            unsafe { (isa.pv)(&pt, m_pad, m, &vrows, dv, &mut b, &alpha, &[]) };
+            for (x, y) in a.iter().zip(&b) {
+                assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "{}", isa.name);
             }
         }
     }
@@ -313,7 +387,7 @@ mod tests {
                             (isa.qk_rows)(&q, m, dk, m_pad, &rows, &mut sb);
                         } else {
                             (isa.pv_raw)(&pt, m_pad, m, &raw, *fmt, dv, &mut a, &alpha);
-                            (isa.pv)(&pt, m_pad, m, &rows, dv, &mut b, &alpha);
+                            (isa.pv)(&pt, m_pad, m, &rows, dv, &mut b, &alpha, &[]);
                         }
                     }
                     for (x, y) in a.iter().chain(&sa).zip(b.iter().chain(&sb)) {
