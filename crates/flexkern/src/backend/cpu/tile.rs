@@ -223,6 +223,7 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
                 &mut sc.mx[state.clone()],
                 &mut sc.l[state.clone()],
                 &mut sc.alpha[state],
+                ranges_of(&sc.var, hh, m_pad),
             );
         }
         for j in 0..bk {
@@ -370,6 +371,7 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
                 &mut sc.mx[state.clone()],
                 &mut sc.l[state.clone()],
                 &mut sc.alpha[state],
+                &[],
             );
             // The V factor goes into the probabilities (after the softmax summed them).
             let vs = sc.vscale[hh];

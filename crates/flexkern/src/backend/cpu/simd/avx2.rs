@@ -437,11 +437,13 @@ fn softmax(
     mx: &mut [f32],
     l: &mut [f32],
     alpha: &mut [f32],
+    ranges: &[(u32, u32)],
 ) {
     assert!(m_pad.is_multiple_of(8) && st.len() >= bk * m_pad);
     assert!(mx.len() >= m_pad && l.len() >= m_pad && alpha.len() >= m_pad);
+    assert!(ranges.is_empty() || ranges.len() >= m_pad);
     // SAFETY: the ISA is only handed out after AVX2/FMA detection; lengths checked above.
-    unsafe { softmax_avx2(st, bk, m_pad, mx, l, alpha) }
+    unsafe { softmax_avx2(st, bk, m_pad, mx, l, alpha, ranges) }
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -452,12 +454,19 @@ unsafe fn softmax_avx2(
     mx: &mut [f32],
     l: &mut [f32],
     alpha: &mut [f32],
+    ranges: &[(u32, u32)],
 ) {
     let s = st.as_mut_ptr();
     let ninf = _mm256_set1_ps(f32::NEG_INFINITY);
     for c in (0..m_pad).step_by(8) {
+        // Keys outside these rows' ranges are masked: probability 0, nothing to evaluate.
+        let (lo, hi) = super::key_span(ranges, c..c + 8, bk);
+        let (lo, hi) = (lo.min(hi), hi);
+        for k in (0..lo).chain(hi..bk) {
+            _mm256_storeu_ps(s.add(k * m_pad + c), _mm256_setzero_ps());
+        }
         let mut tmax = ninf;
-        for k in 0..bk {
+        for k in lo..hi {
             tmax = _mm256_max_ps(tmax, _mm256_loadu_ps(s.add(k * m_pad + c)));
         }
         let m_old = _mm256_loadu_ps(mx.as_ptr().add(c));
@@ -466,8 +475,8 @@ unsafe fn softmax_avx2(
         let base = _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(m_new, ninf), m_new);
         let a = exp2v(_mm256_sub_ps(m_old, base));
         let (mut s0, mut s1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        let mut k = 0;
-        while k + 2 <= bk {
+        let mut k = lo;
+        while k + 2 <= hi {
             let p0 = exp2v(_mm256_sub_ps(_mm256_loadu_ps(s.add(k * m_pad + c)), base));
             let p1 = exp2v(_mm256_sub_ps(
                 _mm256_loadu_ps(s.add((k + 1) * m_pad + c)),
@@ -479,7 +488,7 @@ unsafe fn softmax_avx2(
             s1 = _mm256_add_ps(s1, p1);
             k += 2;
         }
-        if k < bk {
+        if k < hi {
             let p0 = exp2v(_mm256_sub_ps(_mm256_loadu_ps(s.add(k * m_pad + c)), base));
             _mm256_storeu_ps(s.add(k * m_pad + c), p0);
             s0 = _mm256_add_ps(s0, p0);

@@ -138,8 +138,17 @@ pub(crate) type PvRawFn = unsafe fn(
 
 /// Online-softmax update of the `bk` key rows of `st` (base-2 scores): updates the running max
 /// `mx` and sum `l`, writes the rescale factor `alpha`, and replaces scores by probabilities.
-pub(crate) type SoftmaxFn =
-    fn(st: &mut [f32], bk: usize, m_pad: usize, mx: &mut [f32], l: &mut [f32], alpha: &mut [f32]);
+/// With `ranges` (as for `QkFn`), scores outside a group of rows' ranges are masked: their
+/// probabilities are written as 0 without evaluating them.
+pub(crate) type SoftmaxFn = fn(
+    st: &mut [f32],
+    bk: usize,
+    m_pad: usize,
+    mx: &mut [f32],
+    l: &mut [f32],
+    alpha: &mut [f32],
+    ranges: &[(u32, u32)],
+);
 
 /// Widens a KV row into `dst` (`row.len()` elements).
 pub(crate) type ConvertFn = fn(row: KvRow<'_>, dst: &mut [f32]);
@@ -305,6 +314,7 @@ mod tests {
         for isa in [Isa::detect(false), Isa::detect(true)] {
             let mut full = vec![0f32; bk * m_pad];
             unsafe { (isa.qk)(&qt, dk, m_pad, &krows, &mut full, &[]) };
+            let full = full;
             let mut st = vec![f32::NAN; bk * m_pad];
             unsafe { (isa.qk)(&qt, dk, m_pad, &krows, &mut st, &ranges) };
             let mut pt = vec![0f32; bk * m_pad];
@@ -312,6 +322,45 @@ mod tests {
                 for j in ranges[r].0 as usize..ranges[r].1 as usize {
                     assert_eq!(st[j * m_pad + r], full[j * m_pad + r], "{}", isa.name);
                     pt[j * m_pad + r] = f(j * 31 + r).abs();
+                }
+            }
+            // Softmax: masked scores are -inf; those outside the span of an 8-row group's ranges
+            // are never read (NaN here).
+            let inside = |j: usize, r: usize| (ranges[r].0..ranges[r].1).contains(&(j as u32));
+            let (mut s1, mut s2) = (full.clone(), full.clone());
+            for j in 0..bk {
+                for r in 0..m_pad {
+                    if !inside(j, r) {
+                        let (lo, hi) = key_span(&ranges, r / 8 * 8..r / 8 * 8 + 8, bk);
+                        let unread = !(lo..hi).contains(&j);
+                        s1[j * m_pad + r] = if unread { f32::NAN } else { f32::NEG_INFINITY };
+                        s2[j * m_pad + r] = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            let mx0: Vec<f32> = (0..m_pad)
+                .map(|r| if r % 3 == 0 { f32::NEG_INFINITY } else { 0.3 })
+                .collect();
+            let mut st1 = (mx0.clone(), vec![1f32; m_pad], vec![0f32; m_pad]);
+            let mut st2 = st1.clone();
+            (isa.softmax)(
+                &mut s1, bk, m_pad, &mut st1.0, &mut st1.1, &mut st1.2, &ranges,
+            );
+            (isa.softmax)(&mut s2, bk, m_pad, &mut st2.0, &mut st2.1, &mut st2.2, &[]);
+            for r in 0..m {
+                for (x, y) in [
+                    (st1.0[r], st2.0[r]),
+                    (st1.1[r], st2.1[r]),
+                    (st1.2[r], st2.2[r]),
+                ]
+                .into_iter()
+                .chain((0..bk).map(|j| (s1[j * m_pad + r], s2[j * m_pad + r])))
+                {
+                    assert!(
+                        x == y || (x - y).abs() <= 1e-6 * y.abs(),
+                        "{} {x} {y}",
+                        isa.name
+                    );
                 }
             }
             let o0: Vec<f32> = (0..m * dv).map(|i| f(i + 9)).collect();

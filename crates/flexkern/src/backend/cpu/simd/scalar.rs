@@ -153,9 +153,12 @@ fn softmax(
     mx: &mut [f32],
     l: &mut [f32],
     alpha: &mut [f32],
+    ranges: &[(u32, u32)],
 ) {
     for q in 0..m_pad {
-        let tile_max = (0..bk)
+        // Keys outside the row's range are masked: probability 0.
+        let (lo, hi) = super::key_span(ranges, q..q + 1, bk);
+        let tile_max = (lo..hi)
             .map(|k| st[k * m_pad + q])
             .fold(f32::NEG_INFINITY, f32::max);
         let m_new = mx[q].max(tile_max);
@@ -168,7 +171,11 @@ fn softmax(
         alpha[q] = (mx[q] - base).exp2();
         let mut sum = 0.0;
         for k in 0..bk {
-            let p = (st[k * m_pad + q] - base).exp2();
+            let p = if (lo..hi).contains(&k) {
+                (st[k * m_pad + q] - base).exp2()
+            } else {
+                0.0
+            };
             st[k * m_pad + q] = p;
             sum += p;
         }
