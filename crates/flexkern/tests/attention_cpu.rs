@@ -231,6 +231,32 @@ fn long_sliding_window_with_shrunk_tiles() {
     check(&Case::new(700, 1500, 4, 2, 64).variant(v), 71);
 }
 
+/// Partial tiles skip the keys outside each row's kept range: bands whose width depends on the
+/// head (the stacked GQA rows of one tile keep different ranges), holes inside a band, rows that
+/// keep nothing, and tile sizes that are not multiples of the 8x8 sub-blocks.
+#[test]
+fn banded_masks_skip_only_masked_keys() {
+    use flexkern::expr::{h, kv_pos, q_pos};
+    let per_head = kv_pos()
+        .le(q_pos())
+        .and(kv_pos().gt(q_pos() - (h() + 1) * 37));
+    let holes = kv_pos()
+        .le(q_pos())
+        .and((kv_pos() % 5).ne(flexkern::expr::int(2)))
+        .and(builtins::sliding_window(90));
+    let empty_rows = builtins::local(30, 5).and((q_pos() % 7).ne(flexkern::expr::int(3)));
+    for (i, m) in [per_head, holes, empty_rows].into_iter().enumerate() {
+        let v = Variant::full().mask(m);
+        check(
+            &Case::new(300, 340, 4, 2, 64).variant(v.clone()),
+            400 + i as u64,
+        );
+        let mut c = Case::new(150, 170, 6, 2, 40).variant(v);
+        c.blocks = Some((36, 20));
+        check(&c, 410 + i as u64);
+    }
+}
+
 #[test]
 fn tree_mask_for_speculative_decoding() {
     // A 6-token draft tree: token j sees its ancestors and itself.

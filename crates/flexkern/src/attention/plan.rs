@@ -77,9 +77,9 @@ const DECODE_KV_BLOCK: usize = 128;
 /// Below this fraction of visited tiles a prefill mask counts as sparse.
 const SPARSE_DENSITY: f64 = 0.25;
 /// Sparse masks keep q tiles of at least this many rows.
-const MIN_SPARSE_Q_BLOCK: usize = 32;
+const MIN_SPARSE_Q_BLOCK: usize = 64;
 /// The smallest kv tile the sparse-mask halving goes down to.
-const MIN_SPARSE_KV_BLOCK: usize = 32;
+const MIN_SPARSE_KV_BLOCK: usize = 64;
 /// A partition covers at least this many kv blocks, so merging stays cheap.
 const MIN_PART_BLOCKS: usize = 4;
 
@@ -127,7 +127,8 @@ pub fn plan<'m>(
             let mut bm = build(qb, kb)?;
             // A sparse mask (sliding windows, local bands) wastes the edges of large tiles:
             // halve q tiles, then kv tiles, while the mask stays sparse, trading K/V reuse and
-            // loop length for fewer visited elements.
+            // loop length for fewer visited elements. Kernels skip the keys outside each row's
+            // kept range, so halving stops early: per-row copies and per-tile costs grow faster.
             while kernel == Kernel::Prefill && bm.density() < SPARSE_DENSITY {
                 if bm.q_block >= 2 * MIN_SPARSE_Q_BLOCK {
                     bm = build(bm.q_block / 2, bm.kv_block)?;

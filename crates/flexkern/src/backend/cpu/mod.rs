@@ -4,6 +4,7 @@ mod run;
 pub(crate) mod simd;
 mod tensor_ops;
 mod tile;
+mod tile_mask;
 
 use crate::attention::kv::KvSource;
 use crate::attention::plan::Plan;

@@ -2,6 +2,7 @@
 //! online softmax in base 2 (`scale * log2(e)` folded into Q when there is no score program).
 
 use super::simd::{pad8, prefetch_rows, Isa, RowFmt};
+use super::tile_mask::MaskCache;
 use crate::attention::kv::{KvRow, KvSource};
 use crate::attention::plan::{Plan, WorkItem};
 use crate::attention::problem::Problem;
@@ -79,7 +80,11 @@ pub(crate) struct Scratch {
 struct VarScratch {
     prog: program::Scratch<f32>,
     tile: Vec<f32>,
-    keep: Vec<bool>,
+    masks: MaskCache,
+    /// Kept key range of every stacked row, per fused kv head (`m_pad` each)...
+    ranges: Vec<(u32, u32)>,
+    /// ...and whether that head's tile has any (else every key is computed).
+    ranged: Vec<bool>,
 }
 
 /// Rows fetched ahead of use (enough in flight to cover DRAM latency).
@@ -193,16 +198,20 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
                 };
             }
         }
+        sc.var.ranges.resize(nh * m_pad, (0, 0));
+        sc.var.ranged.resize(nh, false);
         for hh in 0..nh {
+            mask_tile(c, it, it.kv_head + hh, hh, &mut sc.var, nq, k0, bk, m_pad);
             let st = &mut sc.st[hh * bk_max * m_pad..][..bk_max * m_pad];
             let qt = &sc.qt[hh * m_pad * dk..][..m_pad * dk];
             let krows = &sc.krows[hh * bk_max..][..bk];
+            let ranges = ranges_of(&sc.var, hh, m_pad);
             // SAFETY: every row pointer addresses `dk` f32 that live through this call.
             unsafe {
                 if rows_kernel {
                     (c.isa.qk_rows)(qt, m, dk, m_pad, krows, st)
                 } else {
-                    (c.isa.qk)(qt, dk, m_pad, krows, st)
+                    (c.isa.qk)(qt, dk, m_pad, krows, st, ranges)
                 }
             };
             apply_variant(c, it, it.kv_head + hh, st, &mut sc.var, nq, k0, bk, m_pad);
@@ -214,6 +223,7 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
                 &mut sc.mx[state.clone()],
                 &mut sc.l[state.clone()],
                 &mut sc.alpha[state],
+                ranges_of(&sc.var, hh, m_pad),
             );
         }
         for j in 0..bk {
@@ -250,6 +260,7 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
                     dv_pad,
                     &mut sc.o[hh * m * dv_pad..][..m * dv_pad],
                     &sc.alpha[hh * m_pad..][..m_pad],
+                    ranges_of(&sc.var, hh, m_pad),
                 )
             };
         }
@@ -350,6 +361,7 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
         }
         for hh in 0..nh {
             let st = &mut sc.st[hh * bk_max * m_pad..][..bk_max * m_pad];
+            mask_tile(c, it, it.kv_head + hh, 0, &mut sc.var, nq, k0, bk, m_pad);
             apply_variant(c, it, it.kv_head + hh, st, &mut sc.var, nq, k0, bk, m_pad);
             let state = hh * m_pad..(hh + 1) * m_pad;
             (c.isa.softmax)(
@@ -359,6 +371,7 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
                 &mut sc.mx[state.clone()],
                 &mut sc.l[state.clone()],
                 &mut sc.alpha[state],
+                &[],
             );
             // The V factor goes into the probabilities (after the softmax summed them).
             let vs = sc.vscale[hh];
@@ -514,8 +527,81 @@ fn widen_rows<'a>(
     RowFmt::F32
 }
 
-/// Runs the score program on every tile and the mask on partial ones, for each q head of kv
-/// head `kvh`: masked scores become -inf.
+/// The context of head `h`'s rows of the tile at key `k0`.
+fn tile_ctx(c: &Ctx, it: &WorkItem, h: usize, nq: usize, k0: usize, bk: usize) -> TileCtx {
+    let p = c.p;
+    let s = it.seq;
+    let i0 = it.q_block * c.plan.q_block;
+    TileCtx {
+        batch: s as i64,
+        head: h as i64,
+        q_len: p.lens.q_len(s) as i64,
+        kv_len: p.lens.kv_len(s) as i64,
+        q_pos0: p.lens.q_pos0(s) + i0 as i64,
+        q_token0: (p.lens.q_start(s) + i0) as i64,
+        rows: nq,
+        kv_pos0: k0 as i64,
+        cols: bk,
+    }
+}
+
+/// Classifies the mask of a partial tile for each q head of kv head `kvh` (`sc.masks`), and
+/// stores every stacked row's kept key range under slot `hh` when any is narrower than the tile.
+#[allow(clippy::too_many_arguments)]
+fn mask_tile(
+    c: &Ctx,
+    it: &WorkItem,
+    kvh: usize,
+    hh: usize,
+    sc: &mut VarScratch,
+    nq: usize,
+    k0: usize,
+    bk: usize,
+    m_pad: usize,
+) {
+    let p = c.p;
+    let bm = &c.plan.block_mask;
+    let g = p.group_size();
+    let kb = k0 / c.plan.kv_block;
+    sc.ranged.resize(hh + 1, false);
+    sc.ranged[hh] = false;
+    let Some(mp) = p.variant.mask.as_ref() else {
+        return;
+    };
+    let kinds = (0..g).map(|gh| bm.kind(it.seq, kvh * g + gh, it.q_block, kb));
+    if kinds.clone().all(|k| k == BlockKind::Full) {
+        return;
+    }
+    sc.ranges.resize((hh + 1) * m_pad, (0, 0));
+    let ranges = &mut sc.ranges[hh * m_pad..][..m_pad];
+    ranges.fill((0, 0));
+    for (gh, kind) in kinds.enumerate() {
+        let rows = &mut ranges[gh * nq..][..nq];
+        match kind {
+            BlockKind::Full => rows.fill((0, bk as u32)),
+            BlockKind::Empty => {}
+            BlockKind::Partial => {
+                let h = kvh * g + gh;
+                let key = (it.seq, it.q_block, if bm.heads == 1 { 0 } else { h }, kb);
+                let t = tile_ctx(c, it, h, nq, k0, bk);
+                rows.copy_from_slice(sc.masks.get(key, mp, &t).ranges());
+            }
+        }
+    }
+    sc.ranged[hh] = true;
+}
+
+/// Row ranges of slot `hh` for the kernels (empty: every key).
+fn ranges_of(sc: &VarScratch, hh: usize, m_pad: usize) -> &[(u32, u32)] {
+    if sc.ranged.get(hh) == Some(&true) {
+        &sc.ranges[hh * m_pad..][..m_pad]
+    } else {
+        &[]
+    }
+}
+
+/// Runs the score program on every tile and the mask (classified by `mask_tile`) on partial
+/// ones, for each q head of kv head `kvh`: masked scores become -inf.
 #[allow(clippy::too_many_arguments)]
 fn apply_variant(
     c: &Ctx,
@@ -548,19 +634,8 @@ fn apply_variant(
             }
             continue;
         }
-        let i0 = it.q_block * c.plan.q_block;
-        let t = TileCtx {
-            batch: s as i64,
-            head: h as i64,
-            q_len: p.lens.q_len(s) as i64,
-            kv_len: p.lens.kv_len(s) as i64,
-            q_pos0: p.lens.q_pos0(s) + i0 as i64,
-            q_token0: (p.lens.q_start(s) + i0) as i64,
-            rows: nq,
-            kv_pos0: k0 as i64,
-            cols: bk,
-        };
         if let Some(sp) = score {
+            let t = tile_ctx(c, it, h, nq, k0, bk);
             // The program sees natural-log scores laid out [query][key].
             sc.tile.resize(nq * bk, 0.0);
             for k in 0..bk {
@@ -575,18 +650,10 @@ fn apply_variant(
                 }
             }
         }
-        if kind == BlockKind::Partial {
-            if let Some(mp) = p.variant.mask.as_ref() {
-                sc.keep.resize(nq * bk, false);
-                mp.eval_mask(&t, &mut sc.prog, &mut sc.keep);
-                for k in 0..bk {
-                    for i in 0..nq {
-                        if !sc.keep[i * bk + k] {
-                            st[k * m_pad + col + i] = f32::NEG_INFINITY;
-                        }
-                    }
-                }
-            }
+        if let (BlockKind::Partial, Some(mp)) = (kind, p.variant.mask.as_ref()) {
+            let key = (s, it.q_block, if bm.heads == 1 { 0 } else { h }, kb);
+            let t = tile_ctx(c, it, h, nq, k0, bk);
+            sc.masks.get(key, mp, &t).apply(st, m_pad, col);
         }
     }
 }

@@ -96,9 +96,17 @@ unsafe fn load8<const F: u8>(p: *const u8, i: usize) -> __m256 {
 }
 
 #[target_feature(enable = "avx2,fma")]
-unsafe fn qk(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]) {
+unsafe fn qk(
+    qt: &[f32],
+    dk: usize,
+    m_pad: usize,
+    krows: &[*const f32],
+    st: &mut [f32],
+    ranges: &[(u32, u32)],
+) {
     let nk = krows.len();
     assert!(m_pad.is_multiple_of(8) && qt.len() >= m_pad * dk && st.len() >= nk * m_pad);
+    assert!(ranges.is_empty() || ranges.len() >= m_pad);
     let mut k0 = 0;
     while k0 < nk {
         // A group of keys stays in L1 while the query panels stream past it.
@@ -107,9 +115,13 @@ unsafe fn qk(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut
         let mut p0 = 0;
         while p0 < m_pad {
             let w = (m_pad - p0).min(16);
-            let panel = qt.as_ptr().add(p0 * dk);
-            let out = st.as_mut_ptr().add(k0 * m_pad + p0);
-            dispatch!(qk_micro, kr, w / 8, (panel, dk, rows, out, m_pad));
+            // Keys outside every range of this panel's rows are masked anyway.
+            let (lo, hi) = super::key_span(ranges, p0..p0 + w, nk);
+            if lo < k0 + kr && k0 < hi {
+                let panel = qt.as_ptr().add(p0 * dk);
+                let out = st.as_mut_ptr().add(k0 * m_pad + p0);
+                dispatch!(qk_micro, kr, w / 8, (panel, dk, rows, out, m_pad));
+            }
             p0 += w;
         }
         k0 += kr;
@@ -285,6 +297,7 @@ unsafe fn qk_rows_micro<const K: usize, const R: usize, const F: u8>(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn pv(
     pt: &[f32],
@@ -294,10 +307,11 @@ unsafe fn pv(
     dv_pad: usize,
     o: &mut [f32],
     alpha: &[f32],
+    ranges: &[(u32, u32)],
 ) {
     // SAFETY: the same pointers, untyped.
     let rows = std::slice::from_raw_parts(vrows.as_ptr().cast::<*const u8>(), vrows.len());
-    pv_fmt::<F32>(pt, m_pad, m, rows, dv_pad, o, alpha)
+    pv_fmt::<F32>(pt, m_pad, m, rows, dv_pad, o, alpha, ranges)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -311,9 +325,10 @@ unsafe fn pv_raw(
     o: &mut [f32],
     alpha: &[f32],
 ) {
-    by_fmt!(fmt, pv_fmt, (pt, m_pad, m, vrows, dv_pad, o, alpha))
+    by_fmt!(fmt, pv_fmt, (pt, m_pad, m, vrows, dv_pad, o, alpha, &[]))
 }
 
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn pv_fmt<const F: u8>(
     pt: &[f32],
@@ -323,17 +338,22 @@ unsafe fn pv_fmt<const F: u8>(
     dv_pad: usize,
     o: &mut [f32],
     alpha: &[f32],
+    ranges: &[(u32, u32)],
 ) {
     assert!(dv_pad.is_multiple_of(8) && m <= m_pad && o.len() >= m * dv_pad && alpha.len() >= m);
     assert!(pt.len() >= vrows.len() * m_pad);
+    assert!(ranges.is_empty() || ranges.len() >= m);
     let mut r0 = 0;
     while r0 < m {
         let mr = (m - r0).min(MR);
+        // Only the keys some row of this block keeps (an empty span still rescales).
+        let (lo, hi) = super::key_span(ranges, r0..r0 + mr, vrows.len());
+        let vrows = &vrows[lo.min(hi)..hi];
         let mut c0 = 0;
         while c0 < dv_pad {
             let nv = ((dv_pad - c0) / 8).min(2);
             let (p, out, a) = (
-                pt.as_ptr().add(r0),
+                pt.as_ptr().add(lo.min(hi) * m_pad + r0),
                 o.as_mut_ptr().add(r0 * dv_pad + c0),
                 alpha.as_ptr().add(r0),
             );
@@ -417,11 +437,13 @@ fn softmax(
     mx: &mut [f32],
     l: &mut [f32],
     alpha: &mut [f32],
+    ranges: &[(u32, u32)],
 ) {
     assert!(m_pad.is_multiple_of(8) && st.len() >= bk * m_pad);
     assert!(mx.len() >= m_pad && l.len() >= m_pad && alpha.len() >= m_pad);
+    assert!(ranges.is_empty() || ranges.len() >= m_pad);
     // SAFETY: the ISA is only handed out after AVX2/FMA detection; lengths checked above.
-    unsafe { softmax_avx2(st, bk, m_pad, mx, l, alpha) }
+    unsafe { softmax_avx2(st, bk, m_pad, mx, l, alpha, ranges) }
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -432,12 +454,19 @@ unsafe fn softmax_avx2(
     mx: &mut [f32],
     l: &mut [f32],
     alpha: &mut [f32],
+    ranges: &[(u32, u32)],
 ) {
     let s = st.as_mut_ptr();
     let ninf = _mm256_set1_ps(f32::NEG_INFINITY);
     for c in (0..m_pad).step_by(8) {
+        // Keys outside these rows' ranges are masked: probability 0, nothing to evaluate.
+        let (lo, hi) = super::key_span(ranges, c..c + 8, bk);
+        let (lo, hi) = (lo.min(hi), hi);
+        for k in (0..lo).chain(hi..bk) {
+            _mm256_storeu_ps(s.add(k * m_pad + c), _mm256_setzero_ps());
+        }
         let mut tmax = ninf;
-        for k in 0..bk {
+        for k in lo..hi {
             tmax = _mm256_max_ps(tmax, _mm256_loadu_ps(s.add(k * m_pad + c)));
         }
         let m_old = _mm256_loadu_ps(mx.as_ptr().add(c));
@@ -446,8 +475,8 @@ unsafe fn softmax_avx2(
         let base = _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(m_new, ninf), m_new);
         let a = exp2v(_mm256_sub_ps(m_old, base));
         let (mut s0, mut s1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        let mut k = 0;
-        while k + 2 <= bk {
+        let mut k = lo;
+        while k + 2 <= hi {
             let p0 = exp2v(_mm256_sub_ps(_mm256_loadu_ps(s.add(k * m_pad + c)), base));
             let p1 = exp2v(_mm256_sub_ps(
                 _mm256_loadu_ps(s.add((k + 1) * m_pad + c)),
@@ -459,7 +488,7 @@ unsafe fn softmax_avx2(
             s1 = _mm256_add_ps(s1, p1);
             k += 2;
         }
-        if k < bk {
+        if k < hi {
             let p0 = exp2v(_mm256_sub_ps(_mm256_loadu_ps(s.add(k * m_pad + c)), base));
             _mm256_storeu_ps(s.add(k * m_pad + c), p0);
             s0 = _mm256_add_ps(s0, p0);

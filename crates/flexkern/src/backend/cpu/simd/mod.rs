@@ -16,9 +16,17 @@ mod scalar;
 use crate::attention::kv::KvRow;
 
 /// `st[k][q] = sum_d K_k[d] * qt(q, d)` for every key `k` of `krows` and every `q < m_pad`.
-/// Each `krows[k]` points at `dk` readable f32.
-pub(crate) type QkFn =
-    unsafe fn(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]);
+/// Each `krows[k]` points at `dk` readable f32. With `ranges` (one `[lo, hi)` per row, else
+/// empty), a block of keys outside every range of its rows may be left unwritten: the caller
+/// masks those scores.
+pub(crate) type QkFn = unsafe fn(
+    qt: &[f32],
+    dk: usize,
+    m_pad: usize,
+    krows: &[*const f32],
+    st: &mut [f32],
+    ranges: &[(u32, u32)],
+);
 
 /// The same scores for a few rows (`m <= 8`) from row-major queries `qr[q * dk + d]`: dot
 /// products along `d`, so no vector lane is spent on padding rows (decode).
@@ -26,7 +34,8 @@ pub(crate) type QkRowsFn =
     unsafe fn(qr: &[f32], m: usize, dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]);
 
 /// `o[q] = o[q] * alpha[q] + sum_k st[k][q] * V_k` for `q < m`; each `vrows[k]` points at
-/// `dv_pad` (a multiple of 8) readable f32.
+/// `dv_pad` (a multiple of 8) readable f32. With `ranges` (as for `QkFn`), a row may skip keys
+/// outside its range (their probabilities are zero).
 pub(crate) type PvFn = unsafe fn(
     pt: &[f32],
     m_pad: usize,
@@ -35,7 +44,29 @@ pub(crate) type PvFn = unsafe fn(
     dv_pad: usize,
     o: &mut [f32],
     alpha: &[f32],
+    ranges: &[(u32, u32)],
 );
+
+/// The union `[lo, hi)` of the non-empty ranges of some rows, clamped to `n` keys; all of them
+/// when `ranges` is empty, `lo >= hi` when every range is empty.
+#[inline]
+pub(crate) fn key_span(
+    ranges: &[(u32, u32)],
+    rows: std::ops::Range<usize>,
+    n: usize,
+) -> (usize, usize) {
+    if ranges.is_empty() {
+        return (0, n);
+    }
+    let (mut lo, mut hi) = (n, 0);
+    for &(a, b) in &ranges[rows] {
+        if a < b {
+            lo = lo.min(a as usize);
+            hi = hi.max(b as usize);
+        }
+    }
+    (lo, hi.min(n))
+}
 
 /// How the streaming decode kernels read stored KV rows, widening in registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,8 +138,17 @@ pub(crate) type PvRawFn = unsafe fn(
 
 /// Online-softmax update of the `bk` key rows of `st` (base-2 scores): updates the running max
 /// `mx` and sum `l`, writes the rescale factor `alpha`, and replaces scores by probabilities.
-pub(crate) type SoftmaxFn =
-    fn(st: &mut [f32], bk: usize, m_pad: usize, mx: &mut [f32], l: &mut [f32], alpha: &mut [f32]);
+/// With `ranges` (as for `QkFn`), scores outside a group of rows' ranges are masked: their
+/// probabilities are written as 0 without evaluating them.
+pub(crate) type SoftmaxFn = fn(
+    st: &mut [f32],
+    bk: usize,
+    m_pad: usize,
+    mx: &mut [f32],
+    l: &mut [f32],
+    alpha: &mut [f32],
+    ranges: &[(u32, u32)],
+);
 
 /// Widens a KV row into `dst` (`row.len()` elements).
 pub(crate) type ConvertFn = fn(row: KvRow<'_>, dst: &mut [f32]);
@@ -205,7 +245,7 @@ mod tests {
         let vrows: Vec<*const f32> = (0..bk).map(|j| v[j * dv..].as_ptr()).collect();
         for isa in isas {
             let mut st = vec![0f32; bk * m_pad];
-            unsafe { (isa.qk)(&qt, dk, m_pad, &krows, &mut st) };
+            unsafe { (isa.qk)(&qt, dk, m_pad, &krows, &mut st, &[]) };
             for j in 0..bk {
                 for r in 0..m {
                     let want: f32 = (0..dk).map(|d| q[r * dk + d] * k[j * dk + d]).sum();
@@ -225,7 +265,7 @@ mod tests {
             let alpha: Vec<f32> = (0..m_pad).map(|i| 0.5 + i as f32 * 0.01).collect();
             let mut o: Vec<f32> = (0..m * dv).map(|i| f(i + 9)).collect();
             let o0 = o.clone();
-            unsafe { (isa.pv)(&st, m_pad, m, &vrows, dv, &mut o, &alpha) };
+            unsafe { (isa.pv)(&st, m_pad, m, &vrows, dv, &mut o, &alpha, &[]) };
             for r in 0..m {
                 for d in 0..dv {
                     let want = o0[r * dv + d] * alpha[r]
@@ -246,6 +286,89 @@ mod tests {
                     "{} {a} {b}",
                     isa.name
                 );
+            }
+        }
+    }
+
+    /// With per-row key ranges, scores inside every range are exact, and P·V over probabilities
+    /// that are zero outside the ranges equals the full product.
+    #[test]
+    fn ranged_kernels_match_full() {
+        let (dk, m, bk, dv) = (24, 37, 29, 16);
+        let m_pad = pad8(m);
+        let f = |i: usize| ((i * 7919 % 1000) as f32 / 500.0) - 1.0;
+        let qt: Vec<f32> = (0..m_pad * dk).map(f).collect();
+        let k: Vec<f32> = (0..bk * dk).map(|i| f(i + 3)).collect();
+        let v: Vec<f32> = (0..bk * dv).map(|i| f(i + 5)).collect();
+        let krows: Vec<*const f32> = (0..bk).map(|j| k[j * dk..].as_ptr()).collect();
+        let vrows: Vec<*const f32> = (0..bk).map(|j| v[j * dv..].as_ptr()).collect();
+        // A band, some empty rows, a full row; padding rows empty.
+        let ranges: Vec<(u32, u32)> = (0..m_pad)
+            .map(|r| match r {
+                _ if r >= m || r % 9 == 4 => (0, 0),
+                7 => (0, bk as u32),
+                _ => ((r / 2) as u32, ((r / 2 + 6).min(bk)) as u32),
+            })
+            .collect();
+        let alpha: Vec<f32> = (0..m_pad).map(|i| 0.5 + i as f32 * 0.01).collect();
+        for isa in [Isa::detect(false), Isa::detect(true)] {
+            let mut full = vec![0f32; bk * m_pad];
+            unsafe { (isa.qk)(&qt, dk, m_pad, &krows, &mut full, &[]) };
+            let full = full;
+            let mut st = vec![f32::NAN; bk * m_pad];
+            unsafe { (isa.qk)(&qt, dk, m_pad, &krows, &mut st, &ranges) };
+            let mut pt = vec![0f32; bk * m_pad];
+            for r in 0..m {
+                for j in ranges[r].0 as usize..ranges[r].1 as usize {
+                    assert_eq!(st[j * m_pad + r], full[j * m_pad + r], "{}", isa.name);
+                    pt[j * m_pad + r] = f(j * 31 + r).abs();
+                }
+            }
+            // Softmax: masked scores are -inf; those outside the span of an 8-row group's ranges
+            // are never read (NaN here).
+            let inside = |j: usize, r: usize| (ranges[r].0..ranges[r].1).contains(&(j as u32));
+            let (mut s1, mut s2) = (full.clone(), full.clone());
+            for j in 0..bk {
+                for r in 0..m_pad {
+                    if !inside(j, r) {
+                        let (lo, hi) = key_span(&ranges, r / 8 * 8..r / 8 * 8 + 8, bk);
+                        let unread = !(lo..hi).contains(&j);
+                        s1[j * m_pad + r] = if unread { f32::NAN } else { f32::NEG_INFINITY };
+                        s2[j * m_pad + r] = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            let mx0: Vec<f32> = (0..m_pad)
+                .map(|r| if r % 3 == 0 { f32::NEG_INFINITY } else { 0.3 })
+                .collect();
+            let mut st1 = (mx0.clone(), vec![1f32; m_pad], vec![0f32; m_pad]);
+            let mut st2 = st1.clone();
+            (isa.softmax)(
+                &mut s1, bk, m_pad, &mut st1.0, &mut st1.1, &mut st1.2, &ranges,
+            );
+            (isa.softmax)(&mut s2, bk, m_pad, &mut st2.0, &mut st2.1, &mut st2.2, &[]);
+            for r in 0..m {
+                for (x, y) in [
+                    (st1.0[r], st2.0[r]),
+                    (st1.1[r], st2.1[r]),
+                    (st1.2[r], st2.2[r]),
+                ]
+                .into_iter()
+                .chain((0..bk).map(|j| (s1[j * m_pad + r], s2[j * m_pad + r])))
+                {
+                    assert!(
+                        x == y || (x - y).abs() <= 1e-6 * y.abs(),
+                        "{} {x} {y}",
+                        isa.name
+                    );
+                }
+            }
+            let o0: Vec<f32> = (0..m * dv).map(|i| f(i + 9)).collect();
+            let (mut a, mut b) = (o0.clone(), o0);
+            unsafe { (isa.pv)(&pt, m_pad, m, &vrows, dv, &mut a, &alpha, &ranges) };
+            unsafe { (isa.pv)(&pt, m_pad, m, &vrows, dv, &mut b, &alpha, &[]) };
+            for (x, y) in a.iter().zip(&b) {
+                assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "{}", isa.name);
             }
         }
     }
@@ -313,7 +436,7 @@ mod tests {
                             (isa.qk_rows)(&q, m, dk, m_pad, &rows, &mut sb);
                         } else {
                             (isa.pv_raw)(&pt, m_pad, m, &raw, *fmt, dv, &mut a, &alpha);
-                            (isa.pv)(&pt, m_pad, m, &rows, dv, &mut b, &alpha);
+                            (isa.pv)(&pt, m_pad, m, &rows, dv, &mut b, &alpha, &[]);
                         }
                     }
                     for (x, y) in a.iter().chain(&sa).zip(b.iter().chain(&sb)) {

@@ -16,7 +16,15 @@ pub(super) const ISA: Isa = Isa {
     softcap,
 };
 
-unsafe fn qk(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]) {
+unsafe fn qk(
+    qt: &[f32],
+    dk: usize,
+    m_pad: usize,
+    krows: &[*const f32],
+    st: &mut [f32],
+    ranges: &[(u32, u32)],
+) {
+    let nk = krows.len();
     for (k, &kp) in krows.iter().enumerate() {
         // SAFETY: the caller guarantees `dk` readable elements per row.
         let krow = unsafe { std::slice::from_raw_parts(kp, dk) };
@@ -24,6 +32,11 @@ unsafe fn qk(qt: &[f32], dk: usize, m_pad: usize, krows: &[*const f32], st: &mut
         let mut p0 = 0;
         while p0 < m_pad {
             let w = (m_pad - p0).min(16);
+            let (lo, hi) = super::key_span(ranges, p0..p0 + w, nk);
+            if !(lo..hi).contains(&k) {
+                p0 += w;
+                continue;
+            }
             let panel = &qt[p0 * dk..][..w * dk];
             let acc = &mut out[p0..p0 + w];
             acc.fill(0.0);
@@ -100,9 +113,10 @@ unsafe fn pv_raw(
 ) {
     let mut buf = Vec::new();
     let rows = unsafe { widen_all(vrows, fmt, dv_pad, &mut buf) };
-    unsafe { pv(pt, m_pad, m, &rows, dv_pad, o, alpha) }
+    unsafe { pv(pt, m_pad, m, &rows, dv_pad, o, alpha, &[]) }
 }
 
+#[allow(clippy::too_many_arguments)]
 unsafe fn pv(
     pt: &[f32],
     m_pad: usize,
@@ -111,12 +125,14 @@ unsafe fn pv(
     dv_pad: usize,
     o: &mut [f32],
     alpha: &[f32],
+    ranges: &[(u32, u32)],
 ) {
     for (q, orow) in o.chunks_mut(dv_pad).take(m).enumerate() {
         for x in orow.iter_mut() {
             *x *= alpha[q];
         }
-        for (k, &vp) in vrows.iter().enumerate() {
+        let (lo, hi) = super::key_span(ranges, q..q + 1, vrows.len());
+        for (k, &vp) in vrows.iter().enumerate().take(hi).skip(lo) {
             let p = pt[k * m_pad + q];
             if p == 0.0 {
                 continue;
@@ -137,9 +153,12 @@ fn softmax(
     mx: &mut [f32],
     l: &mut [f32],
     alpha: &mut [f32],
+    ranges: &[(u32, u32)],
 ) {
     for q in 0..m_pad {
-        let tile_max = (0..bk)
+        // Keys outside the row's range are masked: probability 0.
+        let (lo, hi) = super::key_span(ranges, q..q + 1, bk);
+        let tile_max = (lo..hi)
             .map(|k| st[k * m_pad + q])
             .fold(f32::NEG_INFINITY, f32::max);
         let m_new = mx[q].max(tile_max);
@@ -152,7 +171,11 @@ fn softmax(
         alpha[q] = (mx[q] - base).exp2();
         let mut sum = 0.0;
         for k in 0..bk {
-            let p = (st[k * m_pad + q] - base).exp2();
+            let p = if (lo..hi).contains(&k) {
+                (st[k * m_pad + q] - base).exp2()
+            } else {
+                0.0
+            };
             st[k * m_pad + q] = p;
             sum += p;
         }
