@@ -113,8 +113,10 @@ unsafe fn pv(
     alpha: &[f32],
 ) {
     for (q, orow) in o.chunks_mut(dv_pad).take(m).enumerate() {
-        for x in orow.iter_mut() {
-            *x *= alpha[q];
+        if let Some(&a) = alpha.get(q) {
+            for x in orow.iter_mut() {
+                *x *= a;
+            }
         }
         for (k, &vp) in vrows.iter().enumerate() {
             let p = pt[k * m_pad + q];
@@ -132,8 +134,7 @@ unsafe fn pv(
 
 fn softmax(
     st: &mut [f32],
-    bk: usize,
-    m_pad: usize,
+    (bk, m_pad, _): (usize, usize, usize),
     mx: &mut [f32],
     l: &mut [f32],
     alpha: &mut [f32],
