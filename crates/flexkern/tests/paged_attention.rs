@@ -718,6 +718,48 @@ fn decode_reads_every_kv_format_in_place() {
     }
 }
 
+/// e4m3 keys are read as f32 bits (factor 2^120 folded into Q) only while Q is small enough for
+/// that; a huge Q takes the f16 re-bias instead. Both match the oracle.
+#[test]
+fn decode_e4m3_keys_with_small_and_huge_queries() {
+    let lens = [(1usize, 200usize), (1, 48)];
+    let var = Variant::full().mask(causal());
+    // |Q| * 0.3 * log2(e) times the K scale (~1/448) passes 64 at the second scale.
+    for q_scale in [1.0f32, 1e6] {
+        let mut b = Batch::new(23, &lens);
+        b.q.iter_mut().for_each(|x| *x *= q_scale);
+        let mut cfg = CacheConfig::new(pages_for(&lens, 16), 16, HKV, D);
+        (cfg.k_dtype, cfg.v_dtype) = (DType::Fp8E4M3, DType::Fp8E4M3);
+        cfg.k_scales = Some(Scales::calibrate(DType::Fp8E4M3, &b.k, HKV, D, true).unwrap());
+        cfg.v_scales = Some(Scales::calibrate(DType::Fp8E4M3, &b.v, HKV, D, true).unwrap());
+        let (cache, ids) = b.cache(cfg, 50, 9);
+        let kv = cache.view(&ids).unwrap();
+        let (cu_q, q) = (b.cu(|l| l.0), b.q_view());
+        let mut out = vec![f32::NAN; 2 * HQ * D];
+        let mut lse = vec![f32::NAN; 2 * HQ];
+        let be = backend();
+        paged_attention(
+            &be,
+            &q,
+            &cu_q,
+            &kv,
+            Some(0.3),
+            &var,
+            None,
+            &mut out,
+            Some(&mut lse),
+        )
+        .unwrap();
+        let r = reference::attention(&prepare(&q, &cu_q, &kv, Some(0.3), &var).unwrap(), &kv);
+        let e = rel_err(&out, &r.o);
+        assert!(e <= 1e-4, "q scale {q_scale}: output error {e}");
+        // Scores grow with Q: the LSE is checked relative to its size.
+        for (&x, &y) in lse.iter().zip(&r.lse) {
+            assert!((x as f64 - y).abs() <= 1e-3 + 1e-6 * y.abs(), "{x} vs {y}");
+        }
+    }
+}
+
 /// An fp8 e4m3 NaN code read in place would re-bias into a number: it must still poison the
 /// heads that see it, and only those.
 #[test]

@@ -71,7 +71,6 @@ pub(crate) struct Scratch {
     /// Q with each head's K factor folded in, and the factor applied (streaming decode).
     qs: Vec<f32>,
     qs_scale: Vec<f32>,
-    ones: Vec<f32>,
     var: VarScratch,
 }
 
@@ -218,8 +217,7 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
             let state = hh * m_pad..(hh + 1) * m_pad;
             (c.isa.softmax)(
                 st,
-                bk,
-                m_pad,
+                (bk, m_pad, m),
                 &mut sc.mx[state.clone()],
                 &mut sc.l[state.clone()],
                 &mut sc.alpha[state],
@@ -288,8 +286,6 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
     let (m, dk, dv) = (nq * g, p.head_dim, p.head_dim_v);
     let (m_pad, dv_pad) = (pad8(m), pad8(dv));
     let qn = m_pad * dk;
-    sc.ones.clear();
-    sc.ones.resize(m_pad, 1.0);
     for v in [&mut sc.kraw, &mut sc.vraw] {
         v.resize(nh * bk_max, std::ptr::null());
     }
@@ -299,6 +295,8 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
     sc.qs.resize(nh * qn, 0.0);
     sc.qs_scale.clear();
     sc.qs_scale.resize(nh, f32::NAN);
+    // Bounds the K factor folded into Q (`RowFmt::E4M3F32`).
+    let qmax = sc.qt[..nh * qn].iter().fold(0f32, |a, &x| a.max(x.abs()));
     for &kb in blocks {
         let k0 = kb as usize * bk_max;
         let bk = (kv_len - k0).min(bk_max);
@@ -309,7 +307,7 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
         let kfmt = place_raw(
             c,
             s,
-            true,
+            Some(qmax),
             (h0, nh),
             (k0, bk, stride),
             dk,
@@ -325,7 +323,7 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
         let vfmt = place_raw(
             c,
             s,
-            false,
+            None,
             (h0, nh),
             (k0, bk, stride),
             dv,
@@ -366,8 +364,7 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
             let state = hh * m_pad..(hh + 1) * m_pad;
             (c.isa.softmax)(
                 st,
-                bk,
-                m_pad,
+                (bk, m_pad, m),
                 &mut sc.mx[state.clone()],
                 &mut sc.l[state.clone()],
                 &mut sc.alpha[state],
@@ -384,11 +381,12 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
         for j in (0..bk).step_by(PV_STEP) {
             let n = (bk - j).min(PV_STEP);
             for hh in 0..nh {
-                // The running state is rescaled once per tile, at its first step.
+                // The running state is rescaled once per tile, at its first step (empty: no
+                // rescale).
                 let alpha = if j == 0 {
                     &sc.alpha[hh * m_pad..][..m_pad]
                 } else {
-                    &sc.ones[..]
+                    &[][..]
                 };
                 // SAFETY: every row pointer addresses `dv_pad` elements of `vfmt` that live
                 // through this call.
@@ -414,12 +412,13 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
 /// once per run the source offers (`KvSource::k_run`), else one by one. `None` when they cannot
 /// be read in place: formats or scales mixed within a head, fp8 e4m3 NaN codes (the re-bias
 /// would read them as numbers), a scale so extreme that folding it into Q or P could overflow,
-/// or a length the kernels cannot read whole (`tail_ok`: f32 may have one).
+/// or a length the kernels cannot read whole (`tail_ok`: f32 may have one). Keys (`qmax`: the
+/// largest |Q| their factor is folded into) read e4m3 as `RowFmt::E4M3F32` where that fits.
 #[allow(clippy::too_many_arguments)]
 fn place_raw(
     c: &Ctx,
     seq: usize,
-    is_k: bool,
+    qmax: Option<f32>,
     (h0, nh): (usize, usize),
     (k0, bk, stride): (usize, usize, usize),
     dim: usize,
@@ -428,6 +427,7 @@ fn place_raw(
     scales: &mut [f32],
 ) -> Option<RowFmt> {
     let kv = c.kv;
+    let is_k = qmax.is_some();
     let get = |h: usize, pos: usize| {
         if is_k {
             kv.k_row(seq, h0 + h, pos)
@@ -490,6 +490,16 @@ fn place_raw(
             }
         }
         j += r.len;
+    }
+    // The factor 2^112 larger, and Q times it, stay finite with margin (products are the true
+    // scores).
+    let q = qmax.map_or(f64::INFINITY, |q| (q as f64).max(1.0));
+    let fits = |x: f32| x as f64 * 2f64.powi(112) * q <= 2f64.powi(126);
+    if fmt == Some(RowFmt::E4M3) && scales[..nh].iter().all(|&x| fits(x)) {
+        for x in &mut scales[..nh] {
+            *x *= 2f32.powi(112);
+        }
+        return Some(RowFmt::E4M3F32);
     }
     fmt
 }

@@ -33,9 +33,9 @@ pub(crate) type QkFn = unsafe fn(
 pub(crate) type QkRowsFn =
     unsafe fn(qr: &[f32], m: usize, dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]);
 
-/// `o[q] = o[q] * alpha[q] + sum_k st[k][q] * V_k` for `q < m`; each `vrows[k]` points at
-/// `dv_pad` (a multiple of 8) readable f32. With `ranges` (as for `QkFn`), a row may skip keys
-/// outside its range (their probabilities are zero).
+/// `o[q] = o[q] * alpha[q] + sum_k st[k][q] * V_k` for `q < m` (`alpha` empty: factor 1); each
+/// `vrows[k]` points at `dv_pad` (a multiple of 8) readable f32. With `ranges` (as for `QkFn`),
+/// a row may skip keys outside its range (their probabilities are zero).
 pub(crate) type PvFn = unsafe fn(
     pt: &[f32],
     m_pad: usize,
@@ -76,6 +76,9 @@ pub(crate) enum RowFmt {
     BF16,
     /// fp8 e4m3fn codes read as the f16 they re-bias into: value / 2^8 (NaN codes excluded).
     E4M3,
+    /// fp8 e4m3fn codes read as f32 bits (exponent field `0000eeee`): value / 2^120, NaN codes
+    /// excluded. No f16 conversion, but the factor only fits keys of a moderate Q.
+    E4M3F32,
     /// fp8 e5m2 codes (the top byte of an f16).
     E5M2,
     I8,
@@ -106,12 +109,16 @@ impl RowFmt {
             RowFmt::F16 => KvRow::F16(raw(p.cast(), n)),
             RowFmt::BF16 => KvRow::BF16(raw(p.cast(), n)),
             RowFmt::E4M3 => KvRow::Fp8E4M3(raw(p, n), 1.0 / 256.0),
+            RowFmt::E4M3F32 => KvRow::Fp8E4M3(raw(p, n), E4M3F32_UNIT),
             RowFmt::E5M2 => KvRow::Fp8E5M2(raw(p, n), 1.0),
             RowFmt::I8 => KvRow::I8(raw(p.cast(), n), 1.0),
         };
         row.to_f32(&mut dst[..n]);
     }
 }
+
+/// What one e4m3 unit reads as in `RowFmt::E4M3F32` (2^-120).
+pub(crate) const E4M3F32_UNIT: f32 = 1.0 / (1u128 << 120) as f32;
 
 /// `qk_rows` over stored rows of format `fmt` (`dk` a multiple of 8), unscaled.
 pub(crate) type QkRowsRawFn = unsafe fn(
@@ -138,12 +145,12 @@ pub(crate) type PvRawFn = unsafe fn(
 
 /// Online-softmax update of the `bk` key rows of `st` (base-2 scores): updates the running max
 /// `mx` and sum `l`, writes the rescale factor `alpha`, and replaces scores by probabilities.
+/// `dims` = (bk, m_pad, m): only columns `..m` must be updated (padding ones may stay stale).
 /// With `ranges` (as for `QkFn`), scores outside a group of rows' ranges are masked: their
 /// probabilities are written as 0 without evaluating them.
 pub(crate) type SoftmaxFn = fn(
     st: &mut [f32],
-    bk: usize,
-    m_pad: usize,
+    dims: (usize, usize, usize),
     mx: &mut [f32],
     l: &mut [f32],
     alpha: &mut [f32],
@@ -344,9 +351,21 @@ mod tests {
             let mut st1 = (mx0.clone(), vec![1f32; m_pad], vec![0f32; m_pad]);
             let mut st2 = st1.clone();
             (isa.softmax)(
-                &mut s1, bk, m_pad, &mut st1.0, &mut st1.1, &mut st1.2, &ranges,
+                &mut s1,
+                (bk, m_pad, m),
+                &mut st1.0,
+                &mut st1.1,
+                &mut st1.2,
+                &ranges,
             );
-            (isa.softmax)(&mut s2, bk, m_pad, &mut st2.0, &mut st2.1, &mut st2.2, &[]);
+            (isa.softmax)(
+                &mut s2,
+                (bk, m_pad, m),
+                &mut st2.0,
+                &mut st2.1,
+                &mut st2.2,
+                &[],
+            );
             for r in 0..m {
                 for (x, y) in [
                     (st1.0[r], st2.0[r]),
@@ -369,6 +388,41 @@ mod tests {
             unsafe { (isa.pv)(&pt, m_pad, m, &vrows, dv, &mut b, &alpha, &[]) };
             for (x, y) in a.iter().zip(&b) {
                 assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "{}", isa.name);
+            }
+        }
+    }
+
+    /// The 4-row softmax (decode) updates the first `m` columns as the portable one does, rows
+    /// with nothing visible included.
+    #[test]
+    fn softmax_of_few_rows_matches_portable() {
+        let isas = [Isa::detect(false), Isa::detect(true)];
+        let f = |i: usize| ((i * 7919 % 1000) as f32 / 50.0) - 10.0;
+        for (m, bk) in [(1, 1), (3, 5), (4, 32), (4, 7), (6, 9)] {
+            let mut st0: Vec<f32> = (0..bk * 8).map(f).collect();
+            // Column 0 sees nothing in this tile; column 1 sees nothing at all.
+            for k in 0..bk {
+                st0[k * 8] = f32::NEG_INFINITY;
+                st0[k * 8 + 1.min(m - 1)] = f32::NEG_INFINITY;
+            }
+            let mx0: Vec<f32> = (0..8)
+                .map(|c| if c == 1 { f32::NEG_INFINITY } else { c as f32 })
+                .collect();
+            let mut got = Vec::new();
+            for isa in isas {
+                let (mut st, mut mx, mut l) = (st0.clone(), mx0.clone(), vec![0.5f32; 8]);
+                let mut alpha = vec![0f32; 8];
+                (isa.softmax)(&mut st, (bk, 8, m), &mut mx, &mut l, &mut alpha, &[]);
+                got.push((st, mx, l, alpha));
+            }
+            let ((s1, m1, l1, a1), (s2, m2, l2, a2)) = (&got[0], &got[1]);
+            for c in 0..m {
+                let close = |x: f32, y: f32| x == y || (x - y).abs() <= 1e-6 * y.abs().max(1e-30);
+                assert!(close(m1[c], m2[c]) && close(l1[c], l2[c]), "m {m} col {c}");
+                assert!(close(a1[c], a2[c]), "m {m} col {c} alpha");
+                for k in 0..bk {
+                    assert!(close(s1[k * 8 + c], s2[k * 8 + c]), "m {m} col {c} key {k}");
+                }
             }
         }
     }
@@ -408,6 +462,10 @@ mod tests {
                 (0..n).map(|i| (i * 37 % 256) as u8 & !0x01).collect(),
             ),
             (
+                RowFmt::E4M3F32,
+                (0..n).map(|i| (i * 41 % 256) as u8 & !0x01).collect(),
+            ),
+            (
                 RowFmt::E5M2,
                 (0..n).map(|i| (i * 37 % 256) as u8 & !0x40).collect(),
             ),
@@ -420,6 +478,14 @@ mod tests {
         {
             for (fmt, bytes) in &stores {
                 let size = bytes.len() / n;
+                // Q and P carry the factor the reads leave out (as decode folds it in).
+                let unit = if *fmt == RowFmt::E4M3F32 {
+                    1.0 / E4M3F32_UNIT
+                } else {
+                    1.0
+                };
+                let q: Vec<f32> = q.iter().map(|x| x * unit).collect();
+                let pt: Vec<f32> = pt.iter().map(|x| x * unit).collect();
                 for (dim, is_k) in [(dk, true), (dv, false)] {
                     let raw: Vec<*const u8> =
                         (0..bk).map(|j| bytes[j * dim * size..].as_ptr()).collect();

@@ -128,8 +128,10 @@ unsafe fn pv(
     ranges: &[(u32, u32)],
 ) {
     for (q, orow) in o.chunks_mut(dv_pad).take(m).enumerate() {
-        for x in orow.iter_mut() {
-            *x *= alpha[q];
+        if let Some(&a) = alpha.get(q) {
+            for x in orow.iter_mut() {
+                *x *= a;
+            }
         }
         let (lo, hi) = super::key_span(ranges, q..q + 1, vrows.len());
         for (k, &vp) in vrows.iter().enumerate().take(hi).skip(lo) {
@@ -148,8 +150,7 @@ unsafe fn pv(
 
 fn softmax(
     st: &mut [f32],
-    bk: usize,
-    m_pad: usize,
+    (bk, m_pad, _): (usize, usize, usize),
     mx: &mut [f32],
     l: &mut [f32],
     alpha: &mut [f32],
