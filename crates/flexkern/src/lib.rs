@@ -11,6 +11,7 @@ pub mod dtype;
 pub mod error;
 pub mod kv_cache;
 mod kv_quant_lut;
+pub mod mem;
 pub mod npy;
 pub mod ops;
 pub mod reference;

@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use flexkern::attention::problem::SeqLens;
 use flexkern::builtins::{causal, sliding_window};
+use flexkern::mem::huge_vec;
 use flexkern::verify::{Input, Rng};
 use flexkern::{AttentionArgs, BlockMask, CpuBackend, DType, Variant};
 use std::io::Write;
@@ -80,13 +81,14 @@ pub fn print_rows(rows: &[Row], csv: Option<&std::path::Path>) -> Result<()> {
     Ok(())
 }
 
+/// Random inputs on huge pages, as the paged KV cache they are compared with.
 fn random(n: usize, dtype: DType, seed: u64) -> Input {
     let mut rng = Rng::new(seed);
     let v: Vec<f32> = (0..n).map(|_| rng.uniform()).collect();
     match dtype {
-        DType::F16 => Input::F16(v.iter().map(|&x| half::f16::from_f32(x)).collect()),
-        DType::BF16 => Input::BF16(v.iter().map(|&x| half::bf16::from_f32(x)).collect()),
-        _ => Input::F32(v),
+        DType::F16 => Input::F16(huge_vec(n, |i| half::f16::from_f32(v[i]))),
+        DType::BF16 => Input::BF16(huge_vec(n, |i| half::bf16::from_f32(v[i]))),
+        _ => Input::F32(huge_vec(n, |i| v[i])),
     }
 }
 

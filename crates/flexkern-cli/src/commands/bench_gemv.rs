@@ -98,13 +98,9 @@ fn bench_one(
             // MLX's single buffer is three arrays; tiling rows would misplace scales.
             Format::MlxAffine { .. } => flexkern_quant::quantize(format, &values(n * k, 9), n, k)?,
             _ => {
+                // On huge pages, as the bandwidth probe's buffer is.
                 let row = format.row_bytes(k)?;
-                let mut b = Vec::with_capacity(bytes);
-                for r in 0..n {
-                    let s = (r % slab_rows) * row;
-                    b.extend_from_slice(&slab[s..s + row]);
-                }
-                b
+                flexkern::mem::huge_vec(bytes, |i| slab[(i / row % slab_rows) * row + i % row])
             }
         };
         bufs.push(b);

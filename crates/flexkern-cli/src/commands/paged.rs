@@ -161,15 +161,17 @@ pub fn bench_paged_decode(
     kv_dtype: Option<DType>,
     iters: usize,
 ) -> Result<DecodeTimes> {
+    use flexkern::mem::huge_vec;
     use half::bf16;
     use std::time::Instant;
-    let gen = |n: usize, s: f32| -> Vec<f32> { (0..n).map(|i| (i as f32 * s).sin()).collect() };
+    // Contiguous inputs on huge pages, as the paged cache's pool is.
+    let gen = |n: usize, s: f32| -> Vec<f32> { huge_vec(n, |i| (i as f32 * s).sin()) };
     let (q, k, v) = (
         gen(hq * d, 0.37),
         gen(kv_len * hkv * d, 0.011),
         gen(kv_len * hkv * d, 0.023),
     );
-    let to_bf = |x: &[f32]| -> Vec<bf16> { x.iter().map(|&y| bf16::from_f32(y)).collect() };
+    let to_bf = |x: &[f32]| -> Vec<bf16> { huge_vec(x.len(), |i| bf16::from_f32(x[i])) };
     let (qb, kb, vb) = (to_bf(&q), to_bf(&k), to_bf(&v));
     let (qs, ks) = ([1, hq, d], [kv_len, hkv, d]);
     let args = match act {

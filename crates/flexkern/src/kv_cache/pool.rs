@@ -76,17 +76,17 @@ impl Store {
             DType::Fp8E5M2 => Store::Fp8E5M2(vec![0; n]),
             DType::I8 => Store::I8(vec![0; n]),
         };
-        let len = s.buf().len() * dtype.size();
-        advise_huge_pages(s.ptr(), len);
+        // Before the first write: decode walks the pages in shuffled order.
+        s.advise_huge_pages();
         s
     }
-    fn ptr(&self) -> *const u8 {
+    fn advise_huge_pages(&self) {
         match self {
-            Store::F32(s) => s.as_ptr().cast(),
-            Store::F16(s) => s.as_ptr().cast(),
-            Store::BF16(s) => s.as_ptr().cast(),
-            Store::Fp8E4M3(s) | Store::Fp8E5M2(s) => s.as_ptr(),
-            Store::I8(s) => s.as_ptr().cast(),
+            Store::F32(s) => crate::mem::advise_huge_pages(s),
+            Store::F16(s) => crate::mem::advise_huge_pages(s),
+            Store::BF16(s) => crate::mem::advise_huge_pages(s),
+            Store::Fp8E4M3(s) | Store::Fp8E5M2(s) => crate::mem::advise_huge_pages(s),
+            Store::I8(s) => crate::mem::advise_huge_pages(s),
         }
     }
     fn buf(&self) -> PageBuf<'_> {
@@ -126,24 +126,6 @@ impl Store {
             Store::I8(s) => s.copy_within(src, dst),
         }
     }
-}
-
-/// Asks the kernel to back the whole 2 MiB pages inside `ptr..ptr + len` with huge pages before
-/// they are first written: decode walks the pages in shuffled order, and with 4 KiB pages every
-/// few tokens cost a TLB miss (a two-level walk under virtualization). Only a hint.
-fn advise_huge_pages(ptr: *const u8, len: usize) {
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let start = (ptr as usize).next_multiple_of(HUGE);
-        let end = (ptr as usize + len) / HUGE * HUGE;
-        if end > start {
-            // SAFETY: advice on memory this store owns; it changes no contents.
-            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (ptr, len);
 }
 
 /// Geometry and types of a KV cache.
