@@ -79,6 +79,21 @@ fn checked_mul(arg: &'static str, a: usize, b: usize) -> Result<usize> {
         .ok_or_else(|| invalid(arg, format!("{a} x {b} overflows")))
 }
 
+/// An activation of `m` rows of `k`.
+fn check_x(len: usize, m: usize, k: usize) -> Result<()> {
+    check_len(
+        "x",
+        len,
+        checked_mul("m", m, k)?,
+        "activation elements (m * k)",
+    )
+}
+
+/// An output of `m` rows of `n`, passed as argument `arg`.
+fn check_y(arg: &'static str, len: usize, m: usize, n: usize) -> Result<()> {
+    check_len(arg, len, checked_mul("m", m, n)?, "output elements (m * n)")
+}
+
 impl<'a> QuantMatrix<'a> {
     /// `bytes` is exactly what a GGUF tensor of this format holds (`format.tensor_bytes(n, k)`);
     /// for MLX, the single-buffer form documented in `crate::mlx` (weights, scales, biases).
@@ -217,18 +232,8 @@ impl<'a> QuantMatrix<'a> {
     /// `y[j] = W x[j]` for `m` activation rows: `x` is `[m, k]`, `y` is `[m, n]`, row-major.
     /// Each weight row is streamed once for all `m` rows (best for m <= 16).
     pub fn gemv_batch(&self, x: Activation, m: usize, y: &mut [f32]) -> Result<()> {
-        check_len(
-            "x",
-            x.len(),
-            checked_mul("m", m, self.k)?,
-            "activation elements (m * k)",
-        )?;
-        check_len(
-            "y",
-            y.len(),
-            checked_mul("m", m, self.n)?,
-            "output elements (m * n)",
-        )?;
+        check_x(x.len(), m, self.k)?;
+        check_y("y", y.len(), m, self.n)?;
         if m == 0 {
             return Ok(());
         }
@@ -364,19 +369,9 @@ pub fn gemv_many(
             format!("k = {} differs from the first matrix's k = {k}", q.k),
         ));
     }
-    check_len(
-        "x",
-        x.len(),
-        checked_mul("m", m, k)?,
-        "activation elements (m * k)",
-    )?;
+    check_x(x.len(), m, k)?;
     for (q, y) in mats.iter().zip(ys.iter()) {
-        check_len(
-            "ys",
-            y.len(),
-            checked_mul("m", m, q.n)?,
-            "output elements (m * n)",
-        )?;
+        check_y("ys", y.len(), m, q.n)?;
     }
     if m == 0 {
         return Ok(());
@@ -414,18 +409,8 @@ pub fn swiglu_gate_up(
         ));
     }
     let (n, k) = (gate.n, gate.k);
-    check_len(
-        "x",
-        x.len(),
-        checked_mul("m", m, k)?,
-        "activation elements (m * k)",
-    )?;
-    check_len(
-        "out",
-        out.len(),
-        checked_mul("m", m, n)?,
-        "output elements (m * n)",
-    )?;
+    check_x(x.len(), m, k)?;
+    check_y("out", out.len(), m, n)?;
     if m == 0 {
         return Ok(());
     }
