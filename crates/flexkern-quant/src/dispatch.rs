@@ -73,3 +73,25 @@ macro_rules! with_block {
 }
 
 pub(crate) use with_block;
+
+/// `with_interleaved!(format, |B| expr, else => expr)`: the first expression with `B` bound to
+/// the block type of a format that has an 8-row interleaved layout (`crate::interleave`), else
+/// the second.
+macro_rules! with_interleaved {
+    ($fmt:expr, |$B:ident| $body:expr, else => $other:expr) => {{
+        use $crate::format::Format as F;
+        match $fmt {
+            F::Q4_0 => {
+                type $B = $crate::legacy::BlockQ4_0;
+                $body
+            }
+            F::Q4_1 => {
+                type $B = $crate::legacy::BlockQ4_1;
+                $body
+            }
+            _ => $other,
+        }
+    }};
+}
+
+pub(crate) use with_interleaved;

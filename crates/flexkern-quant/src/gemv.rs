@@ -21,8 +21,9 @@ pub(crate) trait Rows: Sync {
     fn row_bytes(&self) -> usize;
 }
 
-/// Weight rows per multi-row dot group in the batched path.
-const ROWS: usize = 4;
+/// Weight rows per multi-row dot group in the batched path, and the multiple every task's row
+/// count is rounded to (the interleaved layout's group).
+const ROWS: usize = crate::interleave::ROWS;
 
 /// A block-format matrix and its activation rows quantized to the format's `Dot` type.
 /// Activation rows quantized to a format's `Dot` type, shareable by several matrices.

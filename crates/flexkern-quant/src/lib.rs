@@ -2,7 +2,8 @@
 //! with quantize / dequantize and a generic CPU GEMV driver.
 //!
 //! Layout: `format` (catalogue and the `QuantBlock` trait), one module per format family
-//! (`float`, `legacy`, `mlx`, and `k_quants`), `gemv` (the driver), `matrix` (the public
+//! (`float`, `legacy`, `mlx`, and `k_quants`), `gemv` (the driver), `interleave` (the 8-row
+//! repacked layout), `matrix` (the public
 //! `QuantMatrix`), `codec` (whole-tensor quantize / dequantize).
 
 pub mod codec;
@@ -12,9 +13,11 @@ pub mod error;
 pub mod float;
 pub mod format;
 mod gemv;
+mod interleave;
 pub mod k_quants;
 pub mod legacy;
 pub mod matrix;
+pub mod mem;
 pub mod mlx;
 #[cfg(target_arch = "x86_64")]
 mod simd;

@@ -1,14 +1,17 @@
 //! `QuantMatrix`: a borrowed `[N, K]` weight matrix in any format, with GEMV, batched GEMV,
 //! fused SwiGLU and embedding lookup.
 
-use crate::dispatch::with_block;
+use crate::dispatch::{with_block, with_interleaved};
 use crate::error::{invalid, Result};
 use crate::format::{Format, QuantBlock};
-use crate::gemv::{self, silu, BlockRows, MlxRows, Rows, Segments};
+use crate::gemv::{self, silu, Acts, BlockRows, MlxRows, Rows, Segments};
+use crate::interleave::{self, Interleave, Rows8, View};
 use crate::mlx::{self, MlxView};
 use crate::storage::{blocks, Storage};
 use half::{bf16, f16};
+use std::any::Any;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// An activation vector or `[M, K]` matrix in f32, f16 or bf16 (widened to f32 on entry).
 #[derive(Clone, Copy, Debug)]
@@ -47,6 +50,8 @@ impl<'a> From<&'a [f32]> for Activation<'a> {
 #[derive(Clone, Debug)]
 enum Data<'a> {
     Blocks(Storage<'a>),
+    /// The 8-row interleaved layout (`crate::interleave`), always owned.
+    Rows8(Storage<'a>),
     Mlx {
         w: Storage<'a>,
         s: &'a [u8],
@@ -214,9 +219,56 @@ impl<'a> QuantMatrix<'a> {
 
     fn block_bytes(&self) -> &[u8] {
         match &self.data {
-            Data::Blocks(s) => s.bytes(),
+            Data::Blocks(s) | Data::Rows8(s) => s.bytes(),
             Data::Mlx { w, .. } => w.bytes(),
         }
+    }
+
+    /// An owned copy in the 8-row interleaved layout (llama.cpp's CPU "repack"; see
+    /// `crate::interleave`), for formats that have one (Q4_0, Q4_1): GEMV reads the same bytes,
+    /// grouped so eight rows share each activation load, which is faster on CPUs whose integer
+    /// multiply pipe is the bottleneck. Results equal the plain layout's within the GEMV
+    /// tolerance (the summation order differs); `embedding` and `dequantize` are unchanged.
+    /// `None` for other formats and for a matrix already repacked.
+    pub fn repacked(&self) -> Option<QuantMatrix<'static>> {
+        let Data::Blocks(st) = &self.data else {
+            return None;
+        };
+        fn pack<B: Interleave>(q: &QuantMatrix<'_>, bytes: &[u8]) -> Vec<u8> {
+            let nb = q.k / B::ELEMS;
+            interleave::interleave(blocks::<B>(bytes), q.n, nb)
+        }
+        let bytes =
+            with_interleaved!(self.format, |B| pack::<B>(self, st.bytes()), else => return None);
+        // Streamed at every call: on huge pages (a TLB miss every 4 KiB otherwise).
+        let mut words = crate::mem::huge_vec(bytes.len().div_ceil(8), |_| 0u64);
+        bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(&bytes);
+        Some(QuantMatrix {
+            format: self.format,
+            n: self.n,
+            k: self.k,
+            data: Data::Rows8(Storage::Owned(words, bytes.len())),
+            parallel: self.parallel,
+        })
+    }
+
+    /// True for a matrix from [`QuantMatrix::repacked`].
+    pub fn is_repacked(&self) -> bool {
+        matches!(self.data, Data::Rows8(_))
+    }
+
+    /// Interleaved rows joined with activation rows quantized for block type `B` (the same type
+    /// as the matrix's: `with_block!` and `with_interleaved!` name it separately).
+    fn rows8<B: QuantBlock>(&self, acts: Acts<B>) -> Box<dyn Rows + '_> {
+        fn make<'s, I: Interleave>(
+            q: &'s QuantMatrix<'_>,
+            acts: Arc<dyn Any + Send + Sync>,
+        ) -> Box<dyn Rows + 's> {
+            let acts: Acts<I> = acts.downcast().expect("activation type of the format");
+            let view = View::<I>::new(q.block_bytes(), q.n, q.k / I::ELEMS);
+            Box::new(Rows8::new(view, acts))
+        }
+        with_interleaved!(self.format, |I| make::<I>(self, acts), else => unreachable!("repacked {}", self.format))
     }
 
     /// The matrix joined with `m` prepared activation rows (`x` is `[m, k]` f32).
@@ -264,11 +316,27 @@ impl<'a> QuantMatrix<'a> {
             return Ok(());
         }
         fn gather<B: QuantBlock>(q: &QuantMatrix<'_>, rows: &[u32], out: &mut [f32]) -> Result<()> {
+            if q.is_repacked() {
+                return with_interleaved!(q.format, |I| gather_rows8::<I>(q, rows, out), else => unreachable!());
+            }
             let w = blocks::<B>(q.block_bytes());
             let nb = q.k / B::ELEMS;
             for (&r, o) in rows.iter().zip(out.chunks_exact_mut(q.k)) {
                 let r = r as usize;
                 B::dequantize(&w[r * nb..(r + 1) * nb], o);
+            }
+            Ok(())
+        }
+        fn gather_rows8<I: Interleave>(
+            q: &QuantMatrix<'_>,
+            rows: &[u32],
+            out: &mut [f32],
+        ) -> Result<()> {
+            let view = View::<I>::new(q.block_bytes(), q.n, q.k / I::ELEMS);
+            let mut row = Vec::new();
+            for (&r, o) in rows.iter().zip(out.chunks_exact_mut(q.k)) {
+                view.row(r as usize, &mut row);
+                I::dequantize(&row, o);
             }
             Ok(())
         }
@@ -316,8 +384,12 @@ fn prepare_many<'s>(
         }
         let acts = gemv::quantize_acts::<B>(x, k, m);
         for &j in idx {
-            let w = blocks::<B>(mats[j].block_bytes());
-            out[j] = Some(Box::new(BlockRows::<B>::new(w, k, acts.clone())));
+            out[j] = Some(if mats[j].is_repacked() {
+                mats[j].rows8::<B>(acts.clone())
+            } else {
+                let w = blocks::<B>(mats[j].block_bytes());
+                Box::new(BlockRows::<B>::new(w, k, acts.clone()))
+            });
         }
         Ok(())
     }

@@ -118,7 +118,11 @@ fn batched_and_fused_match_single_row() {
             QuantMatrix::new(f, n, k, &wg).unwrap(),
             QuantMatrix::new(f, n, k, &wu).unwrap(),
         );
-        for m in [1usize, 3, 16] {
+        let repacked = g.repacked().zip(u.repacked());
+        let layouts = [(&g, &u)]
+            .into_iter()
+            .chain(repacked.as_ref().map(|(g, u)| (g, u)));
+        for ((g, u), m) in layouts.flat_map(|l| [1usize, 3, 16].map(|m| (l, m))) {
             let x = randn(&mut rng, m * k);
             let mut yb = vec![f32::NAN; m * n];
             g.gemv_batch(Activation::F32(&x), m, &mut yb).unwrap();
@@ -131,7 +135,7 @@ fn batched_and_fused_match_single_row() {
                 assert_eq!(&yb[j * n..(j + 1) * n], &y1[..], "{f} batch m={m} row {j}");
             }
             let mut sw = vec![f32::NAN; m * n];
-            swiglu_gate_up(&g, &u, Activation::F32(&x), m, &mut sw).unwrap();
+            swiglu_gate_up(g, u, Activation::F32(&x), m, &mut sw).unwrap();
             for i in 0..m * n {
                 let want = yb[i] / (1.0 + (-yb[i]).exp()) * yu[i];
                 assert!(
@@ -148,7 +152,7 @@ fn batched_and_fused_match_single_row() {
                 .map(|(&a, &b)| a / (1.0 + (-a).exp()) * b)
                 .collect();
             let mut yd = vec![f32::NAN; m * n];
-            down_with_swiglu(&g, &ga, &ua, m, &mut yd).unwrap();
+            down_with_swiglu(g, &ga, &ua, m, &mut yd).unwrap();
             let mut yh = vec![f32::NAN; m * n];
             g.gemv_batch(Activation::F32(&h), m, &mut yh).unwrap();
             assert_eq!(yd, yh, "{f} down_with_swiglu m={m}");
@@ -174,11 +178,20 @@ fn gemv_many_matches_separate_gemvs() {
         .iter()
         .map(|&(f, n)| quantize(f, &randn(&mut rng, n * k), n, k).unwrap())
         .collect();
+    // The second Q4_1 matrix repacked: its segment starts at row 45, inside an 8-row group.
     let mats: Vec<QuantMatrix> = specs
         .iter()
         .zip(&bytes)
-        .map(|(&(f, n), b)| QuantMatrix::new(f, n, k, b).unwrap())
+        .enumerate()
+        .map(|(i, (&(f, n), b))| {
+            let q = QuantMatrix::new(f, n, k, b).unwrap();
+            match i {
+                2 => q.repacked().unwrap(),
+                _ => q,
+            }
+        })
         .collect();
+    assert!(mats[2].is_repacked());
     let refs: Vec<&QuantMatrix> = mats.iter().collect();
     for m in [1usize, 3] {
         let x = randn(&mut rng, m * k);
@@ -261,21 +274,26 @@ fn embedding_gathers_dequantized_rows() {
         let (n, k) = (11, ks(f)[1]);
         let bytes = quantize(f, &randn(&mut rng, n * k), n, k).unwrap();
         let all = dequantize(f, &bytes, n, k).unwrap();
-        let q = QuantMatrix::new(f, n, k, &bytes).unwrap();
-        let rows = [10u32, 0, 3, 3];
-        let mut out = vec![f32::NAN; rows.len() * k];
-        q.embedding(&rows, &mut out).unwrap();
-        for (i, &r) in rows.iter().enumerate() {
-            assert_eq!(
-                &out[i * k..(i + 1) * k],
-                &all[r as usize * k..(r as usize + 1) * k],
-                "{f}"
+        let plain = QuantMatrix::new(f, n, k, &bytes).unwrap();
+        let repacked = plain.repacked();
+        for q in [&plain].into_iter().chain(repacked.as_ref()) {
+            let rows = [10u32, 0, 3, 3, 8];
+            let mut out = vec![f32::NAN; rows.len() * k];
+            q.embedding(&rows, &mut out).unwrap();
+            for (i, &r) in rows.iter().enumerate() {
+                assert_eq!(
+                    &out[i * k..(i + 1) * k],
+                    &all[r as usize * k..(r as usize + 1) * k],
+                    "{f} repacked={}",
+                    q.is_repacked()
+                );
+            }
+            assert_eq!(q.dequantize().unwrap(), all, "{f}");
+            assert!(
+                q.embedding(&[11], &mut vec![0.0; k]).is_err(),
+                "{f}: row out of range"
             );
         }
-        assert!(
-            q.embedding(&[11], &mut vec![0.0; k]).is_err(),
-            "{f}: row out of range"
-        );
     }
 }
 

@@ -11,7 +11,8 @@ pub mod dtype;
 pub mod error;
 pub mod kv_cache;
 mod kv_quant_lut;
-pub mod mem;
+/// Huge-page host buffers (defined in `flexkern-quant`, which the repacked weights use too).
+pub use flexkern_quant::mem;
 pub mod npy;
 pub mod ops;
 pub mod reference;

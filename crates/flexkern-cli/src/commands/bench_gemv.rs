@@ -85,6 +85,7 @@ fn bench_one(
     m: usize,
     reps: usize,
     ws_bytes: usize,
+    repack: bool,
 ) -> Result<Case> {
     // Quantize a slab of rows once and tile it: quantizing 14336 x 4096 with the reference
     // K-quant search would dominate the run; the values do not change the memory traffic.
@@ -112,10 +113,18 @@ fn bench_one(
             break;
         }
     }
-    let mats: Vec<QuantMatrix> = bufs
+    let plain: Vec<QuantMatrix> = bufs
         .iter()
         .map(|b| QuantMatrix::new(format, n, k, b))
         .collect::<Result<_, _>>()?;
+    let repacked: Vec<QuantMatrix> = match repack {
+        true => plain
+            .iter()
+            .map(|q| q.repacked().context("format has no repacked layout"))
+            .collect::<Result<_>>()?,
+        false => Vec::new(),
+    };
+    let mats = if repack { &repacked } else { &plain };
     let x = values(m * k, 11);
     let mut y = vec![0f32; m * n];
     let mut times = Vec::with_capacity(reps);
@@ -164,20 +173,29 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
     let bw_before = read_bandwidth_gbs_with(bw_mib, passes);
     let mut cases = Vec::new();
     for &f in &formats {
-        // In cache: rows for ~2 MiB (large enough that per-call overhead is small), a multiple
-        // of 8 so every thread gets whole 4-row groups.
-        let cached = f
-            .row_bytes(k)
+        // Formats with an 8-row interleaved layout run in both layouts.
+        let probe = vec![0u8; f.tensor_bytes(8, f.block_elems()).unwrap_or(0)];
+        let has_repack = QuantMatrix::new(f, 8, f.block_elems(), &probe)
             .ok()
-            .map(|rb| ((2usize << 20) / rb.max(1)).clamp(8, 16384) / 8 * 8)
-            .and_then(|nc| bench_one(f, nc, k, args.m, reps * 10, 0).ok())
-            .map(|c| c.gbs);
-        for &n in &ns {
-            cases.push((
-                format!("{f} N={n} K={k} M={}", args.m),
-                bench_one(f, n, k, args.m, reps, ws),
-                cached,
-            ));
+            .and_then(|q| q.repacked())
+            .is_some();
+        for repack in [false, true].into_iter().filter(|&r| !r || has_repack) {
+            // In cache: rows for ~2 MiB (large enough that per-call overhead is small), a
+            // multiple of 16 so every thread gets whole 8-row groups.
+            let cached = f
+                .row_bytes(k)
+                .ok()
+                .map(|rb| ((2usize << 20) / rb.max(1)).clamp(16, 16384) / 16 * 16)
+                .and_then(|nc| bench_one(f, nc, k, args.m, reps * 10, 0, repack).ok())
+                .map(|c| c.gbs);
+            let layout = if repack { " repacked" } else { "" };
+            for &n in &ns {
+                cases.push((
+                    format!("{f} N={n} K={k} M={}{layout}", args.m),
+                    bench_one(f, n, k, args.m, reps, ws, repack),
+                    cached,
+                ));
+            }
         }
     }
     // A shared or frequency-scaling machine drifts: probe again after the cases and take the
@@ -189,19 +207,19 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
          {bw_before:.2} GB/s before, {bw_after:.2} GB/s after; limit = {bw:.2} GB/s"
     );
     println!(
-        "{:<36} {:>10} {:>10} {:>8} {:>15}",
+        "{:<45} {:>10} {:>10} {:>8} {:>15}",
         "case", "median ms", "GB/s", "of bw", "in-cache GB/s"
     );
     for (name, c, cached) in cases {
         let cached = cached.map_or("-".to_string(), |g| format!("{g:.2}"));
         match c {
             Ok(c) => println!(
-                "{name:<36} {:>10.3} {:>10.2} {:>7.1}% {cached:>15}",
+                "{name:<45} {:>10.3} {:>10.2} {:>7.1}% {cached:>15}",
                 c.ms,
                 c.gbs,
                 100.0 * c.gbs / bw
             ),
-            Err(e) => println!("{name:<36} skipped: {e}"),
+            Err(e) => println!("{name:<45} skipped: {e}"),
         }
     }
     Ok(())

@@ -663,3 +663,6 @@ mod tests {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod rows8;
+
+pub use rows8::{BlockQ4_0x8, BlockQ4_1x8};

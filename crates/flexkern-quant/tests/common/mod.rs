@@ -128,22 +128,28 @@ pub fn gemv_oracle_sweep(path: &str) {
     let mut rng = StdRng::seed_from_u64(7);
     for f in weight_formats() {
         for k in ks(f) {
-            for n in [1usize, 7, 67] {
+            // 40 and 67 rows: whole 8-row groups of the repacked layout, paired and unpaired,
+            // and a tail.
+            for n in [1usize, 7, 40, 67] {
                 let w = randn(&mut rng, n * k);
                 let bytes = quantize(f, &w, n, k).unwrap();
                 let wd = dequantize(f, &bytes, n, k).unwrap();
                 let x = randn(&mut rng, k);
                 let want = oracle(f, &wd, &effective_x(f, &x, k), n, k);
                 let q = QuantMatrix::new(f, n, k, &bytes).unwrap();
-                let mut y = vec![f32::NAN; n];
-                q.gemv(Activation::F32(&x), &mut y).unwrap();
-                check(f, &format!("gemv n={n} k={k} path={path}"), &y, &want);
-                let mut ys = vec![f32::NAN; n];
-                q.clone()
-                    .sequential()
-                    .gemv(Activation::F32(&x), &mut ys)
-                    .unwrap();
-                assert_eq!(y, ys, "{f}: sequential differs");
+                let repacked = q.repacked();
+                for (q, layout) in [(&q, "plain"), (repacked.as_ref().unwrap_or(&q), "repacked")] {
+                    let what = format!("gemv n={n} k={k} path={path} layout={layout}");
+                    let mut y = vec![f32::NAN; n];
+                    q.gemv(Activation::F32(&x), &mut y).unwrap();
+                    check(f, &what, &y, &want);
+                    let mut ys = vec![f32::NAN; n];
+                    q.clone()
+                        .sequential()
+                        .gemv(Activation::F32(&x), &mut ys)
+                        .unwrap();
+                    assert_eq!(y, ys, "{f} {what}: sequential differs");
+                }
             }
         }
     }

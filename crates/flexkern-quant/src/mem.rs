@@ -1,4 +1,4 @@
-//! Host memory for large streamed buffers (KV caches, benchmark inputs): transparent huge
+//! Host memory for large streamed buffers (KV caches, repacked weights, benchmark inputs): transparent huge
 //! pages where Linux offers them on request (`madvise` mode). Decode streams hundreds of MiB;
 //! on 4 KiB pages every few tokens cost a TLB miss (a two-level walk under virtualization).
 

@@ -1,0 +1,290 @@
+//! The 8-row interleaved layout (llama.cpp's CPU "repack" idea): block `i` of eight consecutive
+//! rows is stored as one group, its bytes arranged so one SIMD register holds the same four
+//! weights of all eight rows. A kernel then keeps one 16-bit lane pair per row, so it needs no
+//! horizontal reductions and shares every activation load among eight rows. On cores with one
+//! vector integer-multiply pipe (Zen 1) that leaves the products as the only busy pipe.
+//!
+//! A matrix is `[n / 8 * nb groups][(n % 8) * nb plain blocks]`: whole groups of rows first, the
+//! rows left over after them in the file's own layout. `QuantMatrix::repacked` builds it.
+
+use crate::format::QuantBlock;
+use crate::gemv::{Acts, Rows};
+use bytemuck::Pod;
+
+/// Rows per group.
+pub const ROWS: usize = 8;
+
+/// A block format with an 8-row interleaved layout.
+pub trait Interleave: QuantBlock {
+    /// Block `i` of eight rows.
+    type Group: Pod + Send + Sync;
+    /// What the kernel needs of one activation block beyond its bytes, computed once per call
+    /// and shared by every row (its scale as f32, its sum).
+    type Prep: Copy + Send + Sync;
+
+    fn pack(rows: &[Self; ROWS]) -> Self::Group;
+    fn unpack(g: &Self::Group, r: usize) -> Self;
+    fn prep(a: &Self::Dot) -> Self::Prep;
+    /// Dots of the eight rows of `w[s]` (a run of groups covering the activation) with `a`, for
+    /// one or two runs at once: two runs are two memory streams, which keeps more DRAM reads in
+    /// flight than one. `next[s]` is the run read after `w[s]` (or `w[s]` itself), which the
+    /// kernel prefetches as it nears the end of `w[s]`.
+    fn dot8<const S: usize>(
+        w: [&[Self::Group]; S],
+        next: [&[Self::Group]; S],
+        a: &[Self::Dot],
+        p: &[Self::Prep],
+    ) -> [[f32; ROWS]; S];
+}
+
+/// The portable `dot8`: each row unpacked and dotted on its own.
+pub(crate) fn dot8_each<B: Interleave, const S: usize>(
+    w: [&[B::Group]; S],
+    a: &[B::Dot],
+) -> [[f32; ROWS]; S] {
+    let mut out = [[0.0; ROWS]; S];
+    let mut row = Vec::with_capacity(w[0].len());
+    for (o, ws) in out.iter_mut().zip(w) {
+        for (r, v) in o.iter_mut().enumerate() {
+            row.clear();
+            row.extend(ws.iter().map(|g| B::unpack(g, r)));
+            *v = B::vec_dot(&row, a);
+        }
+    }
+    out
+}
+
+/// Bytes of an interleaved `[n, k]` matrix: the same as the file's, in a different order.
+pub(crate) fn interleave<B: Interleave>(w: &[B], n: usize, nb: usize) -> Vec<u8> {
+    let full = n / ROWS;
+    let mut out: Vec<u8> = Vec::with_capacity(size_of_val(w));
+    for g in 0..full {
+        for i in 0..nb {
+            let rows: [B; ROWS] = std::array::from_fn(|r| w[(g * ROWS + r) * nb + i]);
+            out.extend_from_slice(bytemuck::bytes_of(&B::pack(&rows)));
+        }
+    }
+    out.extend_from_slice(bytemuck::cast_slice(&w[full * ROWS * nb..]));
+    debug_assert_eq!(out.len(), size_of_val(w));
+    out
+}
+
+/// An interleaved matrix viewed as its groups and its plain tail rows.
+pub(crate) struct View<'a, B: Interleave> {
+    pub groups: &'a [B::Group],
+    pub tail: &'a [B],
+    pub nb: usize,
+}
+
+impl<'a, B: Interleave> View<'a, B> {
+    /// `bytes` from `interleave` (aligned for both block types), `n` rows of `nb` blocks.
+    pub fn new(bytes: &'a [u8], n: usize, nb: usize) -> Self {
+        let split = n / ROWS * nb * size_of::<B::Group>();
+        let (g, t) = bytes.split_at(split);
+        View {
+            groups: bytemuck::cast_slice(g),
+            tail: bytemuck::cast_slice(t),
+            nb,
+        }
+    }
+
+    /// Rows in whole groups.
+    fn grouped(&self) -> usize {
+        self.groups.len() / self.nb.max(1) * ROWS
+    }
+
+    fn group(&self, g: usize) -> &'a [B::Group] {
+        &self.groups[g * self.nb..(g + 1) * self.nb]
+    }
+
+    /// Row `r` in the file's layout, into `out` (`nb` blocks).
+    pub fn row(&self, r: usize, out: &mut Vec<B>) {
+        out.clear();
+        if r < self.grouped() {
+            out.extend(self.group(r / ROWS).iter().map(|g| B::unpack(g, r % ROWS)));
+        } else {
+            let t = r - self.grouped();
+            out.extend_from_slice(&self.tail[t * self.nb..(t + 1) * self.nb]);
+        }
+    }
+}
+
+/// An interleaved matrix joined with its prepared activation rows.
+pub(crate) struct Rows8<'a, B: Interleave> {
+    view: View<'a, B>,
+    acts: Acts<B>,
+    preps: Vec<Vec<B::Prep>>,
+}
+
+impl<'a, B: Interleave> Rows8<'a, B> {
+    pub fn new(view: View<'a, B>, acts: Acts<B>) -> Self {
+        let preps = acts
+            .iter()
+            .map(|a| a.iter().map(|b| B::prep(b)).collect())
+            .collect();
+        Rows8 { view, acts, preps }
+    }
+
+    /// All eight rows of group `g` for activation row `j`.
+    fn group_dots(&self, g: usize, j: usize) -> [f32; ROWS] {
+        let next = self.view.group(if (g + 1) * ROWS < self.view.grouped() {
+            g + 1
+        } else {
+            g
+        });
+        B::dot8([self.view.group(g)], [next], &self.acts[j], &self.preps[j])[0]
+    }
+}
+
+impl<B: Interleave> Rows for Rows8<'_, B> {
+    fn m(&self) -> usize {
+        self.acts.len()
+    }
+
+    fn rows(&self, r0: usize, out: &mut [f32]) {
+        let m = self.acts.len();
+        let r1 = r0 + out.len() / m;
+        let grouped = self.view.grouped();
+        let mut put = |r: usize, j: usize, v: f32| out[(r - r0) * m + j] = v;
+        // Groups the range touches; a range that cuts a group (segments of `gemv_many` need not
+        // start on a multiple of 8) computes the whole group and keeps its part.
+        let gr1 = r1.min(grouped);
+        let touched = if r0 < gr1 {
+            r0 / ROWS..gr1.div_ceil(ROWS)
+        } else {
+            0..0
+        };
+        let whole = |g: usize| g * ROWS >= r0 && (g + 1) * ROWS <= gr1;
+        for g in touched.clone().filter(|&g| !whole(g)) {
+            for j in 0..m {
+                for (i, &x) in self.group_dots(g, j).iter().enumerate() {
+                    if (r0..r1).contains(&(g * ROWS + i)) {
+                        put(g * ROWS + i, j, x);
+                    }
+                }
+            }
+        }
+        let whole: Vec<usize> = touched.filter(|&g| whole(g)).collect();
+        if m == 1 {
+            // The first half of the groups paired with the second: two streams.
+            let half = whole.len().div_ceil(2);
+            for (s, &g) in whole[..half].iter().enumerate() {
+                match whole.get(s + half) {
+                    Some(&h) => {
+                        let next = |x: usize, last: usize| {
+                            self.view.group(if x < last { x + 1 } else { x })
+                        };
+                        let v = B::dot8(
+                            [self.view.group(g), self.view.group(h)],
+                            [next(g, whole[half - 1]), next(h, whole[whole.len() - 1])],
+                            &self.acts[0],
+                            &self.preps[0],
+                        );
+                        for (gg, vs) in [g, h].into_iter().zip(v) {
+                            for (i, &x) in vs.iter().enumerate() {
+                                put(gg * ROWS + i, 0, x);
+                            }
+                        }
+                    }
+                    None => {
+                        for (i, &x) in self.group_dots(g, 0).iter().enumerate() {
+                            put(g * ROWS + i, 0, x);
+                        }
+                    }
+                }
+            }
+        } else {
+            for &g in &whole {
+                for j in 0..m {
+                    for (i, &x) in self.group_dots(g, j).iter().enumerate() {
+                        put(g * ROWS + i, j, x);
+                    }
+                }
+            }
+        }
+        // Rows after the last whole group, in the file's layout.
+        let (t0, t1) = (r0.max(grouped), r1);
+        if t0 < t1 {
+            let nb = self.view.nb;
+            let w = &self.view.tail[(t0 - grouped) * nb..(t1 - grouped) * nb];
+            let mut tmp = vec![0.0f32; t1 - t0];
+            for j in 0..m {
+                B::vec_dot_rows(w, &self.acts[j], &mut tmp);
+                for (i, &x) in tmp.iter().enumerate() {
+                    put(t0 + i, j, x);
+                }
+            }
+        }
+    }
+
+    fn row_bytes(&self) -> usize {
+        self.view.nb * size_of::<B>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemv::quantize_acts;
+    use crate::legacy::BlockQ4_0;
+    use crate::QuantBlock;
+
+    /// Any row range, aligned to the groups or not, gives the rows of the whole-matrix call.
+    #[test]
+    fn row_ranges_cutting_groups_match_the_whole() {
+        let (n, k) = (29usize, 96usize);
+        let nb = k / 32;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        };
+        let w: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
+        let mut blocks = vec![<BlockQ4_0 as bytemuck::Zeroable>::zeroed(); n * nb];
+        BlockQ4_0::quantize_ref(&w, &mut blocks);
+        let bytes = interleave(&blocks, n, nb);
+        for m in [1usize, 2] {
+            let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+            let rows = Rows8::<BlockQ4_0>::new(
+                View::new(&bytes, n, nb),
+                quantize_acts::<BlockQ4_0>(&x, k, m),
+            );
+            let mut all = vec![f32::NAN; n * m];
+            rows.rows(0, &mut all);
+            for (r, v) in all.chunks(m).enumerate() {
+                let mut row = Vec::new();
+                rows.view.row(r, &mut row);
+                for (j, &y) in v.iter().enumerate() {
+                    let want = BlockQ4_0::vec_dot(&row, &rows.acts[j]);
+                    assert!(
+                        (y - want).abs() <= 1e-5 * want.abs().max(1.0),
+                        "row {r}: {y} vs {want}"
+                    );
+                }
+            }
+            for (r0, r1) in [
+                (0, 5),
+                (3, 13),
+                (5, 29),
+                (8, 16),
+                (17, 29),
+                (24, 29),
+                (26, 28),
+                (7, 9),
+            ] {
+                let mut part = vec![f32::NAN; (r1 - r0) * m];
+                rows.rows(r0, &mut part);
+                // Grouped rows bit for bit; tail rows may meet a different multi-row kernel.
+                for (i, (&a, &b)) in part.iter().zip(&all[r0 * m..r1 * m]).enumerate() {
+                    let exact = r0 + i / m < n / ROWS * ROWS;
+                    assert!(
+                        a == b || (!exact && (a - b).abs() <= 1e-5 * b.abs().max(1.0)),
+                        "rows {r0}..{r1} m={m}: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Q4_0 and Q4_1 in the 8-row interleaved layout (`crate::interleave`).
+//!
+//! Group layout: the eight f16 scales (and, for Q4_1, the eight f16 minimums), then the packed
+//! nibbles in four 32-byte chunks; chunk `j` holds bytes `4j .. 4j + 4` of each row in row order.
+//! Its low nibbles are elements `4j .. 4j + 4` of the eight rows, its high nibbles elements
+//! `16 + 4j .. 16 + 4j + 4`, so one broadcast 32-bit word of the activation meets all eight
+//! rows in one `pmaddubsw`, and 16-bit lanes `2r, 2r + 1` belong to row `r`.
+
+use super::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
+use crate::interleave::{dot8_each, Interleave, ROWS};
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ4_0x8 {
+    pub d: [f16; ROWS],
+    pub qs: [u8; ROWS * QK / 2],
+}
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ4_1x8 {
+    pub d: [f16; ROWS],
+    pub m: [f16; ROWS],
+    pub qs: [u8; ROWS * QK / 2],
+}
+
+/// An activation block's scale as f32, and what the weights' offset or minimum multiplies:
+/// `8 * sum(q)` for Q4_0 (codes are stored `+ 8`), Q8_1's `s` for Q4_1.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub struct Prep {
+    pub d: f32,
+    pub off: i32,
+    pub s: f32,
+}
+
+/// Interleaves the packed nibbles of eight rows' blocks (see the module docs).
+fn pack_qs(rows: [&[u8; QK / 2]; ROWS]) -> [u8; ROWS * QK / 2] {
+    let mut qs = [0u8; ROWS * QK / 2];
+    for (r, src) in rows.iter().enumerate() {
+        for j in 0..4 {
+            qs[32 * j + 4 * r..][..4].copy_from_slice(&src[4 * j..4 * j + 4]);
+        }
+    }
+    qs
+}
+
+fn unpack_qs(qs: &[u8; ROWS * QK / 2], r: usize) -> [u8; QK / 2] {
+    let mut out = [0u8; QK / 2];
+    for j in 0..4 {
+        out[4 * j..4 * j + 4].copy_from_slice(&qs[32 * j + 4 * r..][..4]);
+    }
+    out
+}
+
+impl Interleave for BlockQ4_0 {
+    type Group = BlockQ4_0x8;
+    type Prep = Prep;
+
+    fn pack(rows: &[Self; ROWS]) -> BlockQ4_0x8 {
+        BlockQ4_0x8 {
+            d: rows.map(|b| b.d),
+            qs: pack_qs(std::array::from_fn(|r| &rows[r].qs)),
+        }
+    }
+
+    fn unpack(g: &BlockQ4_0x8, r: usize) -> Self {
+        BlockQ4_0 {
+            d: g.d[r],
+            qs: unpack_qs(&g.qs, r),
+        }
+    }
+
+    fn prep(a: &BlockQ8_0) -> Prep {
+        Prep {
+            d: a.d.to_f32(),
+            off: 8 * a.qs.iter().map(|&q| q as i32).sum::<i32>(),
+            s: 0.0,
+        }
+    }
+
+    fn dot8<const S: usize>(
+        w: [&[BlockQ4_0x8]; S],
+        next: [&[BlockQ4_0x8]; S],
+        a: &[BlockQ8_0],
+        p: &[Prep],
+    ) -> [[f32; ROWS]; S] {
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::has_avx2() {
+            // SAFETY: features checked at run time; `runs` checks the lengths.
+            return unsafe { avx2::nibbles8::<_, _, S, false>(runs(w, next, a, p)) };
+        }
+        dot8_each::<Self, S>(w, a)
+    }
+}
+
+impl Interleave for BlockQ4_1 {
+    type Group = BlockQ4_1x8;
+    type Prep = Prep;
+
+    fn pack(rows: &[Self; ROWS]) -> BlockQ4_1x8 {
+        BlockQ4_1x8 {
+            d: rows.map(|b| b.d),
+            m: rows.map(|b| b.m),
+            qs: pack_qs(std::array::from_fn(|r| &rows[r].qs)),
+        }
+    }
+
+    fn unpack(g: &BlockQ4_1x8, r: usize) -> Self {
+        BlockQ4_1 {
+            d: g.d[r],
+            m: g.m[r],
+            qs: unpack_qs(&g.qs, r),
+        }
+    }
+
+    fn prep(a: &BlockQ8_1) -> Prep {
+        Prep {
+            d: a.d.to_f32(),
+            off: 0,
+            s: a.s.to_f32(),
+        }
+    }
+
+    fn dot8<const S: usize>(
+        w: [&[BlockQ4_1x8]; S],
+        next: [&[BlockQ4_1x8]; S],
+        a: &[BlockQ8_1],
+        p: &[Prep],
+    ) -> [[f32; ROWS]; S] {
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::has_avx2() {
+            // SAFETY: features checked at run time; `runs` checks the lengths.
+            return unsafe { avx2::nibbles8::<_, _, S, true>(runs(w, next, a, p)) };
+        }
+        dot8_each::<Self, S>(w, a)
+    }
+}
+
+/// The kernel's arguments, checked: every run, its successor, the activation and its
+/// preparation cover the same number of blocks.
+pub(crate) struct Runs<'a, G, Y, const S: usize> {
+    pub w: [&'a [G]; S],
+    pub next: [&'a [G]; S],
+    pub a: &'a [Y],
+    pub p: &'a [Prep],
+}
+
+fn runs<'a, G, Y, const S: usize>(
+    w: [&'a [G]; S],
+    next: [&'a [G]; S],
+    a: &'a [Y],
+    p: &'a [Prep],
+) -> Runs<'a, G, Y, S> {
+    let nb = a.len();
+    assert!(p.len() == nb && w.iter().chain(&next).all(|r| r.len() == nb));
+    Runs { w, next, a, p }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Runs, ROWS};
+    use crate::simd::prefetch_span;
+    use std::arch::x86_64::*;
+
+    /// How far ahead of the group being read each stream prefetches.
+    const AHEAD_BYTES: usize = 1024;
+
+    /// Q4_0 (`MIN = false`) or Q4_1 (`MIN = true`) groups against a Q8_0 / Q8_1 activation.
+    /// Per activation block: eight `pmaddubsw` per stream into one i16 vector (a lane sums 16
+    /// products of a 4-bit code and an int8 of magnitude <= 127: at most 30480, no overflow),
+    /// one `pmaddwd` to the eight row sums, then the scales in f32.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn nibbles8<G, Y, const S: usize, const MIN: bool>(
+        r: Runs<'_, G, Y, S>,
+    ) -> [[f32; ROWS]; S] {
+        let nb = r.a.len();
+        let gb = size_of::<G>();
+        let (y_bytes, y_qs) = (size_of::<Y>(), if MIN { 4 } else { 2 });
+        let qs_at = if MIN { 32 } else { 16 };
+        let ahead = AHEAD_BYTES.div_ceil(gb).min(nb.saturating_sub(1));
+        let m4 = _mm256_set1_epi8(0x0f);
+        let ones = _mm256_set1_epi16(1);
+        let y = r.a.as_ptr() as *const u8;
+        let w = r.w.map(|s| s.as_ptr() as *const u8);
+        let next = r.next.map(|s| s.as_ptr() as *const u8);
+        let mut acc = [_mm256_setzero_ps(); S];
+        for i in 0..nb {
+            for s in 0..S {
+                // The block `ahead` groups on: later in this run, else early in the next.
+                let pf = if i + ahead < nb {
+                    w[s].add((i + ahead) * gb)
+                } else {
+                    next[s].add((i + ahead - nb) * gb)
+                };
+                prefetch_span(pf as *const i8, gb);
+            }
+            let yq = y.add(i * y_bytes + y_qs) as *const i32;
+            let mut sum = [_mm256_setzero_si256(); S];
+            for j in 0..4 {
+                let ylo = _mm256_set1_epi32(yq.add(j).read_unaligned());
+                let yhi = _mm256_set1_epi32(yq.add(4 + j).read_unaligned());
+                for s in 0..S {
+                    let c = _mm256_loadu_si256(w[s].add(i * gb + qs_at + 32 * j) as *const __m256i);
+                    let lo = _mm256_and_si256(c, m4);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
+                    let p = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(lo, ylo),
+                        _mm256_maddubs_epi16(hi, yhi),
+                    );
+                    sum[s] = _mm256_add_epi16(sum[s], p);
+                }
+            }
+            let pr = r.p.get_unchecked(i);
+            let dy = _mm256_set1_ps(pr.d);
+            for s in 0..S {
+                let g = w[s].add(i * gb);
+                let mut isum = _mm256_madd_epi16(sum[s], ones);
+                if !MIN {
+                    isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(pr.off));
+                }
+                let d = _mm256_cvtph_ps(_mm_loadu_si128(g as *const __m128i));
+                acc[s] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(isum), acc[s]);
+                if MIN {
+                    let m = _mm256_cvtph_ps(_mm_loadu_si128(g.add(16) as *const __m128i));
+                    acc[s] = _mm256_fmadd_ps(m, _mm256_set1_ps(pr.s), acc[s]);
+                }
+            }
+        }
+        let mut out = [[0.0f32; ROWS]; S];
+        for (o, a) in out.iter_mut().zip(acc) {
+            _mm256_storeu_ps(o.as_mut_ptr(), a);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interleave::interleave;
+
+    #[test]
+    fn pack_then_unpack_is_the_identity() {
+        let rows: [BlockQ4_1; ROWS] = std::array::from_fn(|r| BlockQ4_1 {
+            d: f16::from_f32(r as f32),
+            m: f16::from_f32(-(r as f32)),
+            qs: std::array::from_fn(|i| (r * 16 + i) as u8),
+        });
+        let g = BlockQ4_1::pack(&rows);
+        for (r, b) in rows.iter().enumerate() {
+            assert_eq!(
+                bytemuck::bytes_of(&BlockQ4_1::unpack(&g, r)),
+                bytemuck::bytes_of(b)
+            );
+        }
+        let w: Vec<BlockQ4_0> = (0..2 * ROWS + 1)
+            .map(|i| BlockQ4_0 {
+                d: f16::from_f32(i as f32),
+                qs: [i as u8; 16],
+            })
+            .collect();
+        let bytes = interleave(&w, 2 * ROWS + 1, 1);
+        assert_eq!(bytes.len(), size_of_val(&w[..]));
+    }
+}
