@@ -89,6 +89,10 @@ macro_rules! with_interleaved {
                 type $B = $crate::legacy::BlockQ4_1;
                 $body
             }
+            F::Q8_0 => {
+                type $B = $crate::legacy::BlockQ8_0;
+                $body
+            }
             _ => $other,
         }
     }};

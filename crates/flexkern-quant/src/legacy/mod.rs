@@ -665,4 +665,4 @@ mod tests {
 mod avx2;
 mod rows8;
 
-pub use rows8::{BlockQ4_0x8, BlockQ4_1x8};
+pub use rows8::{BlockQ4_0x8, BlockQ4_1x8, BlockQ8_0x8};

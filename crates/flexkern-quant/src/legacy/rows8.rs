@@ -1,10 +1,11 @@
-//! Q4_0 and Q4_1 in the 8-row interleaved layout (`crate::interleave`).
+//! Q4_0, Q4_1 and Q8_0 in the 8-row interleaved layout (`crate::interleave`).
 //!
-//! Group layout: the eight f16 scales (and, for Q4_1, the eight f16 minimums), then the packed
-//! nibbles in four 32-byte chunks; chunk `j` holds bytes `4j .. 4j + 4` of each row in row order.
-//! Its low nibbles are elements `4j .. 4j + 4` of the eight rows, its high nibbles elements
-//! `16 + 4j .. 16 + 4j + 4`, so one broadcast 32-bit word of the activation meets all eight
-//! rows in one `pmaddubsw`, and 16-bit lanes `2r, 2r + 1` belong to row `r`.
+//! Group layout: the eight f16 scales (and, for Q4_1, the eight f16 minimums), then the codes in
+//! 32-byte chunks; chunk `j` holds bytes `4j .. 4j + 4` of each row in row order. For Q8_0 those
+//! are elements `4j .. 4j + 4`; for the 4-bit formats the low nibbles are elements
+//! `4j .. 4j + 4` and the high nibbles elements `16 + 4j .. 16 + 4j + 4`. So one broadcast
+//! 32-bit word of the activation meets all eight rows in one `pmaddubsw`, and 16-bit lanes
+//! `2r, 2r + 1` belong to row `r`.
 
 use super::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 use crate::interleave::{dot8_each, Interleave, ROWS};
@@ -26,6 +27,13 @@ pub struct BlockQ4_1x8 {
     pub qs: [u8; ROWS * QK / 2],
 }
 
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ8_0x8 {
+    pub d: [f16; ROWS],
+    pub qs: [i8; ROWS * QK],
+}
+
 /// An activation block's scale as f32, and what the weights' offset or minimum multiplies:
 /// `8 * sum(q)` for Q4_0 (codes are stored `+ 8`), Q8_1's `s` for Q4_1.
 #[derive(Clone, Copy, Debug, Default)]
@@ -37,19 +45,19 @@ pub struct Prep {
 }
 
 /// Interleaves the packed nibbles of eight rows' blocks (see the module docs).
-fn pack_qs(rows: [&[u8; QK / 2]; ROWS]) -> [u8; ROWS * QK / 2] {
-    let mut qs = [0u8; ROWS * QK / 2];
+fn pack_qs<T: Copy + Default, const L: usize, const G: usize>(rows: [&[T; L]; ROWS]) -> [T; G] {
+    let mut qs = [T::default(); G];
     for (r, src) in rows.iter().enumerate() {
-        for j in 0..4 {
+        for j in 0..L / 4 {
             qs[32 * j + 4 * r..][..4].copy_from_slice(&src[4 * j..4 * j + 4]);
         }
     }
     qs
 }
 
-fn unpack_qs(qs: &[u8; ROWS * QK / 2], r: usize) -> [u8; QK / 2] {
-    let mut out = [0u8; QK / 2];
-    for j in 0..4 {
+fn unpack_qs<T: Copy + Default, const L: usize, const G: usize>(qs: &[T; G], r: usize) -> [T; L] {
+    let mut out = [T::default(); L];
+    for j in 0..L / 4 {
         out[4 * j..4 * j + 4].copy_from_slice(&qs[32 * j + 4 * r..][..4]);
     }
     out
@@ -139,6 +147,47 @@ impl Interleave for BlockQ4_1 {
     }
 }
 
+impl Interleave for BlockQ8_0 {
+    type Group = BlockQ8_0x8;
+    type Prep = Prep;
+
+    fn pack(rows: &[Self; ROWS]) -> BlockQ8_0x8 {
+        BlockQ8_0x8 {
+            d: rows.map(|b| b.d),
+            qs: pack_qs(std::array::from_fn(|r| &rows[r].qs)),
+        }
+    }
+
+    fn unpack(g: &BlockQ8_0x8, r: usize) -> Self {
+        BlockQ8_0 {
+            d: g.d[r],
+            qs: unpack_qs(&g.qs, r),
+        }
+    }
+
+    fn prep(a: &BlockQ8_0) -> Prep {
+        Prep {
+            d: a.d.to_f32(),
+            off: 0,
+            s: 0.0,
+        }
+    }
+
+    fn dot8<const S: usize>(
+        w: [&[BlockQ8_0x8]; S],
+        next: [&[BlockQ8_0x8]; S],
+        a: &[BlockQ8_0],
+        p: &[Prep],
+    ) -> [[f32; ROWS]; S] {
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::has_avx2() {
+            // SAFETY: features checked at run time; `runs` checks the lengths.
+            return unsafe { avx2::bytes8::<_, _, S>(runs(w, next, a, p)) };
+        }
+        dot8_each::<Self, S>(w, a)
+    }
+}
+
 /// The kernel's arguments, checked: every run, its successor, the activation and its
 /// preparation cover the same number of blocks.
 pub(crate) struct Runs<'a, G, Y, const S: usize> {
@@ -168,6 +217,41 @@ mod avx2 {
     /// How far ahead of the group being read each stream prefetches.
     const AHEAD_BYTES: usize = 1024;
 
+    /// Prefetches, for each stream, the block `ahead` groups past block `i`: later in its run,
+    /// else early in the run read next.
+    #[inline(always)]
+    unsafe fn prefetch<const S: usize>(
+        w: &[*const u8; S],
+        next: &[*const u8; S],
+        (i, nb, ahead, gb): (usize, usize, usize, usize),
+    ) {
+        for s in 0..S {
+            let pf = if i + ahead < nb {
+                w[s].add((i + ahead) * gb)
+            } else {
+                next[s].add((i + ahead - nb) * gb)
+            };
+            prefetch_span(pf as *const i8, gb);
+        }
+    }
+
+    /// `acc + d * dy * isum` for the eight f16 row scales `d` at `g`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn scaled(g: *const u8, dy: __m256, isum: __m256i, acc: __m256) -> __m256 {
+        let d = _mm256_cvtph_ps(_mm_loadu_si128(g as *const __m128i));
+        _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(isum), acc)
+    }
+
+    fn store<const S: usize>(acc: [__m256; S]) -> [[f32; ROWS]; S] {
+        let mut out = [[0.0f32; ROWS]; S];
+        for (o, a) in out.iter_mut().zip(acc) {
+            // SAFETY: `o` holds 8 floats.
+            unsafe { _mm256_storeu_ps(o.as_mut_ptr(), a) };
+        }
+        out
+    }
+
     /// Q4_0 (`MIN = false`) or Q4_1 (`MIN = true`) groups against a Q8_0 / Q8_1 activation.
     /// Per activation block: eight `pmaddubsw` per stream into one i16 vector (a lane sums 16
     /// products of a 4-bit code and an int8 of magnitude <= 127: at most 30480, no overflow),
@@ -188,15 +272,7 @@ mod avx2 {
         let next = r.next.map(|s| s.as_ptr() as *const u8);
         let mut acc = [_mm256_setzero_ps(); S];
         for i in 0..nb {
-            for s in 0..S {
-                // The block `ahead` groups on: later in this run, else early in the next.
-                let pf = if i + ahead < nb {
-                    w[s].add((i + ahead) * gb)
-                } else {
-                    next[s].add((i + ahead - nb) * gb)
-                };
-                prefetch_span(pf as *const i8, gb);
-            }
+            prefetch(&w, &next, (i, nb, ahead, gb));
             let yq = y.add(i * y_bytes + y_qs) as *const i32;
             let mut sum = [_mm256_setzero_si256(); S];
             for j in 0..4 {
@@ -221,19 +297,47 @@ mod avx2 {
                 if !MIN {
                     isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(pr.off));
                 }
-                let d = _mm256_cvtph_ps(_mm_loadu_si128(g as *const __m128i));
-                acc[s] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(isum), acc[s]);
+                acc[s] = scaled(g, dy, isum, acc[s]);
                 if MIN {
                     let m = _mm256_cvtph_ps(_mm_loadu_si128(g.add(16) as *const __m128i));
                     acc[s] = _mm256_fmadd_ps(m, _mm256_set1_ps(pr.s), acc[s]);
                 }
             }
         }
-        let mut out = [[0.0f32; ROWS]; S];
-        for (o, a) in out.iter_mut().zip(acc) {
-            _mm256_storeu_ps(o.as_mut_ptr(), a);
+        store(acc)
+    }
+
+    /// Q8_0 groups against a Q8_0 activation: `pmaddubsw` on |w| and y with w's sign, each
+    /// widened at once (two signed products can fill an i16 lane).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn bytes8<G, Y, const S: usize>(r: Runs<'_, G, Y, S>) -> [[f32; ROWS]; S] {
+        let nb = r.a.len();
+        let gb = size_of::<G>();
+        let y_bytes = size_of::<Y>();
+        let ahead = AHEAD_BYTES.div_ceil(gb).min(nb.saturating_sub(1));
+        let ones = _mm256_set1_epi16(1);
+        let y = r.a.as_ptr() as *const u8;
+        let w = r.w.map(|s| s.as_ptr() as *const u8);
+        let next = r.next.map(|s| s.as_ptr() as *const u8);
+        let mut acc = [_mm256_setzero_ps(); S];
+        for i in 0..nb {
+            prefetch(&w, &next, (i, nb, ahead, gb));
+            let yq = y.add(i * y_bytes + 2) as *const i32;
+            let mut sum = [_mm256_setzero_si256(); S];
+            for j in 0..8 {
+                let yb = _mm256_set1_epi32(yq.add(j).read_unaligned());
+                for s in 0..S {
+                    let c = _mm256_loadu_si256(w[s].add(i * gb + 16 + 32 * j) as *const __m256i);
+                    let p = _mm256_maddubs_epi16(_mm256_sign_epi8(c, c), _mm256_sign_epi8(yb, c));
+                    sum[s] = _mm256_add_epi32(sum[s], _mm256_madd_epi16(p, ones));
+                }
+            }
+            let dy = _mm256_set1_ps(r.p.get_unchecked(i).d);
+            for s in 0..S {
+                acc[s] = scaled(w[s].add(i * gb), dy, sum[s], acc[s]);
+            }
         }
-        out
+        store(acc)
     }
 }
 
