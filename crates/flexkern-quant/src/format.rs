@@ -286,6 +286,7 @@ impl Format {
             Format::Q2K | Format::Q3K | Format::Q4K | Format::Q5K | Format::Q6K | Format::Q8K => {
                 Some(Format::Q8K)
             }
+            Format::MlxAffine { bits, .. } if crate::mlx::q8::supports(*bits) => Some(Format::Q8_0),
             _ => None,
         }
     }

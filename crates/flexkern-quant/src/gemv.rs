@@ -7,6 +7,7 @@
 //! that share one activation (Q, K and V) run as one row range (`Segments`).
 
 use crate::format::QuantBlock;
+use crate::mlx::q8::{self, Q8Act};
 use crate::mlx::{group_sums, MlxView};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -89,34 +90,58 @@ impl<B: QuantBlock> Rows for BlockRows<'_, B> {
     }
 }
 
-/// An MLX matrix with f32 activation rows and their per-group sums.
+/// An MLX matrix with its activation rows: int8-quantized for the widths that run in integers
+/// (`mlx::q8`), else f32 with their per-group sums.
 pub(crate) struct MlxRows<'a> {
     pub view: MlxView<'a>,
-    pub acts: Vec<(Vec<f32>, Vec<f32>)>,
+    pub acts: MlxActs,
+}
+
+pub(crate) enum MlxActs {
+    Q8(Vec<Q8Act>),
+    F32(Vec<(Vec<f32>, Vec<f32>)>),
 }
 
 impl<'a> MlxRows<'a> {
     pub fn new(view: MlxView<'a>, x: &[f32], m: usize) -> Self {
         let k = view.k;
-        let acts = (0..m)
-            .map(|j| {
-                let row = x[j * k..(j + 1) * k].to_vec();
-                let sums = group_sums(&row, view.group);
-                (row, sums)
-            })
-            .collect();
+        let rows = (0..m).map(|j| &x[j * k..(j + 1) * k]);
+        let acts = if q8::supports(view.bits) {
+            MlxActs::Q8(
+                rows.map(|row| Q8Act::new(row, view.group, view.bits))
+                    .collect(),
+            )
+        } else {
+            MlxActs::F32(
+                rows.map(|row| (row.to_vec(), group_sums(row, view.group)))
+                    .collect(),
+            )
+        };
         MlxRows { view, acts }
     }
 }
 
 impl Rows for MlxRows<'_> {
     fn m(&self) -> usize {
-        self.acts.len()
+        match &self.acts {
+            MlxActs::Q8(a) => a.len(),
+            MlxActs::F32(a) => a.len(),
+        }
     }
     fn rows(&self, r0: usize, out: &mut [f32]) {
-        for (i, o) in out.chunks_exact_mut(self.acts.len()).enumerate() {
-            for (y, (x, s)) in o.iter_mut().zip(&self.acts) {
-                *y = self.view.row_dot(r0 + i, x, s);
+        let mut scratch = (Vec::new(), Vec::new());
+        for (i, o) in out.chunks_exact_mut(self.m()).enumerate() {
+            match &self.acts {
+                MlxActs::Q8(acts) => {
+                    for (y, a) in o.iter_mut().zip(acts) {
+                        *y = self.view.row_dot_q8(r0 + i, a, &mut scratch);
+                    }
+                }
+                MlxActs::F32(acts) => {
+                    for (y, (x, s)) in o.iter_mut().zip(acts) {
+                        *y = self.view.row_dot(r0 + i, x, s, &mut scratch);
+                    }
+                }
             }
         }
     }

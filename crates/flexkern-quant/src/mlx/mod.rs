@@ -9,6 +9,8 @@
 //! weights `[N, K*bits/8]`, then all scales `[N, K/group]`, then all biases `[N, K/group]`,
 //! each contiguous, little-endian: the three MLX arrays concatenated.
 
+pub mod q8;
+
 use crate::cpu::has_avx2;
 use crate::float::f32_to_bf16;
 use crate::format::MlxScale;
@@ -37,6 +39,37 @@ fn load_scale(t: MlxScale, bytes: &[u8], i: usize) -> f32 {
         MlxScale::F16 => f16::from_bits(h).to_f32(),
         MlxScale::BF16 => bf16::from_bits(h).to_f32(),
     }
+}
+
+/// The values `bytes` holds (f16 or bf16) as f32, appended to `out`: a scalar f16 conversion
+/// costs more than the 32-64 products its group scales, so rows convert whole with F16C.
+fn widen_scales(t: MlxScale, bytes: &[u8], out: &mut Vec<f32>) {
+    let n = bytes.len() / 2;
+    let start = out.len();
+    out.resize(start + n, 0.0);
+    let dst = &mut out[start..];
+    let mut i = 0;
+    #[cfg(target_arch = "x86_64")]
+    if t == MlxScale::F16 && has_avx2() {
+        // SAFETY: F16C checked at run time.
+        i = unsafe { widen_f16_x8(bytes, dst) };
+    }
+    for (j, o) in dst.iter_mut().enumerate().skip(i) {
+        *o = load_scale(t, bytes, j);
+    }
+}
+
+/// `widen_scales` for f16 in steps of 8; returns how many values it wrote.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn widen_f16_x8(bytes: &[u8], dst: &mut [f32]) -> usize {
+    use std::arch::x86_64::*;
+    let n = (bytes.len() / 2).min(dst.len()) / 8 * 8;
+    for i in (0..n).step_by(8) {
+        let h = _mm_loadu_si128(bytes.as_ptr().add(2 * i) as *const __m128i);
+        _mm256_storeu_ps(dst.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+    }
+    n
 }
 
 fn store_scale(t: MlxScale, v: f32) -> [u8; 2] {
@@ -137,18 +170,26 @@ impl<'a> MlxView<'a> {
         }
     }
 
-    /// Dot of row `r` with `x`, given the per-group sums of `x` (the bias term's factor).
-    pub fn row_dot(&self, r: usize, x: &[f32], xsum: &[f32]) -> f32 {
-        let w = self.row_w(r);
+    /// Row `r`'s group scales and biases as f32, into `sb` (cleared first).
+    pub(crate) fn row_scales(&self, r: usize, sb: &mut (Vec<f32>, Vec<f32>)) {
         let gpr = self.k / self.group;
-        let scales = |i: usize| load_scale(self.scale_type, self.s, r * gpr + i);
-        let biases = |i: usize| load_scale(self.scale_type, self.b, r * gpr + i);
-        let mut bias_term = 0.0f32;
-        for (g, &xs) in xsum.iter().enumerate() {
-            bias_term += biases(g) * xs;
-        }
+        let span = 2 * r * gpr..2 * (r + 1) * gpr;
+        sb.0.clear();
+        sb.1.clear();
+        widen_scales(self.scale_type, &self.s[span.clone()], &mut sb.0);
+        widen_scales(self.scale_type, &self.b[span], &mut sb.1);
+    }
+
+    /// Dot of row `r` with `x`, given the per-group sums of `x` (the bias term's factor);
+    /// `sb` is scratch.
+    pub fn row_dot(&self, r: usize, x: &[f32], xsum: &[f32], sb: &mut (Vec<f32>, Vec<f32>)) -> f32 {
+        let w = self.row_w(r);
+        self.row_scales(r, sb);
+        let (scales, biases) = (&sb.0, &sb.1);
+        let bias_term: f32 = biases.iter().zip(xsum).map(|(b, xs)| b * xs).sum();
         #[cfg(target_arch = "x86_64")]
         if has_avx2() {
+            let scales = |g: usize| scales[g];
             // SAFETY: features checked at run time; `w` holds k*bits/8 bytes, x holds k values.
             let qx = unsafe {
                 match self.bits {
@@ -167,7 +208,7 @@ impl<'a> MlxView<'a> {
             for (j, &xv) in xg.iter().enumerate() {
                 s += unpack_one(w, self.bits, g * self.group + j) as f32 * xv;
             }
-            total += scales(g) * s;
+            total += scales[g] * s;
         }
         total + bias_term
     }
