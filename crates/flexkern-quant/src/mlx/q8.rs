@@ -147,13 +147,14 @@ mod avx2 {
             g += 8;
         }
         let mut total = hsum_ps(tail);
-        for g in g..gpr {
+        let rest = scales.iter_mut().zip(&a.gsum).enumerate().take(gpr).skip(g);
+        for (g, (sc, &gs)) in rest {
             let (sv, bv) = (
                 super::super::load_scale(t, s, g),
                 super::super::load_scale(t, b, g),
             );
-            scales[g] = sv;
-            total += (bv + _mm256_cvtss_f32(off) * sv) * a.gsum[g];
+            *sc = sv;
+            total += (bv + _mm256_cvtss_f32(off) * sv) * gs;
         }
         total
             + match bits {
