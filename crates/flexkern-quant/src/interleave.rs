@@ -21,6 +21,8 @@ pub trait Interleave: QuantBlock {
     /// What the kernel needs of one activation block beyond its bytes, computed once per call
     /// and shared by every row (its scale as f32, its sum).
     type Prep: Copy + Send + Sync;
+    /// Runs of groups one single-row GEMV task reads side by side (2 or 3).
+    const STREAMS: usize = 2;
 
     fn pack(rows: &[Self; ROWS]) -> Self::Group;
     fn unpack(g: &Self::Group, r: usize) -> Self;
@@ -134,6 +136,40 @@ impl<'a, B: Interleave> Rows8<'a, B> {
         });
         B::dot8([self.view.group(g)], [next], &self.acts[j], &self.preps[j])[0]
     }
+
+    /// Dots of the whole groups `whole` for one activation row, `S` runs at a time, into
+    /// `out[r - base]`.
+    fn stream_runs<const S: usize>(&self, whole: &[usize], base: usize, out: &mut [f32]) {
+        let mut put = |g: usize, v: [f32; ROWS]| {
+            out[g * ROWS - base..][..ROWS].copy_from_slice(&v);
+        };
+        let part = whole.len().div_ceil(S);
+        for t in 0..part {
+            let gs: [Option<usize>; S] = std::array::from_fn(|s| whole.get(s * part + t).copied());
+            if gs.iter().all(Option::is_some) {
+                let gs = gs.map(Option::unwrap);
+                // The run each stream reads next: its part's following group.
+                let next = std::array::from_fn(|s| {
+                    let last = whole[((s + 1) * part).min(whole.len()) - 1];
+                    self.view
+                        .group(if gs[s] < last { gs[s] + 1 } else { gs[s] })
+                });
+                let v = B::dot8(
+                    gs.map(|g| self.view.group(g)),
+                    next,
+                    &self.acts[0],
+                    &self.preps[0],
+                );
+                for (g, vs) in gs.into_iter().zip(v) {
+                    put(g, vs);
+                }
+            } else {
+                for g in gs.into_iter().flatten() {
+                    put(g, self.group_dots(g, 0));
+                }
+            }
+        }
+    }
 }
 
 impl<B: Interleave> Rows for Rows8<'_, B> {
@@ -145,7 +181,7 @@ impl<B: Interleave> Rows for Rows8<'_, B> {
         let m = self.acts.len();
         let r1 = r0 + out.len() / m;
         let grouped = self.view.grouped();
-        let mut put = |r: usize, j: usize, v: f32| out[(r - r0) * m + j] = v;
+        let at = |r: usize, j: usize| (r - r0) * m + j;
         // Groups the range touches; a range that cuts a group (segments of `gemv_many` need not
         // start on a multiple of 8) computes the whole group and keeps its part.
         let gr1 = r1.min(grouped);
@@ -159,45 +195,24 @@ impl<B: Interleave> Rows for Rows8<'_, B> {
             for j in 0..m {
                 for (i, &x) in self.group_dots(g, j).iter().enumerate() {
                     if (r0..r1).contains(&(g * ROWS + i)) {
-                        put(g * ROWS + i, j, x);
+                        out[at(g * ROWS + i, j)] = x;
                     }
                 }
             }
         }
         let whole: Vec<usize> = touched.filter(|&g| whole(g)).collect();
         if m == 1 {
-            // The first half of the groups paired with the second: two streams.
-            let half = whole.len().div_ceil(2);
-            for (s, &g) in whole[..half].iter().enumerate() {
-                match whole.get(s + half) {
-                    Some(&h) => {
-                        let next = |x: usize, last: usize| {
-                            self.view.group(if x < last { x + 1 } else { x })
-                        };
-                        let v = B::dot8(
-                            [self.view.group(g), self.view.group(h)],
-                            [next(g, whole[half - 1]), next(h, whole[whole.len() - 1])],
-                            &self.acts[0],
-                            &self.preps[0],
-                        );
-                        for (gg, vs) in [g, h].into_iter().zip(v) {
-                            for (i, &x) in vs.iter().enumerate() {
-                                put(gg * ROWS + i, 0, x);
-                            }
-                        }
-                    }
-                    None => {
-                        for (i, &x) in self.group_dots(g, 0).iter().enumerate() {
-                            put(g * ROWS + i, 0, x);
-                        }
-                    }
-                }
+            // One activation row: the groups cut into runs read side by side (more DRAM reads
+            // in flight); formats with more bytes per product want more runs.
+            match B::STREAMS {
+                3 => self.stream_runs::<3>(&whole, r0, out),
+                _ => self.stream_runs::<2>(&whole, r0, out),
             }
         } else {
             for &g in &whole {
                 for j in 0..m {
                     for (i, &x) in self.group_dots(g, j).iter().enumerate() {
-                        put(g * ROWS + i, j, x);
+                        out[at(g * ROWS + i, j)] = x;
                     }
                 }
             }
@@ -211,7 +226,7 @@ impl<B: Interleave> Rows for Rows8<'_, B> {
             for j in 0..m {
                 B::vec_dot_rows(w, &self.acts[j], &mut tmp);
                 for (i, &x) in tmp.iter().enumerate() {
-                    put(t0 + i, j, x);
+                    out[at(t0 + i, j)] = x;
                 }
             }
         }
