@@ -63,6 +63,25 @@ fn unpack_qs<T: Copy + Default, const L: usize, const G: usize>(qs: &[T; G], r: 
     out
 }
 
+/// `Interleave::dot8` through an AVX2 kernel taking `Runs`, else the portable path.
+macro_rules! dot8_via {
+    ($($kernel:tt)+) => {
+        fn dot8<const S: usize>(
+            w: [&[Self::Group]; S],
+            next: [&[Self::Group]; S],
+            a: &[Self::Dot],
+            p: &[Self::Prep],
+        ) -> [[f32; ROWS]; S] {
+            #[cfg(target_arch = "x86_64")]
+            if crate::cpu::has_avx2() {
+                // SAFETY: features checked at run time; `runs` checks the lengths.
+                return unsafe { $($kernel)+(runs(w, next, a, p)) };
+            }
+            dot8_each::<Self, S>(w, a)
+        }
+    };
+}
+
 impl Interleave for BlockQ4_0 {
     type Group = BlockQ4_0x8;
     type Prep = Prep;
@@ -89,19 +108,7 @@ impl Interleave for BlockQ4_0 {
         }
     }
 
-    fn dot8<const S: usize>(
-        w: [&[BlockQ4_0x8]; S],
-        next: [&[BlockQ4_0x8]; S],
-        a: &[BlockQ8_0],
-        p: &[Prep],
-    ) -> [[f32; ROWS]; S] {
-        #[cfg(target_arch = "x86_64")]
-        if crate::cpu::has_avx2() {
-            // SAFETY: features checked at run time; `runs` checks the lengths.
-            return unsafe { avx2::nibbles8::<_, _, S, false>(runs(w, next, a, p)) };
-        }
-        dot8_each::<Self, S>(w, a)
-    }
+    dot8_via!(avx2::nibbles8::<_, _, S, false>);
 }
 
 impl Interleave for BlockQ4_1 {
@@ -132,19 +139,7 @@ impl Interleave for BlockQ4_1 {
         }
     }
 
-    fn dot8<const S: usize>(
-        w: [&[BlockQ4_1x8]; S],
-        next: [&[BlockQ4_1x8]; S],
-        a: &[BlockQ8_1],
-        p: &[Prep],
-    ) -> [[f32; ROWS]; S] {
-        #[cfg(target_arch = "x86_64")]
-        if crate::cpu::has_avx2() {
-            // SAFETY: features checked at run time; `runs` checks the lengths.
-            return unsafe { avx2::nibbles8::<_, _, S, true>(runs(w, next, a, p)) };
-        }
-        dot8_each::<Self, S>(w, a)
-    }
+    dot8_via!(avx2::nibbles8::<_, _, S, true>);
 }
 
 impl Interleave for BlockQ8_0 {
@@ -175,19 +170,7 @@ impl Interleave for BlockQ8_0 {
         }
     }
 
-    fn dot8<const S: usize>(
-        w: [&[BlockQ8_0x8]; S],
-        next: [&[BlockQ8_0x8]; S],
-        a: &[BlockQ8_0],
-        p: &[Prep],
-    ) -> [[f32; ROWS]; S] {
-        #[cfg(target_arch = "x86_64")]
-        if crate::cpu::has_avx2() {
-            // SAFETY: features checked at run time; `runs` checks the lengths.
-            return unsafe { avx2::bytes8::<_, _, S>(runs(w, next, a, p)) };
-        }
-        dot8_each::<Self, S>(w, a)
-    }
+    dot8_via!(avx2::bytes8::<_, _, S>);
 }
 
 /// The kernel's arguments, checked: every run, its successor, the activation and its
