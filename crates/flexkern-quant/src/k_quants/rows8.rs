@@ -63,6 +63,16 @@ pub struct Prep {
     pub d: f32,
 }
 
+/// Q4_K's `Prep`: the words already broadcast to 32 bytes, so the kernel's `pmaddubsw` reads
+/// them as memory operands (no broadcast instruction per word).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(32))]
+pub struct PrepQ4K {
+    pub w: [[i32; 8]; 64],
+    pub s: [i32; 8],
+    pub d: f32,
+}
+
 fn word(a: &BlockQ8K, e: [usize; 4]) -> i32 {
     i32::from_le_bytes(e.map(|i| a.qs[i] as u8))
 }
@@ -91,7 +101,7 @@ fn q4k_elems(p: usize, t: usize, k: usize) -> (usize, usize) {
 
 impl Interleave for BlockQ4K {
     type Group = BlockQ4Kx8;
-    type Prep = Prep;
+    type Prep = PrepQ4K;
 
     fn pack(rows: &[Self; ROWS]) -> BlockQ4Kx8 {
         let mut g = BlockQ4Kx8::zeroed();
@@ -149,13 +159,13 @@ impl Interleave for BlockQ4K {
         }
     }
 
-    fn prep(a: &BlockQ8K) -> Prep {
-        let mut w = [0i32; 64];
+    fn prep(a: &BlockQ8K) -> PrepQ4K {
+        let mut w = [[0i32; 8]; 64];
         for p in 0..4 {
             for t in 0..8 {
                 for hi in 0..2 {
                     let e = std::array::from_fn(|k| q4k_elems(p, t, k).0 + 2 * hi);
-                    w[16 * p + 2 * t + hi] = word(a, e);
+                    w[16 * p + 2 * t + hi] = [word(a, e); 8];
                 }
             }
         }
@@ -164,14 +174,14 @@ impl Interleave for BlockQ4K {
         for p in 0..4 {
             s[p] = pair(sub(2 * p), sub(2 * p + 1));
         }
-        Prep { w, s, d: a.d }
+        PrepQ4K { w, s, d: a.d }
     }
 
     fn dot8<const S: usize>(
         w: [&[BlockQ4Kx8]; S],
         next: [&[BlockQ4Kx8]; S],
         a: &[BlockQ8K],
-        p: &[Prep],
+        p: &[PrepQ4K],
     ) -> [[f32; ROWS]; S] {
         #[cfg(target_arch = "x86_64")]
         if crate::cpu::has_avx2() {
@@ -305,14 +315,14 @@ impl Interleave for BlockQ6K {
 
 /// Every run, its successor, the activation and its preparation cover the same blocks.
 #[cfg(target_arch = "x86_64")]
-fn check<G, const S: usize>(w: &[&[G]; S], next: &[&[G]; S], a: &[BlockQ8K], p: &[Prep]) {
+fn check<G, P, const S: usize>(w: &[&[G]; S], next: &[&[G]; S], a: &[BlockQ8K], p: &[P]) {
     let nb = a.len();
     assert!(p.len() == nb && w.iter().chain(next).all(|r| r.len() == nb));
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{BlockQ4Kx8, BlockQ6Kx8, Prep, ROWS};
+    use super::{BlockQ4Kx8, BlockQ6Kx8, Prep, PrepQ4K, ROWS};
     use crate::simd::prefetch_span;
     use std::arch::x86_64::*;
 
@@ -372,7 +382,7 @@ mod avx2 {
     pub unsafe fn q4k8<const S: usize>(
         w: [&[BlockQ4Kx8]; S],
         next: [&[BlockQ4Kx8]; S],
-        p: &[Prep],
+        p: &[PrepQ4K],
     ) -> [[f32; ROWS]; S] {
         let nb = p.len();
         let gb = size_of::<BlockQ4Kx8>();
@@ -394,8 +404,8 @@ mod avx2 {
                 prefetch::<BlockQ4Kx8, S>(&pf, q, 4);
                 let mut a = [[_mm256_setzero_si256(); 2]; S];
                 for t in 0..8 {
-                    let ylo = _mm256_set1_epi32(*y.add(16 * q + 2 * t));
-                    let yhi = _mm256_set1_epi32(*y.add(16 * q + 2 * t + 1));
+                    let ylo = _mm256_load_si256(y.add(16 * q + 2 * t) as *const __m256i);
+                    let yhi = _mm256_load_si256(y.add(16 * q + 2 * t + 1) as *const __m256i);
                     for s in 0..S {
                         let v = ld32(g[s].add(128 + 256 * q + 32 * t));
                         let lo = _mm256_and_si256(v, m4);
