@@ -93,6 +93,14 @@ macro_rules! with_interleaved {
                 type $B = $crate::legacy::BlockQ8_0;
                 $body
             }
+            F::Q4K => {
+                type $B = $crate::k_quants::BlockQ4K;
+                $body
+            }
+            F::Q6K => {
+                type $B = $crate::k_quants::BlockQ6K;
+                $body
+            }
             _ => $other,
         }
     }};

@@ -225,9 +225,9 @@ impl<'a> QuantMatrix<'a> {
     }
 
     /// An owned copy in the 8-row interleaved layout (llama.cpp's CPU "repack"; see
-    /// `crate::interleave`), for formats that have one (Q4_0, Q4_1, Q8_0): GEMV reads the same bytes,
-    /// grouped so eight rows share each activation load, which is faster on CPUs whose integer
-    /// multiply pipe is the bottleneck. Results equal the plain layout's within the GEMV
+    /// `crate::interleave`), for formats that have one (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): GEMV reads
+    /// the same bytes, grouped so eight rows share each activation load, which is faster on CPUs
+    /// whose integer multiply pipe is the bottleneck. Results equal the plain layout's within the GEMV
     /// tolerance (the summation order differs); `embedding` and `dequantize` are unchanged.
     /// `None` for other formats and for a matrix already repacked.
     pub fn repacked(&self) -> Option<QuantMatrix<'static>> {

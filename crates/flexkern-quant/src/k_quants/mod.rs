@@ -29,6 +29,7 @@ mod q4_k;
 mod q5_k;
 mod q6_k;
 mod q8_k;
+mod rows8;
 mod search;
 #[cfg(target_arch = "x86_64")]
 mod simd;
@@ -88,6 +89,7 @@ pub use q4_k::BlockQ4K;
 pub use q5_k::BlockQ5K;
 pub use q6_k::BlockQ6K;
 pub use q8_k::BlockQ8K;
+pub use rows8::{BlockQ4Kx8, BlockQ6Kx8};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
