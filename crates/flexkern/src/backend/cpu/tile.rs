@@ -1,7 +1,7 @@
 //! One work item: the stacked queries of a kv-head group against its visited kv tiles, with the
 //! online softmax in base 2 (`scale * log2(e)` folded into Q when there is no score program).
 
-use super::simd::{pad8, prefetch_rows, Isa, RowFmt};
+use super::simd::{pad8, prefetch_rows, DecodeTile, Isa, RowFmt};
 use super::tile_mask::MaskCache;
 use crate::attention::kv::{KvRow, KvSource};
 use crate::attention::plan::{Plan, WorkItem};
@@ -151,12 +151,6 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
         v.resize(nh * m_pad, x);
     }
     sc.st.resize(nh * bk_max * m_pad, 0.0);
-    sc.kbuf.resize(nh * bk_max * dk, 0.0);
-    // Padding columns of converted V rows stay zero.
-    sc.vbuf.clear();
-    sc.vbuf.resize(nh * bk_max * dv_pad, 0.0);
-    sc.krows.resize(nh * bk_max, std::ptr::null());
-    sc.vrows.resize(nh * bk_max, std::ptr::null());
 
     let blocks = &c.plan.kv_blocks[it.blocks.0..it.blocks.1];
     if stream {
@@ -164,6 +158,12 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
         finish(c, it, sc, nq, i0, dv_pad);
         return;
     }
+    sc.kbuf.resize(nh * bk_max * dk, 0.0);
+    // Padding columns of converted V rows stay zero.
+    sc.vbuf.clear();
+    sc.vbuf.resize(nh * bk_max * dv_pad, 0.0);
+    sc.krows.resize(nh * bk_max, std::ptr::null());
+    sc.vrows.resize(nh * bk_max, std::ptr::null());
     for (bi, &kb) in blocks.iter().enumerate() {
         let k0 = kb as usize * bk_max;
         let bk = (kv_len - k0).min(bk_max);
@@ -316,6 +316,11 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
             kscale,
         )
         .unwrap_or_else(|| {
+            // The copies are allocated on first use only: a fresh buffer of this size costs
+            // page faults on every call, and most caches are read in place.
+            if sc.kbuf.len() < nh * bk_max * dk {
+                sc.kbuf.resize(nh * bk_max * dk, 0.0);
+            }
             let buf = &mut sc.kbuf[..];
             widen_rows(c, k_get, nh, k0, bk, stride, dk, dk, kraw, kscale, buf)
         });
@@ -332,6 +337,10 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
             vscale,
         )
         .unwrap_or_else(|| {
+            // Padding columns are never written: they stay zero.
+            if sc.vbuf.len() < nh * bk_max * dv_pad {
+                sc.vbuf.resize(nh * bk_max * dv_pad, 0.0);
+            }
             let buf = &mut sc.vbuf[..];
             widen_rows(c, v_get, nh, k0, bk, stride, dv, dv_pad, vraw, vscale, buf)
         });
@@ -345,6 +354,38 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
                 }
                 sc.qs_scale[hh] = ks;
             }
+        }
+        // Tiles every head sees whole go to the fused kernel where the ISA has one.
+        let fused = c
+            .isa
+            .decode_tile
+            .filter(|_| m <= 4 && p.variant.score.is_none() && tile_full(c, it, kb as usize));
+        if let Some(f) = fused {
+            // SAFETY: every row pointer addresses `dk` (K) or `dv_pad` (V) elements of its
+            // format that live through this call.
+            unsafe {
+                f(DecodeTile {
+                    nh,
+                    m,
+                    dk,
+                    dv_pad,
+                    bk,
+                    stride,
+                    qs: &sc.qs,
+                    qn,
+                    krows: &sc.kraw,
+                    kfmt,
+                    vrows: &sc.vraw,
+                    vfmt,
+                    vscale: &sc.vscale,
+                    st: &mut sc.st,
+                    mx: &mut sc.mx,
+                    l: &mut sc.l,
+                    alpha: &mut sc.alpha,
+                    o: &mut sc.o,
+                })
+            };
+            continue;
         }
         for j in (0..bk).step_by(STEP) {
             let n = (bk - j).min(STEP);
@@ -535,6 +576,20 @@ fn widen_rows<'a>(
     }
     scales[..nh].fill(1.0);
     RowFmt::F32
+}
+
+/// Whether every q head of the item's kv heads sees the whole kv block `kb` (nothing to mask).
+fn tile_full(c: &Ctx, it: &WorkItem, kb: usize) -> bool {
+    let bm = &c.plan.block_mask;
+    let g = c.p.group_size();
+    let heads = if bm.heads == 1 {
+        0..1
+    } else {
+        it.kv_head * g..(it.kv_head + it.kv_heads) * g
+    };
+    heads
+        .into_iter()
+        .all(|h| bm.kind(it.seq, h, it.q_block, kb) == BlockKind::Full)
 }
 
 /// The context of head `h`'s rows of the tile at key `k0`.

@@ -1,7 +1,7 @@
 //! AVX2 + FMA + F16C primitives: register-blocked micro-kernels (up to 6 rows by 16 columns of
 //! accumulators, 12 of the 16 ymm registers), a polynomial exp2, and F16C widening.
 
-use super::{Isa, RowFmt};
+use super::{DecodeTile, Isa, RowFmt};
 use crate::attention::kv::KvRow;
 use std::arch::x86_64::*;
 
@@ -13,6 +13,7 @@ pub(super) const ISA: Isa = Isa {
     qk_rows_raw,
     pv_raw,
     softmax,
+    decode_tile: Some(decode_tile),
     convert,
     exp2,
     softcap,
@@ -306,6 +307,117 @@ unsafe fn qk_rows_micro<const K: usize, const R: usize, const F: u8>(
             }
             *out.add(k * ld + r) = x;
         }
+    }
+}
+
+/// Three passes over the tile (all scores, the softmax, all of P·V), each one call looping over
+/// steps and heads inside: a token's rows for every head are adjacent, so each step still reads
+/// memory nearly in address order.
+unsafe fn decode_tile(mut t: DecodeTile<'_>) {
+    let (nh, m, bk, stride) = (t.nh, t.m, t.bk, t.stride);
+    assert!(nh >= 1 && (1..=4).contains(&m) && bk <= stride && t.dv_pad.is_multiple_of(8));
+    assert!(t.kfmt == RowFmt::F32 || t.dk.is_multiple_of(8));
+    assert!(t.qn >= m * t.dk && t.qs.len() >= (nh - 1) * t.qn + m * t.dk);
+    assert!(t.krows.len() >= (nh - 1) * stride + bk && t.vrows.len() >= (nh - 1) * stride + bk);
+    assert!(t.st.len() >= nh * stride * 8 && t.o.len() >= nh * m * t.dv_pad);
+    assert!(t.vscale.len() >= nh && [&t.mx, &t.l, &t.alpha].iter().all(|v| v.len() >= nh * 8));
+    by_fmt!(t.kfmt, tile_scores, (&mut t));
+    for hh in 0..nh {
+        let st = &mut t.st[hh * stride * 8..][..bk * 8];
+        let state = hh * 8..hh * 8 + 8;
+        softmax4(
+            st,
+            bk,
+            &mut t.mx[state.clone()],
+            &mut t.l[state.clone()],
+            &mut t.alpha[state],
+        );
+        let vs = t.vscale[hh];
+        if vs != 1.0 {
+            for x in st.iter_mut() {
+                *x *= vs;
+            }
+        }
+    }
+    by_fmt!(t.vfmt, tile_pv, (&mut t));
+}
+
+/// The scores of a `DecodeTile`, 3 keys of one head per micro-kernel call.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_scores<const F: u8>(t: &mut DecodeTile<'_>) {
+    match t.m {
+        4 => tile_scores_m::<F, 4>(t),
+        3 => tile_scores_m::<F, 3>(t),
+        2 => tile_scores_m::<F, 2>(t),
+        _ => tile_scores_m::<F, 1>(t),
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn tile_scores_m<const F: u8, const M: usize>(t: &mut DecodeTile<'_>) {
+    let st = t.st.as_mut_ptr();
+    let mut j = 0;
+    while j < t.bk {
+        let n = (t.bk - j).min(3);
+        for hh in 0..t.nh {
+            let rows = &t.krows[hh * t.stride + j..][..n];
+            let (q, out) = (
+                t.qs.as_ptr().add(hh * t.qn),
+                st.add((hh * t.stride + j) * 8),
+            );
+            match n {
+                3 => qk_rows_micro::<3, M, F>(q, t.dk, rows, out, 8),
+                2 => qk_rows_micro::<2, M, F>(q, t.dk, rows, out, 8),
+                _ => qk_rows_micro::<1, M, F>(q, t.dk, rows, out, 8),
+            }
+        }
+        j += n;
+    }
+}
+
+/// Keys per P·V step of a `DecodeTile`: more keys per pass over the accumulators, but their
+/// rows sit a page apart and share L1 sets (16 measured slower while streaming).
+const PV_STEP: usize = 8;
+
+/// P·V of a `DecodeTile` (the running state rescaled at the first step).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_pv<const F: u8>(t: &mut DecodeTile<'_>) {
+    match t.m {
+        4 => tile_pv_m::<F, 4>(t),
+        3 => tile_pv_m::<F, 3>(t),
+        2 => tile_pv_m::<F, 2>(t),
+        _ => tile_pv_m::<F, 1>(t),
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn tile_pv_m<const F: u8, const M: usize>(t: &mut DecodeTile<'_>) {
+    let (st, o) = (t.st.as_ptr(), t.o.as_mut_ptr());
+    let dv_pad = t.dv_pad;
+    let mut j = 0;
+    while j < t.bk {
+        let n = (t.bk - j).min(PV_STEP);
+        for hh in 0..t.nh {
+            let rows = &t.vrows[hh * t.stride + j..][..n];
+            let p = st.add((hh * t.stride + j) * 8);
+            let oh = o.add(hh * M * dv_pad);
+            let a = if j == 0 {
+                t.alpha.as_ptr().add(hh * 8)
+            } else {
+                std::ptr::null()
+            };
+            let mut c0 = 0;
+            while c0 + 16 <= dv_pad {
+                pv_micro::<M, 2, F>(p, 8, rows, c0, oh.add(c0), dv_pad, a);
+                c0 += 16;
+            }
+            if c0 < dv_pad {
+                pv_micro::<M, 1, F>(p, 8, rows, c0, oh.add(c0), dv_pad, a);
+            }
+        }
+        j += n;
     }
 }
 

@@ -157,6 +157,39 @@ pub(crate) type SoftmaxFn = fn(
     ranges: &[(u32, u32)],
 );
 
+/// One kv tile of the streaming decode for every fused head, without mask or score program:
+/// `nh` heads of `m <= 4` stacked rows (`m_pad` 8). Head `hh`'s row pointers and scores start
+/// at key `hh * stride` of `krows` / `vrows` / `st`, its queries at `qs[hh * qn..]`, its state
+/// at `hh * 8` of `mx` / `l` / `alpha` and its accumulator rows at `o[hh * m * dv_pad..]`.
+pub(crate) struct DecodeTile<'a> {
+    pub nh: usize,
+    pub m: usize,
+    pub dk: usize,
+    pub dv_pad: usize,
+    pub bk: usize,
+    pub stride: usize,
+    pub qs: &'a [f32],
+    pub qn: usize,
+    pub krows: &'a [*const u8],
+    pub kfmt: RowFmt,
+    pub vrows: &'a [*const u8],
+    pub vfmt: RowFmt,
+    /// Each head's V factor, multiplied into its probabilities after the softmax summed them.
+    pub vscale: &'a [f32],
+    pub st: &'a mut [f32],
+    pub mx: &'a mut [f32],
+    pub l: &'a mut [f32],
+    pub alpha: &'a mut [f32],
+    pub o: &'a mut [f32],
+}
+
+/// `qk_rows_raw`, `softmax`, the V factor and `pv_raw` over a `DecodeTile`, in one call (the
+/// kernels inlined, no indirect call per step and head).
+///
+/// # Safety
+/// Every row pointer addresses `dk` (K) or `dv_pad` (V) elements of its format.
+pub(crate) type DecodeTileFn = unsafe fn(t: DecodeTile<'_>);
+
 /// Widens a KV row into `dst` (`row.len()` elements).
 pub(crate) type ConvertFn = fn(row: KvRow<'_>, dst: &mut [f32]);
 
@@ -173,6 +206,8 @@ pub(crate) struct Isa {
     pub qk_rows_raw: QkRowsRawFn,
     pub pv_raw: PvRawFn,
     pub softmax: SoftmaxFn,
+    /// A fused `DecodeTile` where the set has one (else the primitives run one by one).
+    pub decode_tile: Option<DecodeTileFn>,
     pub convert: ConvertFn,
     pub exp2: Exp2Fn,
     /// `x = cap * tanh(x / cap)`.
@@ -514,6 +549,120 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// The fused decode tile equals the portable primitives run one by one (scores, softmax,
+    /// V factor, P·V), for every row count and a few formats, tile lengths and a K row tail.
+    #[test]
+    fn decode_tile_matches_primitives() {
+        use half::bf16;
+        let (fast, portable) = (Isa::detect(false), Isa::detect(true));
+        let Some(fused) = fast.decode_tile else {
+            return;
+        };
+        let (nh, stride, dv) = (3, 35, 40);
+        let f = |i: usize| ((i * 7919 % 1000) as f32 / 500.0) - 1.0;
+        // Room for the last row at its offset.
+        let n = nh * stride * 40 + 8;
+        let vals: Vec<f32> = (0..n).map(|i| f(i + 3) * 2.0).collect();
+        let f32s: Vec<u8> = vals.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let bf16s: Vec<u8> = vals
+            .iter()
+            .flat_map(|&x| bf16::from_f32(x).to_le_bytes())
+            .collect();
+        let e5m2: Vec<u8> = (0..n).map(|i| (i * 37 % 256) as u8 & !0x40).collect();
+        let cases = [
+            (RowFmt::F32, &f32s, 13, RowFmt::F32, &f32s),
+            (RowFmt::BF16, &bf16s, 24, RowFmt::E5M2, &e5m2),
+            (RowFmt::E5M2, &e5m2, 16, RowFmt::BF16, &bf16s),
+        ];
+        for ((kfmt, kb, dk, vfmt, vb), m, bk) in cases
+            .iter()
+            .flat_map(|c| (1..=4).flat_map(move |m| [32, 7, 1].map(|bk| (c, m, bk))))
+        {
+            let (dk, dv_pad, qn) = (*dk, dv, 8 * dk);
+            let (ks, vs) = (kb.len() / n, vb.len() / n);
+            // Head hh's row j at an odd offset of the store.
+            let rows = |b: &[u8], size: usize, dim: usize| -> Vec<*const u8> {
+                (0..nh * stride)
+                    .map(|i| b[(i * dim + i % 5) * size..].as_ptr())
+                    .collect()
+            };
+            let (krows, vrows) = (rows(kb, ks, dk), rows(vb, vs, dv));
+            let qs: Vec<f32> = (0..nh * qn).map(|i| f(i + 7) * 0.5).collect();
+            let vscale = [1.0, 0.5, 2.0];
+            let mx0: Vec<f32> = (0..nh * 8)
+                .map(|i| if i % 3 == 0 { f32::NEG_INFINITY } else { f(i) })
+                .collect();
+            let l0: Vec<f32> = (0..nh * 8).map(|i| f(i + 1).abs()).collect();
+            let o0: Vec<f32> = (0..nh * m * dv_pad).map(|i| f(i + 9)).collect();
+            // Fused, with the scores and the rescale factors poisoned.
+            let mut st = vec![f32::NAN; nh * stride * 8];
+            let (mut mx, mut l, mut alpha, mut o) =
+                (mx0.clone(), l0.clone(), vec![f32::NAN; nh * 8], o0.clone());
+            unsafe {
+                fused(DecodeTile {
+                    nh,
+                    m,
+                    dk,
+                    dv_pad,
+                    bk,
+                    stride,
+                    qs: &qs,
+                    qn,
+                    krows: &krows,
+                    kfmt: *kfmt,
+                    vrows: &vrows,
+                    vfmt: *vfmt,
+                    vscale: &vscale,
+                    st: &mut st,
+                    mx: &mut mx,
+                    l: &mut l,
+                    alpha: &mut alpha,
+                    o: &mut o,
+                })
+            };
+            let (mut rmx, mut rl, mut ralpha, mut ro) =
+                (mx0.clone(), l0.clone(), vec![0f32; nh * 8], o0.clone());
+            let mut rst = vec![0f32; nh * stride * 8];
+            for hh in 0..nh {
+                let s = &mut rst[hh * stride * 8..][..bk * 8];
+                let (kr, vr) = (&krows[hh * stride..][..bk], &vrows[hh * stride..][..bk]);
+                let state = hh * 8..hh * 8 + 8;
+                unsafe {
+                    (portable.qk_rows_raw)(&qs[hh * qn..][..qn], m, dk, 8, kr, *kfmt, s);
+                    (portable.softmax)(
+                        s,
+                        (bk, 8, m),
+                        &mut rmx[state.clone()],
+                        &mut rl[state.clone()],
+                        &mut ralpha[state.clone()],
+                        &[],
+                    );
+                    for x in s.iter_mut() {
+                        *x *= vscale[hh];
+                    }
+                    let oh = &mut ro[hh * m * dv_pad..][..m * dv_pad];
+                    (portable.pv_raw)(s, 8, m, vr, *vfmt, dv_pad, oh, &ralpha[state]);
+                }
+            }
+            let what = format!("{kfmt:?}/{vfmt:?} m {m} bk {bk}");
+            let close = |x: f32, y: f32| x == y || (x - y).abs() <= 1e-4 * y.abs().max(1.0);
+            for hh in 0..nh {
+                for r in 0..m {
+                    let i = hh * 8 + r;
+                    assert!(close(mx[i], rmx[i]) && close(l[i], rl[i]), "{what}");
+                    assert!(close(alpha[i], ralpha[i]), "{what} alpha");
+                    for k in 0..bk {
+                        let i = (hh * stride + k) * 8 + r;
+                        assert!(close(st[i], rst[i]), "{what} p {k}");
+                    }
+                }
+            }
+            for (x, y) in o.iter().zip(&ro) {
+                assert!(x.is_finite() && close(*x, *y), "{what} o {x} {y}");
             }
         }
     }

@@ -11,6 +11,7 @@ pub(super) const ISA: Isa = Isa {
     qk_rows_raw,
     pv_raw,
     softmax,
+    decode_tile: None,
     convert,
     exp2,
     softcap,
