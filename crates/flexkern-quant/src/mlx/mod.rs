@@ -9,7 +9,7 @@
 //! weights `[N, K*bits/8]`, then all scales `[N, K/group]`, then all biases `[N, K/group]`,
 //! each contiguous, little-endian: the three MLX arrays concatenated.
 
-pub mod q8;
+pub(crate) mod q8;
 
 use crate::cpu::has_avx2;
 use crate::float::f32_to_bf16;
@@ -181,8 +181,14 @@ impl<'a> MlxView<'a> {
     }
 
     /// Dot of row `r` with `x`, given the per-group sums of `x` (the bias term's factor);
-    /// `sb` is scratch.
-    pub fn row_dot(&self, r: usize, x: &[f32], xsum: &[f32], sb: &mut (Vec<f32>, Vec<f32>)) -> f32 {
+    /// `sb` is scratch. Crate-internal: the kernels trust `x` to hold `k` values.
+    pub(crate) fn row_dot(
+        &self,
+        r: usize,
+        x: &[f32],
+        xsum: &[f32],
+        sb: &mut (Vec<f32>, Vec<f32>),
+    ) -> f32 {
         let w = self.row_w(r);
         self.row_scales(r, sb);
         let (scales, biases) = (&sb.0, &sb.1);

@@ -14,12 +14,12 @@ use crate::format::QuantBlock;
 use crate::legacy::{BlockQ8_0, QK};
 
 /// Widths that run on the int8 activation.
-pub fn supports(bits: u8) -> bool {
+pub(crate) fn supports(bits: u8) -> bool {
     matches!(bits, 4 | 8)
 }
 
 /// One activation row, quantized and arranged for the kernels.
-pub struct Q8Act {
+pub(crate) struct Q8Act {
     blocks: Vec<BlockQ8_0>,
     /// 4 bits: the codes in nibble order, per pair of blocks the even elements of both blocks,
     /// then the odd elements of both (a lone last block: its evens, then its odds), so a byte's
@@ -68,7 +68,10 @@ impl Q8Act {
 
 impl MlxView<'_> {
     /// Row `r` against a quantized activation (`supports(self.bits)`); `sb` is scratch.
-    pub fn row_dot_q8(&self, r: usize, a: &Q8Act, sb: &mut (Vec<f32>, Vec<f32>)) -> f32 {
+    pub(crate) fn row_dot_q8(&self, r: usize, a: &Q8Act, sb: &mut (Vec<f32>, Vec<f32>)) -> f32 {
+        // The kernels read `k` values of both: an activation of another length or width must
+        // not reach them.
+        assert!(a.d.len() * QK == self.k && (self.bits != 4 || a.perm.len() == self.k));
         let w = self.row_w(r);
         let gpr = self.k / self.group;
         let span = 2 * r * gpr..2 * (r + 1) * gpr;

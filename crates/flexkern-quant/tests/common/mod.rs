@@ -125,7 +125,9 @@ pub fn ks(f: Format) -> Vec<usize> {
 /// GEMV of every weight format against the f64 oracle over odd N and tail K, threaded and
 /// sequential (which must agree bit for bit).
 pub fn gemv_oracle_sweep(path: &str) {
-    let mut rng = StdRng::seed_from_u64(7);
+    let seed = fresh_seed();
+    eprintln!("gemv_oracle_sweep({path}): seed {seed} (FLEXKERN_SEED={seed} repeats it)");
+    let mut rng = StdRng::seed_from_u64(seed);
     for f in weight_formats() {
         for k in ks(f) {
             // 40 and 67 rows: whole 8-row groups of the repacked layout, paired and unpaired,
@@ -153,4 +155,17 @@ pub fn gemv_oracle_sweep(path: &str) {
             }
         }
     }
+}
+
+/// A new seed every run (fresh inputs), or `FLEXKERN_SEED` to repeat a failing one.
+pub fn fresh_seed() -> u64 {
+    std::env::var("FLEXKERN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            t ^ (std::process::id() as u64).rotate_left(32)
+        })
 }
