@@ -11,7 +11,7 @@
 //! bandwidth-bound format (DRAM rate near the bandwidth) from a compute-bound one (DRAM rate
 //! near the in-cache rate).
 
-use super::limits::{median, read_bandwidth_gbs_with};
+use super::limits::{median, BandwidthProbe};
 use anyhow::{Context, Result};
 use clap::Args;
 use flexkern_quant::{Activation, Format, QuantMatrix};
@@ -73,74 +73,120 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// One timed case: its weight copies (visited round-robin) and the activation.
 struct Case {
-    ms: f64,
-    gbs: f64,
-}
-
-fn bench_one(
+    name: String,
     format: Format,
     n: usize,
     k: usize,
     m: usize,
-    reps: usize,
-    ws_bytes: usize,
-    repack: bool,
-) -> Result<Case> {
-    // Quantize a slab of rows once and tile it: quantizing 14336 x 4096 with the reference
-    // K-quant search would dominate the run; the values do not change the memory traffic.
-    let slab_rows = n.min(64);
-    let slab = flexkern_quant::quantize(format, &values(slab_rows * k, 7), slab_rows, k)?;
-    let bytes = format.tensor_bytes(n, k)?;
-    let copies = ws_bytes.div_ceil(bytes).clamp(2, 64);
-    let mut bufs: Vec<Vec<u8>> = Vec::with_capacity(copies);
-    for _ in 0..copies {
-        let b = match format {
-            // MLX's single buffer is three arrays; tiling rows would misplace scales.
-            Format::MlxAffine { .. } => flexkern_quant::quantize(format, &values(n * k, 9), n, k)?,
-            _ => {
-                // On huge pages, as the bandwidth probe's buffer is.
-                let row = format.row_bytes(k)?;
-                flexkern::mem::huge_vec(bytes, |i| slab[(i / row % slab_rows) * row + i % row])
-            }
+    bytes: usize,
+    /// Weight copies in the file layout (empty when `repacked` holds them).
+    plain: Vec<Vec<u8>>,
+    repacked: Vec<QuantMatrix<'static>>,
+    x: Vec<f32>,
+    y: Vec<f32>,
+    /// Calls made so far: the next copy to read.
+    calls: usize,
+    times: Vec<f64>,
+}
+
+impl Case {
+    fn new(
+        format: Format,
+        n: usize,
+        k: usize,
+        m: usize,
+        ws_bytes: usize,
+        repack: bool,
+    ) -> Result<Case> {
+        // Quantize a slab of rows once and tile it: quantizing 14336 x 4096 with the reference
+        // K-quant search would dominate the run; the values do not change the memory traffic.
+        let slab_rows = n.min(64);
+        let slab = flexkern_quant::quantize(format, &values(slab_rows * k, 7), slab_rows, k)?;
+        let bytes = format.tensor_bytes(n, k)?;
+        let copies = ws_bytes.div_ceil(bytes).clamp(2, 64);
+        let mut plain: Vec<Vec<u8>> = Vec::with_capacity(copies);
+        for _ in 0..copies {
+            let b = match format {
+                // MLX's single buffer is three arrays; tiling rows would misplace scales.
+                Format::MlxAffine { .. } => match plain.first() {
+                    // One MLX copy quantized at full size is enough work; clone the rest.
+                    Some(b) => b.clone(),
+                    None => flexkern_quant::quantize(format, &values(n * k, 9), n, k)?,
+                },
+                _ => {
+                    // On huge pages, as the bandwidth probe's buffer is.
+                    let row = format.row_bytes(k)?;
+                    flexkern::mem::huge_vec(bytes, |i| slab[(i / row % slab_rows) * row + i % row])
+                }
+            };
+            plain.push(b);
+        }
+        let repacked = match repack {
+            true => plain
+                .iter()
+                .map(|b| {
+                    QuantMatrix::new(format, n, k, b)?
+                        .repacked()
+                        .context("format has no repacked layout")
+                })
+                .collect::<Result<_>>()?,
+            false => Vec::new(),
         };
-        bufs.push(b);
-        if matches!(format, Format::MlxAffine { .. }) {
-            // One MLX copy quantized at full size is enough work; clone the rest.
-            while bufs.len() < copies {
-                bufs.push(bufs[0].clone());
+        if repack {
+            plain.clear();
+        }
+        let layout = if repack { " repacked" } else { "" };
+        let mut case = Case {
+            name: format!("{format} N={n} K={k} M={m}{layout}"),
+            format,
+            n,
+            k,
+            m,
+            bytes,
+            plain,
+            repacked,
+            x: values(m * k, 11),
+            y: vec![0f32; m * n],
+            calls: 0,
+            times: Vec::new(),
+        };
+        // Every copy once untimed: pages faulted in, code warm.
+        case.time(copies)?;
+        case.times.clear();
+        Ok(case)
+    }
+
+    fn copies(&self) -> usize {
+        self.plain.len().max(self.repacked.len())
+    }
+
+    /// Times `reps` calls, each on the next copy.
+    fn time(&mut self, reps: usize) -> Result<()> {
+        for _ in 0..reps {
+            let i = self.calls % self.copies();
+            self.calls += 1;
+            let t = Instant::now();
+            match self.repacked.get(i) {
+                Some(q) => q.gemv_batch(Activation::F32(&self.x), self.m, &mut self.y)?,
+                None => QuantMatrix::new(self.format, self.n, self.k, &self.plain[i])?.gemv_batch(
+                    Activation::F32(&self.x),
+                    self.m,
+                    &mut self.y,
+                )?,
             }
-            break;
+            self.times.push(t.elapsed().as_secs_f64());
         }
+        std::hint::black_box(&self.y);
+        Ok(())
     }
-    let plain: Vec<QuantMatrix> = bufs
-        .iter()
-        .map(|b| QuantMatrix::new(format, n, k, b))
-        .collect::<Result<_, _>>()?;
-    let repacked: Vec<QuantMatrix> = match repack {
-        true => plain
-            .iter()
-            .map(|q| q.repacked().context("format has no repacked layout"))
-            .collect::<Result<_>>()?,
-        false => Vec::new(),
-    };
-    let mats = if repack { &repacked } else { &plain };
-    let x = values(m * k, 11);
-    let mut y = vec![0f32; m * n];
-    let mut times = Vec::with_capacity(reps);
-    for i in 0..reps + copies {
-        let t = Instant::now();
-        mats[i % copies].gemv_batch(Activation::F32(&x), m, &mut y)?;
-        if i >= copies {
-            times.push(t.elapsed().as_secs_f64());
-        }
+
+    /// Median seconds per call and weight bytes per second.
+    fn result(&self) -> (f64, f64) {
+        let t = median(self.times.clone());
+        (t, self.bytes as f64 / t / 1e9)
     }
-    std::hint::black_box(&y);
-    let t = median(times);
-    Ok(Case {
-        ms: t * 1e3,
-        gbs: bytes as f64 / t / 1e9,
-    })
 }
 
 pub fn run_bench_gemv(args: &BenchGemvArgs) -> Result<()> {
@@ -151,6 +197,11 @@ pub fn run_bench_gemv(args: &BenchGemvArgs) -> Result<()> {
     pool.install(|| run_inner(args))
 }
 
+/// Timing rounds per format: each round times every case of the format and probes the
+/// bandwidth once, so a neighbour's burst on a shared machine lands on cases and limit alike
+/// instead of on one case.
+const ROUNDS: usize = 5;
+
 fn run_inner(args: &BenchGemvArgs) -> Result<()> {
     let formats: Vec<Format> = args
         .formats
@@ -158,20 +209,27 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
         .map(|f| Format::from_name(f.trim()))
         .collect::<Result<_, _>>()?;
     let (ns, k, reps, ws, bw_mib) = if args.quick {
-        (vec![512usize, 1024], 1024, 5, 32 << 20, 256)
+        (vec![512usize, 1024], 1024, 5, 32 << 20, 128)
     } else {
         (
             parse_list(&args.n)?,
             args.k,
             args.reps,
             args.working_set_mib << 20,
-            1024,
+            512,
         )
     };
     let threads = rayon::current_num_threads();
-    let passes = if args.quick { 3 } else { 7 };
-    let bw_before = read_bandwidth_gbs_with(bw_mib, passes);
-    let mut cases = Vec::new();
+    let per_round = reps.div_ceil(ROUNDS);
+    let bw_probe = BandwidthProbe::new(bw_mib);
+    println!(
+        "threads: {threads}   {ROUNDS} rounds of {per_round} calls per case; limit = median over \
+         the same rounds of the best of 3 read-bandwidth passes ({bw_mib} MiB 4-stream sum)"
+    );
+    println!(
+        "{:<45} {:>10} {:>10} {:>10} {:>8} {:>15}",
+        "case", "median ms", "GB/s", "limit GB/s", "of bw", "in-cache GB/s"
+    );
     for &f in &formats {
         // Formats with an 8-row interleaved layout run in both layouts.
         let probe = vec![0u8; f.tensor_bytes(8, f.block_elems()).unwrap_or(0)];
@@ -179,47 +237,56 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
             .ok()
             .and_then(|q| q.repacked())
             .is_some();
+        // (case, its in-cache twin): the twin has rows for ~2 MiB (large enough that per-call
+        // overhead is small), a multiple of 16 so every thread gets whole 8-row groups.
+        let mut cases: Vec<(Result<Case>, Option<Case>)> = Vec::new();
         for repack in [false, true].into_iter().filter(|&r| !r || has_repack) {
-            // In cache: rows for ~2 MiB (large enough that per-call overhead is small), a
-            // multiple of 16 so every thread gets whole 8-row groups.
-            let cached = f
+            let cached_n = f
                 .row_bytes(k)
                 .ok()
-                .map(|rb| ((2usize << 20) / rb.max(1)).clamp(16, 16384) / 16 * 16)
-                .and_then(|nc| bench_one(f, nc, k, args.m, reps * 10, 0, repack).ok())
-                .map(|c| c.gbs);
-            let layout = if repack { " repacked" } else { "" };
-            for &n in &ns {
-                cases.push((
-                    format!("{f} N={n} K={k} M={}{layout}", args.m),
-                    bench_one(f, n, k, args.m, reps, ws, repack),
-                    cached,
-                ));
+                .map(|rb| ((2usize << 20) / rb.max(1)).clamp(16, 16384) / 16 * 16);
+            for (i, &n) in ns.iter().enumerate() {
+                let twin = match (i, cached_n) {
+                    (0, Some(nc)) => Case::new(f, nc, k, args.m, 0, repack).ok(),
+                    _ => None,
+                };
+                cases.push((Case::new(f, n, k, args.m, ws, repack), twin));
             }
         }
-    }
-    // A shared or frequency-scaling machine drifts: probe again after the cases and take the
-    // higher figure as the limit, so ratios are never flattered by a slow probe.
-    let bw_after = read_bandwidth_gbs_with(bw_mib, passes);
-    let bw = bw_before.max(bw_after);
-    println!(
-        "threads: {threads}   read bandwidth ({bw_mib} MiB 4-stream sum, median of {passes}): \
-         {bw_before:.2} GB/s before, {bw_after:.2} GB/s after; limit = {bw:.2} GB/s"
-    );
-    println!(
-        "{:<45} {:>10} {:>10} {:>8} {:>15}",
-        "case", "median ms", "GB/s", "of bw", "in-cache GB/s"
-    );
-    for (name, c, cached) in cases {
-        let cached = cached.map_or("-".to_string(), |g| format!("{g:.2}"));
-        match c {
-            Ok(c) => println!(
-                "{name:<45} {:>10.3} {:>10.2} {:>7.1}% {cached:>15}",
-                c.ms,
-                c.gbs,
-                100.0 * c.gbs / bw
-            ),
-            Err(e) => println!("{name:<45} skipped: {e}"),
+        let mut bw = Vec::with_capacity(ROUNDS);
+        for _ in 0..ROUNDS {
+            // The best of a few passes: the limit is what the machine could do at that time.
+            bw.push((0..3).map(|_| bw_probe.pass()).fold(0.0, f64::max));
+            for (c, twin) in cases.iter_mut() {
+                if let Ok(c) = c {
+                    c.time(per_round)?;
+                }
+                if let Some(t) = twin {
+                    t.time(per_round * 10)?;
+                }
+            }
+        }
+        let limit = median(bw);
+        // The twin belongs to the first N of its layout; later rows repeat its figure.
+        let mut cached = None;
+        for (c, twin) in &cases {
+            if let Some(t) = twin {
+                cached = Some(t.result().1);
+            }
+            let cached = cached.map_or("-".to_string(), |g| format!("{g:.2}"));
+            match c {
+                Ok(c) => {
+                    let (t, gbs) = c.result();
+                    println!(
+                        "{:<45} {:>10.3} {:>10.2} {limit:>10.2} {:>7.1}% {cached:>15}",
+                        c.name,
+                        t * 1e3,
+                        gbs,
+                        100.0 * gbs / limit
+                    )
+                }
+                Err(e) => println!("{f} skipped: {e}"),
+            }
         }
     }
     Ok(())

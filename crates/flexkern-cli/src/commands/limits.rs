@@ -117,23 +117,38 @@ unsafe fn stream_sum_avx2(c: &[u64]) -> u64 {
 /// Read bandwidth in GB/s: parallel multi-stream sum of a `mib`-MiB buffer (4 MiB chunks, each
 /// read as 4 streams), median of `passes`.
 pub fn read_bandwidth_gbs_with(mib: usize, passes: usize) -> f64 {
-    let words = mib * (1 << 20) / 8;
-    // On huge pages, as the benchmarks' inputs are: the limit is the machine's best.
-    let buf: Vec<u64> = flexkern::mem::huge_vec(words, |i| i as u64);
-    let mut times = Vec::with_capacity(passes);
-    let mut sink = 0u64;
-    for _ in 0..passes + 1 {
+    let probe = BandwidthProbe::new(mib);
+    median((0..passes).map(|_| probe.pass()).collect())
+}
+
+/// A buffer far larger than the last-level cache, kept for repeated bandwidth passes.
+pub struct BandwidthProbe {
+    buf: Vec<u64>,
+}
+
+impl BandwidthProbe {
+    pub fn new(mib: usize) -> BandwidthProbe {
+        let words = mib * (1 << 20) / 8;
+        // On huge pages, as the benchmarks' inputs are: the limit is the machine's best.
+        let probe = BandwidthProbe {
+            buf: flexkern::mem::huge_vec(words, |i| i as u64),
+        };
+        probe.pass(); // warms the pages
+        probe
+    }
+
+    /// One read of the whole buffer, GB/s.
+    pub fn pass(&self) -> f64 {
         let t = Instant::now();
-        let s = buf
+        let s = self
+            .buf
             .par_chunks(1 << 19)
             .map(stream_sum)
             .reduce(|| 0, u64::wrapping_add);
-        times.push(t.elapsed().as_secs_f64());
-        sink = sink.wrapping_add(s);
+        let secs = t.elapsed().as_secs_f64();
+        std::hint::black_box(s);
+        (self.buf.len() * 8) as f64 / secs / 1e9
     }
-    std::hint::black_box(sink);
-    times.remove(0); // first pass warms the pages
-    (words * 8) as f64 / median(times) / 1e9
 }
 
 /// Median wall time of `f` over `iters` runs after `warmup` runs, seconds.
