@@ -28,7 +28,8 @@ if [[ ! -x $probe ]]; then
   [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet cmake ninja numpy >>"$log" 2>&1
   if ! ls "$dir"/sdist/llama_cpp_python-*.tar.gz >/dev/null 2>&1; then
-    "$venv/bin/pip" download --no-deps --no-binary :all: --dest "$dir/sdist" llama-cpp-python >>"$log" 2>&1
+    "$venv/bin/pip" download --no-deps --no-binary llama-cpp-python --dest "$dir/sdist" \
+      llama-cpp-python==0.3.36 >>"$log" 2>&1
   fi
   src=$(ls -d "$dir"/src/llama_cpp_python-*/vendor/llama.cpp 2>/dev/null | head -n1 || true)
   if [[ -z $src ]]; then
