@@ -1,7 +1,7 @@
 //! `flexkern bench`: attention benchmarks reported beside the machine limits measured in the
 //! same run (FMA rate, read bandwidth). Medians of repeated runs.
 
-use super::limits::{fma_peak_gflops, median_secs, read_bandwidth_gbs};
+use super::limits::{fma_peak_gflops, median, median_secs, read_bandwidth_gbs, BandwidthProbe};
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use flexkern::attention::problem::SeqLens;
@@ -10,6 +10,7 @@ use flexkern::mem::huge_vec;
 use flexkern::verify::{Input, Rng};
 use flexkern::{AttentionArgs, BlockMask, CpuBackend, DType, Variant};
 use std::io::Write;
+use std::time::Instant;
 
 /// `flexkern bench [attn|gemv]`: no subcommand runs both with their defaults.
 #[derive(Args, Debug)]
@@ -46,7 +47,7 @@ pub struct Row {
     pub gflops: f64,
     pub gbs: f64,
     pub ratio: f64,
-    pub limit: &'static str,
+    pub limit: String,
 }
 
 pub fn print_rows(rows: &[Row], csv: Option<&std::path::Path>) -> Result<()> {
@@ -92,52 +93,85 @@ fn random(n: usize, dtype: DType, seed: u64) -> Input {
     }
 }
 
-/// Median time of one attention call, seconds.
-#[allow(clippy::too_many_arguments)]
-fn time_attention(
+/// One attention problem on its inputs, timed call by call.
+struct Timed<'a> {
+    args: AttentionArgs<'a>,
+    bm: BlockMask,
+    o: Vec<f32>,
+    times: Vec<f64>,
+}
+
+impl<'a> Timed<'a> {
+    /// Q `[q_len, hq, d]`, K/V `[kv_len, hkv, d]`; one untimed call warms caches and pages.
+    fn new(inputs: &'a [Input; 3], shape: [usize; 5], variant: &Variant) -> Result<Timed<'a>> {
+        let [q_len, kv_len, hq, hkv, d] = shape;
+        let [q, k, v] = inputs;
+        let args = AttentionArgs::new(
+            q.view(&[q_len, hq, d]),
+            k.view(&[kv_len, hkv, d]),
+            v.view(&[kv_len, hkv, d]),
+        )
+        .variant(variant.clone());
+        // Build the BlockMask once, as a serving engine does per batch layout.
+        let (p, prog) = args.prepare()?;
+        let caps = flexkern::Backend::caps(&CpuBackend);
+        let bm = flexkern::attention::plan::plan(&p, &prog, &caps, None)?
+            .block_mask
+            .into_owned();
+        let mut t = Timed {
+            args,
+            bm,
+            o: vec![0f32; q_len * hq * d],
+            times: Vec::new(),
+        };
+        t.time(1)?;
+        t.times.clear();
+        Ok(t)
+    }
+
+    fn time(&mut self, reps: usize) -> Result<()> {
+        for _ in 0..reps {
+            let t = Instant::now();
+            flexkern::attention(&CpuBackend, &self.args, Some(&self.bm), &mut self.o, None)?;
+            self.times.push(t.elapsed().as_secs_f64());
+        }
+        Ok(())
+    }
+
+    fn median(&self) -> f64 {
+        median(self.times.clone())
+    }
+}
+
+fn inputs(
     dtype: DType,
     q_len: usize,
     kv_len: usize,
     hq: usize,
     hkv: usize,
     d: usize,
-    variant: &Variant,
-    reps: usize,
-) -> Result<f64> {
-    let q = random(q_len * hq * d, dtype, 1);
-    let k = random(kv_len * hkv * d, dtype, 2);
-    let v = random(kv_len * hkv * d, dtype, 3);
-    let args = AttentionArgs::new(
-        q.view(&[q_len, hq, d]),
-        k.view(&[kv_len, hkv, d]),
-        v.view(&[kv_len, hkv, d]),
-    )
-    .variant(variant.clone());
-    let backend = CpuBackend;
-    let mut o = vec![0f32; q_len * hq * d];
-    // Build the BlockMask once, as a serving engine does per batch layout.
-    let (p, _) = args.prepare()?;
-    let bm = flexkern::attention::plan::plan(
-        &p,
-        &args.prepare()?.1,
-        &flexkern::Backend::caps(&backend),
-        None,
-    )?
-    .block_mask
-    .into_owned();
-    let mut err = None;
-    let t = median_secs(1, reps, || {
-        if let Err(e) = flexkern::attention(&backend, &args, Some(&bm), &mut o, None) {
-            err = Some(e);
-        }
-    });
-    if let Some(e) = err {
-        return Err(e.into());
-    }
-    Ok(t)
+) -> [Input; 3] {
+    [
+        random(q_len * hq * d, dtype, 1),
+        random(kv_len * hkv * d, dtype, 2),
+        random(kv_len * hkv * d, dtype, 3),
+    ]
 }
 
-pub fn run_attention_benches(quick: bool, only: &str, fma: f64, bw: f64) -> Result<Vec<Row>> {
+/// Median time of one attention call, seconds.
+fn time_attention(dtype: DType, shape: [usize; 5], variant: &Variant, reps: usize) -> Result<f64> {
+    let [q_len, kv_len, hq, hkv, d] = shape;
+    let inputs = inputs(dtype, q_len, kv_len, hq, hkv, d);
+    let mut t = Timed::new(&inputs, shape, variant)?;
+    t.time(reps)?;
+    Ok(t.median())
+}
+
+/// Timing rounds of the decode cases: each round probes the bandwidth and times every dtype, so
+/// a neighbour's burst on a shared machine lands on cases and limit alike.
+const DECODE_ROUNDS: usize = 5;
+
+pub fn run_attention_benches(quick: bool, only: &str, fma: f64) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     let want = |section: &str| section.contains(only);
     let reps = if quick { 1 } else { 5 };
@@ -151,14 +185,14 @@ pub fn run_attention_benches(quick: bool, only: &str, fma: f64, bw: f64) -> Resu
             ("causal", &causal_v, full_flops / 2.0),
             ("dense", &Variant::full(), full_flops),
         ] {
-            let t = time_attention(DType::F32, s, s, h, h, d, v, reps)?;
+            let t = time_attention(DType::F32, [s, s, h, h, d], v, reps)?;
             rows.push(Row {
                 case: format!("prefill f32 {name} S{s} H{h} D{d}"),
                 ms: t * 1e3,
                 gflops: flops / t / 1e9,
                 gbs: 0.0,
                 ratio: flops / t / 1e9 / fma,
-                limit: "FMA peak",
+                limit: "FMA peak".into(),
             });
         }
         // Sliding window: compare with the dense rate times the kept fraction.
@@ -168,7 +202,7 @@ pub fn run_attention_benches(quick: bool, only: &str, fma: f64, bw: f64) -> Resu
         let sw = Variant::full()
             .mask(causal())
             .mask(sliding_window(w as i64));
-        let t = time_attention(DType::F32, s, s, h, h, d, &sw, reps)?;
+        let t = time_attention(DType::F32, [s, s, h, h, d], &sw, reps)?;
         let ideal = dense_t * kept / (s * s) as f64;
         let flops = 4.0 * kept * (d * h) as f64;
         rows.push(Row {
@@ -177,7 +211,7 @@ pub fn run_attention_benches(quick: bool, only: &str, fma: f64, bw: f64) -> Resu
             gflops: flops / t / 1e9,
             gbs: 0.0,
             ratio: t / ideal,
-            limit: "ideal time",
+            limit: "ideal time".into(),
         });
         // BlockMask construction for causal, as a fraction of the attention it serves.
         let prog = causal_v.compile()?.mask;
@@ -191,13 +225,30 @@ pub fn run_attention_benches(quick: bool, only: &str, fma: f64, bw: f64) -> Resu
             gflops: 0.0,
             gbs: 0.0,
             ratio: bt / (rows[0].ms / 1e3),
-            limit: "attention time",
+            limit: "attention time".into(),
         });
     }
-    // Decode: one query, long KV, GQA 32/8: bandwidth bound.
+    // Decode: one query, long KV, GQA 32/8: bandwidth bound. Rated against the bandwidth
+    // measured in the same rounds (the best of 3 passes per round, median over rounds).
     if want("decode") {
-        for dtype in [DType::F32, DType::F16, DType::BF16] {
-            let t = time_attention(dtype, 1, kv, 32, 8, d, &causal_v, reps * 4)?;
+        let dtypes = [DType::F32, DType::F16, DType::BF16];
+        let shape = [1, kv, 32, 8, d];
+        let data: Vec<[Input; 3]> = dtypes.iter().map(|&t| inputs(t, 1, kv, 32, 8, d)).collect();
+        let mut cases: Vec<Timed> = data
+            .iter()
+            .map(|x| Timed::new(x, shape, &causal_v))
+            .collect::<Result<_>>()?;
+        let probe = BandwidthProbe::new(if quick { 128 } else { 512 });
+        let mut limits = Vec::new();
+        for _ in 0..DECODE_ROUNDS {
+            limits.push((0..3).map(|_| probe.pass()).fold(0.0, f64::max));
+            for c in cases.iter_mut() {
+                c.time((reps * 4).div_ceil(DECODE_ROUNDS))?;
+            }
+        }
+        let bw = median(limits);
+        for (dtype, c) in dtypes.iter().zip(&cases) {
+            let t = c.median();
             let bytes = (2 * kv * 8 * d * dtype.size()) as f64;
             rows.push(Row {
                 case: format!("decode {} KV{kv} Hq32/Hkv8 D{d}", dtype.name()),
@@ -205,7 +256,7 @@ pub fn run_attention_benches(quick: bool, only: &str, fma: f64, bw: f64) -> Resu
                 gflops: 0.0,
                 gbs: bytes / t / 1e9,
                 ratio: bytes / t / 1e9 / bw,
-                limit: "read bandwidth",
+                limit: format!("read bandwidth ({bw:.2} GB/s, same rounds)"),
             });
         }
     }
@@ -224,7 +275,7 @@ pub fn run_attention_benches(quick: bool, only: &str, fma: f64, bw: f64) -> Resu
                 gflops: 0.0,
                 gbs: bytes / (t.paged_ms / 1e3) / 1e9,
                 ratio: t.paged_ms / t.contiguous_ms,
-                limit: "contiguous time",
+                limit: "contiguous time".into(),
             });
         }
         let bf = super::paged::bench_paged_decode(shape, kv, 16, DType::BF16, None, reps * 4)?;
@@ -238,7 +289,7 @@ pub fn run_attention_benches(quick: bool, only: &str, fma: f64, bw: f64) -> Resu
                 gflops: 0.0,
                 gbs: bytes / (t.paged_ms / 1e3) / 1e9,
                 ratio: t.paged_ms / bf.paged_ms,
-                limit: "bf16 KV time",
+                limit: "bf16 KV time".into(),
             });
         }
     }
@@ -255,7 +306,7 @@ fn run_attn_bench(a: &AttnBenchArgs) -> Result<()> {
     println!(
         "machine limits (measured now): FMA peak {fma:.1} GFLOP/s, read bandwidth {bw:.2} GB/s"
     );
-    let rows = run_attention_benches(a.quick, &a.only, fma, bw)?;
+    let rows = run_attention_benches(a.quick, &a.only, fma)?;
     print_rows(&rows, a.csv.as_deref())
 }
 
