@@ -824,3 +824,79 @@ fn decode_keeps_fp8_e4m3_nan_codes_nan() {
         );
     }
 }
+
+/// fp8 e5m2 read as f32 bits would take inf and NaN codes for numbers: a tile holding one is
+/// read the f16 way, so the heads that see it still get inf or NaN, and only those.
+#[test]
+fn decode_keeps_fp8_e5m2_inf_and_nan_codes() {
+    let (ps, pages, n) = (16, 3, 40);
+    let mut rng = StdRng::seed_from_u64(5);
+    let len = pages * ps * HKV * D;
+    // Clearing bit 6 keeps every exponent below 11111 (the inf and NaN codes).
+    let kc: Vec<u8> = (0..len).map(|_| rng.gen::<u8>() & !0x40).collect();
+    let vc: Vec<u8> = (0..len).map(|_| rng.gen::<u8>() & !0x40).collect();
+    let layout = PageLayout {
+        page_size: ps,
+        num_kv_heads: HKV,
+        head_dim: D,
+        head_dim_v: D,
+        k_scales: Some(Scales::PerHead(vec![0.01, 0.02])),
+        v_scales: Some(Scales::PerHead(vec![0.03, 0.04])),
+    };
+    let q: Vec<f32> = rand_vec(&mut rng, HQ * D);
+    let qv = TensorView::contiguous(&q[..], &[1, HQ, D]);
+    let run = |kc: &[u8], vc: &[u8]| {
+        let kv = PagedKv::from_raw(
+            PageBuf::Fp8E5M2(kc),
+            PageBuf::Fp8E5M2(vc),
+            &layout,
+            &[2, 0, 1],
+            &[0, 3],
+            &[n as u64],
+        )
+        .unwrap();
+        let mut out = vec![0f32; HQ * D];
+        let full = Variant::full();
+        paged_attention(
+            &backend(),
+            &qv,
+            &[0, 1],
+            &kv,
+            None,
+            &full,
+            None,
+            &mut out,
+            None,
+        )
+        .unwrap();
+        out
+    };
+    let clean = run(&kc, &vc);
+    assert!(clean.iter().all(|x| x.is_finite()));
+    let g = HQ / HKV;
+    let same = |out: &[f32]| {
+        out[g * D..]
+            .iter()
+            .zip(&clean[g * D..])
+            .all(|(a, b)| (a - b).abs() <= 1e-5 * b.abs().max(1.0))
+    };
+    // Position 5 (logical page 0 = physical page 2), kv head 0: a NaN key poisons every column,
+    // an inf value its own column.
+    let at = ((2 * ps + 5) * HKV) * D + 3;
+    let mut k_nan = kc.clone();
+    k_nan[at] = 0x7d;
+    let out = run(&k_nan, &vc);
+    assert!(
+        out[..g * D].iter().all(|x| x.is_nan()),
+        "kv head 0 sees NaN"
+    );
+    assert!(same(&out), "kv head 1 does not see the NaN key");
+    let mut v_inf = vc.clone();
+    v_inf[at] = 0x7c;
+    let out = run(&kc, &v_inf);
+    assert!(
+        (0..g).all(|h| !out[h * D + 3].is_finite()),
+        "kv head 0 sees inf"
+    );
+    assert!(same(&out), "kv head 1 does not see the inf value");
+}

@@ -285,7 +285,9 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
     let (g, nh) = (p.group_size(), it.kv_heads);
     let (m, dk, dv) = (nq * g, p.head_dim, p.head_dim_v);
     let (m_pad, dv_pad) = (pad8(m), pad8(dv));
-    let qn = m_pad * dk;
+    // Q of a head in the panel layout (`m_pad` rows), and compact once its K factor is folded in
+    // (heads a power of two apart would share L1 sets).
+    let (qt_n, qn) = (m_pad * dk, m * dk);
     for v in [&mut sc.kraw, &mut sc.vraw] {
         v.resize(nh * bk_max, std::ptr::null());
     }
@@ -296,7 +298,7 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
     sc.qs_scale.clear();
     sc.qs_scale.resize(nh, f32::NAN);
     // Bounds the K factor folded into Q (`RowFmt::E4M3F32`).
-    let qmax = sc.qt[..nh * qn].iter().fold(0f32, |a, &x| a.max(x.abs()));
+    let qmax = sc.qt[..nh * qt_n].iter().fold(0f32, |a, &x| a.max(x.abs()));
     for &kb in blocks {
         let k0 = kb as usize * bk_max;
         let bk = (kv_len - k0).min(bk_max);
@@ -348,7 +350,7 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
             // Each head's K factor is folded into its Q (rarely changes: once per item).
             let ks = sc.kscale[hh];
             if ks.to_bits() != sc.qs_scale[hh].to_bits() {
-                let (src, dst) = (&sc.qt[hh * qn..][..qn], &mut sc.qs[hh * qn..][..qn]);
+                let (src, dst) = (&sc.qt[hh * qt_n..][..qn], &mut sc.qs[hh * qn..][..qn]);
                 for (d, &x) in dst.iter_mut().zip(src) {
                     *d = x * ks;
                 }
@@ -453,8 +455,10 @@ fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u
 /// once per run the source offers (`KvSource::k_run`), else one by one. `None` when they cannot
 /// be read in place: formats or scales mixed within a head, fp8 e4m3 NaN codes (the re-bias
 /// would read them as numbers), a scale so extreme that folding it into Q or P could overflow,
-/// or a length the kernels cannot read whole (`tail_ok`: f32 may have one). Keys (`qmax`: the
-/// largest |Q| their factor is folded into) read e4m3 as `RowFmt::E4M3F32` where that fits.
+/// or a length the kernels cannot read whole (`tail_ok`: f32 may have one). fp8 is read as f32
+/// bits (`RowFmt::E4M3F32`, `RowFmt::E5M2F32`: no f16 conversion) where the factor fits: keys
+/// with `qmax` (the largest |Q| it is folded into), values with P (at most 1); e5m2 only
+/// without inf or NaN codes.
 #[allow(clippy::too_many_arguments)]
 fn place_raw(
     c: &Ctx,
@@ -477,9 +481,17 @@ fn place_raw(
         }
     };
     let sane = |x: f32| (2f32.powi(-60)..=2f32.powi(60)).contains(&x.abs());
-    let no_nan = |row: &KvRow| match row {
-        KvRow::Fp8E4M3(b, _) => !b.iter().fold(false, |a, &c| a | (c & 0x7f == 0x7f)),
-        _ => true,
+    // Codes the f32-bit reads would take for numbers: e4m3 NaN, e5m2 inf and NaN. e4m3 NaN is
+    // refused altogether (the f16 re-bias reads it as a number too).
+    let mut plain = true;
+    let mut no_nan = |row: &KvRow| {
+        let (special, fatal) = match row {
+            KvRow::Fp8E4M3(b, _) => (b.iter().fold(false, |a, &c| a | (c & 0x7f == 0x7f)), true),
+            KvRow::Fp8E5M2(b, _) => (b.iter().fold(false, |a, &c| a | (c & 0x7c == 0x7c)), false),
+            _ => (false, false),
+        };
+        plain &= !special;
+        !(special && fatal)
     };
     let mut fmt = None;
     let mut j = 0;
@@ -532,15 +544,20 @@ fn place_raw(
         }
         j += r.len;
     }
-    // The factor 2^112 larger, and Q times it, stay finite with margin (products are the true
-    // scores).
-    let q = qmax.map_or(f64::INFINITY, |q| (q as f64).max(1.0));
+    // The factor 2^112 larger, and Q (or P) times it, stay finite with margin (products are the
+    // true scores or values).
+    let q = qmax.map_or(1.0, |q| (q as f64).max(1.0));
     let fits = |x: f32| x as f64 * 2f64.powi(112) * q <= 2f64.powi(126);
-    if fmt == Some(RowFmt::E4M3) && scales[..nh].iter().all(|&x| fits(x)) {
+    let wide = match fmt {
+        Some(RowFmt::E4M3) => RowFmt::E4M3F32,
+        Some(RowFmt::E5M2) if plain => RowFmt::E5M2F32,
+        _ => return fmt,
+    };
+    if scales[..nh].iter().all(|&x| fits(x)) {
         for x in &mut scales[..nh] {
             *x *= 2f32.powi(112);
         }
-        return Some(RowFmt::E4M3F32);
+        return Some(wide);
     }
     fmt
 }

@@ -53,6 +53,7 @@ const E4M3: u8 = 3;
 const E5M2: u8 = 4;
 const I8: u8 = 5;
 const E4M3F32: u8 = 6;
+const E5M2F32: u8 = 7;
 
 /// Calls `$f::<code>` for a `RowFmt`.
 macro_rules! by_fmt {
@@ -64,6 +65,7 @@ macro_rules! by_fmt {
             RowFmt::E4M3 => $f::<E4M3>($($a),*),
             RowFmt::E4M3F32 => $f::<E4M3F32>($($a),*),
             RowFmt::E5M2 => $f::<E5M2>($($a),*),
+            RowFmt::E5M2F32 => $f::<E5M2F32>($($a),*),
             RowFmt::I8 => $f::<I8>($($a),*),
         }
     };
@@ -97,6 +99,16 @@ unsafe fn load8<const F: u8>(p: *const u8, i: usize) -> __m256 {
             _mm256_castsi256_ps(_mm256_and_si256(
                 h,
                 _mm256_set1_epi32(0x87F0_0000u32 as i32),
+            ))
+        }
+        // e5m2 bits `s eeeee mm` as f32 `s 000eeeee mm0...` (value / 2^112), as `E4M3F32`: shifted
+        // left by 21, the mask keeps the sign and clears the 3 copies of it above e.
+        E5M2F32 => {
+            let w = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(i).cast()));
+            let h = _mm256_slli_epi32::<21>(w);
+            _mm256_castsi256_ps(_mm256_and_si256(
+                h,
+                _mm256_set1_epi32(0x8FE0_0000u32 as i32),
             ))
         }
         // e5m2 is the top byte of an f16.

@@ -81,6 +81,9 @@ pub(crate) enum RowFmt {
     E4M3F32,
     /// fp8 e5m2 codes (the top byte of an f16).
     E5M2,
+    /// fp8 e5m2 codes read as f32 bits (exponent field `000eeeee`): value / 2^112, inf and NaN
+    /// codes excluded. As `E4M3F32`: no f16 conversion, where the factor fits.
+    E5M2F32,
     I8,
 }
 
@@ -111,6 +114,7 @@ impl RowFmt {
             RowFmt::E4M3 => KvRow::Fp8E4M3(raw(p, n), 1.0 / 256.0),
             RowFmt::E4M3F32 => KvRow::Fp8E4M3(raw(p, n), E4M3F32_UNIT),
             RowFmt::E5M2 => KvRow::Fp8E5M2(raw(p, n), 1.0),
+            RowFmt::E5M2F32 => KvRow::Fp8E5M2(raw(p, n), E5M2F32_UNIT),
             RowFmt::I8 => KvRow::I8(raw(p.cast(), n), 1.0),
         };
         row.to_f32(&mut dst[..n]);
@@ -119,6 +123,8 @@ impl RowFmt {
 
 /// What one e4m3 unit reads as in `RowFmt::E4M3F32` (2^-120).
 pub(crate) const E4M3F32_UNIT: f32 = 1.0 / (1u128 << 120) as f32;
+/// What one e5m2 unit reads as in `RowFmt::E5M2F32` (2^-112).
+pub(crate) const E5M2F32_UNIT: f32 = 1.0 / (1u128 << 112) as f32;
 
 /// `qk_rows` over stored rows of format `fmt` (`dk` a multiple of 8), unscaled.
 pub(crate) type QkRowsRawFn = unsafe fn(
@@ -504,6 +510,10 @@ mod tests {
                 RowFmt::E5M2,
                 (0..n).map(|i| (i * 37 % 256) as u8 & !0x40).collect(),
             ),
+            (
+                RowFmt::E5M2F32,
+                (0..n).map(|i| (i * 43 % 256) as u8 & !0x40).collect(),
+            ),
             (RowFmt::I8, (0..n).map(|i| (i * 37 % 256) as u8).collect()),
         ];
         // Row counts 3, 4 and 8: the scalar and the 4-row score reductions.
@@ -514,10 +524,10 @@ mod tests {
             for (fmt, bytes) in &stores {
                 let size = bytes.len() / n;
                 // Q and P carry the factor the reads leave out (as decode folds it in).
-                let unit = if *fmt == RowFmt::E4M3F32 {
-                    1.0 / E4M3F32_UNIT
-                } else {
-                    1.0
+                let unit = match fmt {
+                    RowFmt::E4M3F32 => 1.0 / E4M3F32_UNIT,
+                    RowFmt::E5M2F32 => 1.0 / E5M2F32_UNIT,
+                    _ => 1.0,
                 };
                 let q: Vec<f32> = q.iter().map(|x| x * unit).collect();
                 let pt: Vec<f32> = pt.iter().map(|x| x * unit).collect();
@@ -577,6 +587,7 @@ mod tests {
             (RowFmt::F32, &f32s, 13, RowFmt::F32, &f32s),
             (RowFmt::BF16, &bf16s, 24, RowFmt::E5M2, &e5m2),
             (RowFmt::E5M2, &e5m2, 16, RowFmt::BF16, &bf16s),
+            (RowFmt::E5M2F32, &e5m2, 16, RowFmt::E5M2F32, &e5m2),
         ];
         for ((kfmt, kb, dk, vfmt, vb), m, bk) in cases
             .iter()
