@@ -63,7 +63,8 @@ pub(crate) struct Scratch {
     kbuf: Vec<f32>,
     vbuf: Vec<f32>,
     krows: Vec<*const f32>,
-    vrows: Vec<*const f32>,
+    /// One value row widened to f32, before it is spread over the panels.
+    vrow: Vec<f32>,
     kraw: Vec<*const u8>,
     vraw: Vec<*const u8>,
     kscale: Vec<f32>,
@@ -159,11 +160,12 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
         return;
     }
     sc.kbuf.resize(nh * bk_max * dk, 0.0);
-    // Padding columns of converted V rows stay zero.
-    sc.vbuf.clear();
-    sc.vbuf.resize(nh * bk_max * dv_pad, 0.0);
+    // Padding columns of the V panels are never written: what they hold only reaches padding
+    // columns of O, which are never read. The panels start on cache lines: the P·V kernel reads
+    // 16 columns (one line) of a row per key.
+    sc.vbuf.resize(nh * bk_max * dv_pad + 15, 0.0);
+    let vbuf_at = sc.vbuf.as_ptr().align_offset(64);
     sc.krows.resize(nh * bk_max, std::ptr::null());
-    sc.vrows.resize(nh * bk_max, std::ptr::null());
     for (bi, &kb) in blocks.iter().enumerate() {
         let k0 = kb as usize * bk_max;
         let bk = (kv_len - k0).min(bk_max);
@@ -186,10 +188,11 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
                 let row = c.kv.k_row(s, h, k0 + j);
                 assert_eq!(row.len(), dk, "KvSource k_row length");
                 sc.krows[hh * bk_max + j] = match row {
-                    KvRow::F32(r) if stream => r.as_ptr(),
+                    // The score kernel reuses only 6 rows at a time: they share an L1 set
+                    // without evicting each other even a power of two apart (a [tokens, heads,
+                    // dim] cache), so f32 rows are read in place.
+                    KvRow::F32(r) => r.as_ptr(),
                     row => {
-                        // Copy when rows are reused: rows of a [tokens, heads, dim] cache sit
-                        // a power of two apart and would all map to the same few L1 sets.
                         let dst = &mut sc.kbuf[(hh * bk_max + j) * dk..][..dk];
                         (c.isa.convert)(row, dst);
                         dst.as_ptr()
@@ -237,24 +240,28 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
                 let h = it.kv_head + hh;
                 let row = c.kv.v_row(s, h, k0 + j);
                 assert_eq!(row.len(), dv, "KvSource v_row length");
-                sc.vrows[hh * bk_max + j] = match row {
-                    KvRow::F32(r) if stream && dv == dv_pad => r.as_ptr(),
+                // Copied into panels (`PvFn`): P·V then reads each in address order. In place,
+                // rows a power of two apart thrash one L1 set (+15 % causal time measured).
+                let vt = &mut sc.vbuf[vbuf_at + hh * bk_max * dv_pad..][..bk * dv_pad];
+                match row {
+                    KvRow::F32(r) => to_panels(r, j, bk, dv_pad, vt),
                     row => {
-                        let dst = &mut sc.vbuf[(hh * bk_max + j) * dv_pad..][..dv];
-                        (c.isa.convert)(row, dst);
-                        dst.as_ptr()
+                        sc.vrow.resize(dv, 0.0);
+                        (c.isa.convert)(row, &mut sc.vrow);
+                        to_panels(&sc.vrow, j, bk, dv_pad, vt);
                     }
-                };
+                }
             }
         }
         for hh in 0..nh {
-            // SAFETY: every row pointer addresses `dv_pad` f32 that live through this call.
+            // SAFETY: slices checked by the kernel.
             unsafe {
                 (c.isa.pv)(
                     &sc.st[hh * bk_max * m_pad..][..bk * m_pad],
                     m_pad,
                     m,
-                    &sc.vrows[hh * bk_max..][..bk],
+                    &sc.vbuf[vbuf_at + hh * bk_max * dv_pad..][..bk * dv_pad],
+                    bk,
                     dv_pad,
                     &mut sc.o[hh * m * dv_pad..][..m * dv_pad],
                     &sc.alpha[hh * m_pad..][..m_pad],
@@ -264,6 +271,16 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
         }
     }
     finish(c, it, sc, nq, i0, dv_pad);
+}
+
+/// Copies value row `j` (its `dv <= dv_pad` columns; padding ones are left as they are) into
+/// the panels of a tile of `nk` keys (`PvFn`).
+fn to_panels(row: &[f32], j: usize, nk: usize, dv_pad: usize, vt: &mut [f32]) {
+    for c0 in (0..row.len()).step_by(16) {
+        let w = (dv_pad - c0).min(16);
+        let n = (row.len() - c0).min(w);
+        vt[c0 * nk + j * w..][..n].copy_from_slice(&row[c0..c0 + n]);
+    }
 }
 
 /// Keys per step of the streaming decode (the score micro-kernel's key count).

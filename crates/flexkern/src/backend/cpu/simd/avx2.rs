@@ -439,15 +439,89 @@ unsafe fn pv(
     pt: &[f32],
     m_pad: usize,
     m: usize,
-    vrows: &[*const f32],
+    vt: &[f32],
+    nk: usize,
     dv_pad: usize,
     o: &mut [f32],
     alpha: &[f32],
     ranges: &[(u32, u32)],
 ) {
-    // SAFETY: the same pointers, untyped.
-    let rows = std::slice::from_raw_parts(vrows.as_ptr().cast::<*const u8>(), vrows.len());
-    pv_fmt::<F32>(pt, m_pad, m, rows, dv_pad, o, alpha, ranges)
+    assert!(dv_pad.is_multiple_of(8) && m <= m_pad && o.len() >= m * dv_pad);
+    assert!(alpha.is_empty() || alpha.len() >= m);
+    assert!(pt.len() >= nk * m_pad && vt.len() >= nk * dv_pad);
+    assert!(ranges.is_empty() || ranges.len() >= m);
+    let mut r0 = 0;
+    while r0 < m {
+        let mr = (m - r0).min(MR);
+        // Only the keys some row of this block keeps (an empty span still rescales).
+        let (lo, hi) = super::key_span(ranges, r0..r0 + mr, nk);
+        let lo = lo.min(hi);
+        let a = if alpha.is_empty() {
+            std::ptr::null()
+        } else {
+            alpha.as_ptr().add(r0)
+        };
+        let mut c0 = 0;
+        while c0 < dv_pad {
+            let w = (dv_pad - c0).min(16);
+            let (p, v, out) = (
+                pt.as_ptr().add(lo * m_pad + r0),
+                vt.as_ptr().add(c0 * nk + lo * w),
+                o.as_mut_ptr().add(r0 * dv_pad + c0),
+            );
+            dispatch!(
+                pv_panel_micro,
+                mr,
+                w / 8,
+                (p, m_pad, v, hi - lo, out, dv_pad, a)
+            );
+            c0 += w;
+        }
+        r0 += mr;
+    }
+}
+
+/// `pv_micro` over `nk` keys of one value panel (`8V` columns, rows `8V` apart).
+// Index loops over the const-sized register arrays unroll completely.
+#[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn pv_panel_micro<const R: usize, const V: usize>(
+    p: *const f32,
+    m_pad: usize,
+    v: *const f32,
+    nk: usize,
+    o: *mut f32,
+    ld: usize,
+    alpha: *const f32,
+) {
+    let mut acc = [[_mm256_setzero_ps(); V]; R];
+    for (r, a) in acc.iter_mut().enumerate() {
+        for (j, x) in a.iter_mut().enumerate() {
+            *x = _mm256_loadu_ps(o.add(r * ld + 8 * j));
+            if !alpha.is_null() {
+                *x = _mm256_mul_ps(*x, _mm256_set1_ps(*alpha.add(r)));
+            }
+        }
+    }
+    for k in 0..nk {
+        let mut vv = [_mm256_setzero_ps(); V];
+        for (j, x) in vv.iter_mut().enumerate() {
+            *x = _mm256_loadu_ps(v.add(k * 8 * V + 8 * j));
+        }
+        let pk = p.add(k * m_pad);
+        for r in 0..R {
+            let b = _mm256_broadcast_ss(&*pk.add(r));
+            for j in 0..V {
+                acc[r][j] = _mm256_fmadd_ps(b, vv[j], acc[r][j]);
+            }
+        }
+    }
+    for (r, a) in acc.iter().enumerate() {
+        for (j, x) in a.iter().enumerate() {
+            _mm256_storeu_ps(o.add(r * ld + 8 * j), *x);
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

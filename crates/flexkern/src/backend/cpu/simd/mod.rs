@@ -33,19 +33,29 @@ pub(crate) type QkFn = unsafe fn(
 pub(crate) type QkRowsFn =
     unsafe fn(qr: &[f32], m: usize, dk: usize, m_pad: usize, krows: &[*const f32], st: &mut [f32]);
 
-/// `o[q] = o[q] * alpha[q] + sum_k st[k][q] * V_k` for `q < m` (`alpha` empty: factor 1); each
-/// `vrows[k]` points at `dv_pad` (a multiple of 8) readable f32. With `ranges` (as for `QkFn`),
-/// a row may skip keys outside its range (their probabilities are zero).
+/// `o[q] = o[q] * alpha[q] + sum_k st[k][q] * V_k` for `q < m` (`alpha` empty: factor 1), the
+/// `nk` value rows packed in panels of 16 columns (the last may be 8) as `qt` packs queries:
+/// panel `c` holds `vt[c * 16 * nk + k * w + j]` = element `16c + j` of `V_k` (`dv_pad`, a
+/// multiple of 8, columns). Each panel is then read in address order. With `ranges` (as for
+/// `QkFn`), a row may skip keys outside its range (their probabilities are zero).
 pub(crate) type PvFn = unsafe fn(
     pt: &[f32],
     m_pad: usize,
     m: usize,
-    vrows: &[*const f32],
+    vt: &[f32],
+    nk: usize,
     dv_pad: usize,
     o: &mut [f32],
     alpha: &[f32],
     ranges: &[(u32, u32)],
 );
+
+/// Where element `d` of value row `k` of `nk` sits in the panels `PvFn` reads.
+#[inline]
+pub(crate) fn vt_index(k: usize, d: usize, nk: usize, dv_pad: usize) -> usize {
+    let c0 = d / 16 * 16;
+    c0 * nk + k * (dv_pad - c0).min(16) + (d - c0)
+}
 
 /// The union `[lo, hi)` of the non-empty ranges of some rows, clamped to `n` keys; all of them
 /// when `ranges` is empty, `lo >= hi` when every range is empty.
@@ -273,6 +283,17 @@ pub(crate) fn qt_index(q: usize, d: usize, dk: usize, m_pad: usize) -> usize {
 mod tests {
     use super::*;
 
+    /// `nk` value rows of `dv` (a multiple of 8) columns, packed as `PvFn` reads them.
+    fn panels(v: &[f32], nk: usize, dv: usize) -> Vec<f32> {
+        let mut vt = vec![0f32; nk * dv];
+        for k in 0..nk {
+            for d in 0..dv {
+                vt[vt_index(k, d, nk, dv)] = v[k * dv + d];
+            }
+        }
+        vt
+    }
+
     /// Both instruction sets agree with a plain computation on odd sizes.
     #[test]
     fn primitives_match_naive() {
@@ -290,7 +311,6 @@ mod tests {
             }
         }
         let krows: Vec<*const f32> = (0..bk).map(|j| k[j * dk..].as_ptr()).collect();
-        let vrows: Vec<*const f32> = (0..bk).map(|j| v[j * dv..].as_ptr()).collect();
         for isa in isas {
             let mut st = vec![0f32; bk * m_pad];
             unsafe { (isa.qk)(&qt, dk, m_pad, &krows, &mut st, &[]) };
@@ -313,7 +333,19 @@ mod tests {
             let alpha: Vec<f32> = (0..m_pad).map(|i| 0.5 + i as f32 * 0.01).collect();
             let mut o: Vec<f32> = (0..m * dv).map(|i| f(i + 9)).collect();
             let o0 = o.clone();
-            unsafe { (isa.pv)(&st, m_pad, m, &vrows, dv, &mut o, &alpha, &[]) };
+            unsafe {
+                (isa.pv)(
+                    &st,
+                    m_pad,
+                    m,
+                    &panels(&v, bk, dv),
+                    bk,
+                    dv,
+                    &mut o,
+                    &alpha,
+                    &[],
+                )
+            };
             for r in 0..m {
                 for d in 0..dv {
                     let want = o0[r * dv + d] * alpha[r]
@@ -349,7 +381,6 @@ mod tests {
         let k: Vec<f32> = (0..bk * dk).map(|i| f(i + 3)).collect();
         let v: Vec<f32> = (0..bk * dv).map(|i| f(i + 5)).collect();
         let krows: Vec<*const f32> = (0..bk).map(|j| k[j * dk..].as_ptr()).collect();
-        let vrows: Vec<*const f32> = (0..bk).map(|j| v[j * dv..].as_ptr()).collect();
         // A band, some empty rows, a full row; padding rows empty.
         let ranges: Vec<(u32, u32)> = (0..m_pad)
             .map(|r| match r {
@@ -425,8 +456,9 @@ mod tests {
             }
             let o0: Vec<f32> = (0..m * dv).map(|i| f(i + 9)).collect();
             let (mut a, mut b) = (o0.clone(), o0);
-            unsafe { (isa.pv)(&pt, m_pad, m, &vrows, dv, &mut a, &alpha, &ranges) };
-            unsafe { (isa.pv)(&pt, m_pad, m, &vrows, dv, &mut b, &alpha, &[]) };
+            let vt = panels(&v, bk, dv);
+            unsafe { (isa.pv)(&pt, m_pad, m, &vt, bk, dv, &mut a, &alpha, &ranges) };
+            unsafe { (isa.pv)(&pt, m_pad, m, &vt, bk, dv, &mut b, &alpha, &[]) };
             for (x, y) in a.iter().zip(&b) {
                 assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "{}", isa.name);
             }
@@ -547,7 +579,17 @@ mod tests {
                             (isa.qk_rows)(&q, m, dk, m_pad, &rows, &mut sb);
                         } else {
                             (isa.pv_raw)(&pt, m_pad, m, &raw, *fmt, dv, &mut a, &alpha);
-                            (isa.pv)(&pt, m_pad, m, &rows, dv, &mut b, &alpha, &[]);
+                            (isa.pv)(
+                                &pt,
+                                m_pad,
+                                m,
+                                &panels(&wide, bk, dv),
+                                bk,
+                                dv,
+                                &mut b,
+                                &alpha,
+                                &[],
+                            );
                         }
                     }
                     for (x, y) in a.iter().chain(&sa).zip(b.iter().chain(&sb)) {

@@ -114,11 +114,34 @@ unsafe fn pv_raw(
 ) {
     let mut buf = Vec::new();
     let rows = unsafe { widen_all(vrows, fmt, dv_pad, &mut buf) };
-    unsafe { pv(pt, m_pad, m, &rows, dv_pad, o, alpha, &[]) }
+    unsafe { pv_rows(pt, m_pad, m, &rows, dv_pad, o, alpha, &[]) }
+}
+
+/// `PvFn`: the panels unpacked into rows for `pv_rows`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn pv(
+    pt: &[f32],
+    m_pad: usize,
+    m: usize,
+    vt: &[f32],
+    nk: usize,
+    dv_pad: usize,
+    o: &mut [f32],
+    alpha: &[f32],
+    ranges: &[(u32, u32)],
+) {
+    let mut buf = vec![0f32; nk * dv_pad];
+    for (k, row) in buf.chunks_mut(dv_pad).enumerate() {
+        for (d, x) in row.iter_mut().enumerate() {
+            *x = vt[super::vt_index(k, d, nk, dv_pad)];
+        }
+    }
+    let rows: Vec<*const f32> = (0..nk).map(|k| buf[k * dv_pad..].as_ptr()).collect();
+    unsafe { pv_rows(pt, m_pad, m, &rows, dv_pad, o, alpha, ranges) }
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn pv(
+unsafe fn pv_rows(
     pt: &[f32],
     m_pad: usize,
     m: usize,
