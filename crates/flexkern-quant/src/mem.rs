@@ -20,10 +20,19 @@ pub fn advise_huge_pages<T>(buf: &[T]) {
     let _ = buf;
 }
 
-/// A vector of `n` values `f(i)` whose pages were advised huge before the first write.
-pub fn huge_vec<T: bytemuck::Zeroable + Clone>(n: usize, mut f: impl FnMut(usize) -> T) -> Vec<T> {
-    let mut v = vec![T::zeroed(); n];
+/// `n` zeros whose pages are advised huge and not yet touched: the allocation is zeroed by the
+/// allocator (fresh mapped pages), never written element by element (`vec![x; n]` writes every
+/// element unless `x`'s type is a primitive zero, e.g. for f16 and bf16, and the pages it
+/// touches before the advice stay 4 KiB).
+pub fn huge_zeroed<T: bytemuck::Zeroable>(n: usize) -> Vec<T> {
+    let v = bytemuck::zeroed_vec(n);
     advise_huge_pages(&v);
+    v
+}
+
+/// A vector of `n` values `f(i)` whose pages were advised huge before the first write.
+pub fn huge_vec<T: bytemuck::Zeroable>(n: usize, mut f: impl FnMut(usize) -> T) -> Vec<T> {
+    let mut v = huge_zeroed(n);
     for (i, x) in v.iter_mut().enumerate() {
         *x = f(i);
     }
@@ -37,5 +46,36 @@ mod tests {
         let v = super::huge_vec(5 << 20, |i| i as u32);
         assert!(v.iter().enumerate().all(|(i, &x)| x == i as u32));
         super::advise_huge_pages::<u8>(&[]);
+    }
+
+    /// Halves were filled element by element before the advice, so they never got huge pages.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn half_vectors_get_huge_pages() {
+        let huge_kb = || -> Option<u64> {
+            let s = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+            let l = s.lines().find(|l| l.starts_with("AnonHugePages:"))?;
+            l.split_whitespace().nth(1)?.parse().ok()
+        };
+        let on = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .is_ok_and(|s| !s.contains("[never]"));
+        let Some(before) = huge_kb().filter(|_| on) else {
+            eprintln!("SKIPPED: no transparent huge pages here");
+            return;
+        };
+        // 128 MiB of each: the u32 control (zeroed by the allocator either way) tells whether
+        // the kernel has free 2 MiB blocks at all.
+        let control = super::huge_vec(32 << 20, |i| i as u32);
+        let mid = huge_kb().unwrap();
+        if mid < before + (64 << 10) {
+            eprintln!("SKIPPED: the kernel gave no huge pages ({before} -> {mid} kB)");
+            return;
+        }
+        let v = super::huge_vec(64 << 20, |i| half::f16::from_f32(i as f32));
+        let after = huge_kb().unwrap();
+        eprintln!("AnonHugePages {before} -> {mid} -> {after} kB");
+        assert!(after >= mid + (64 << 10), "{before} -> {mid} -> {after} kB");
+        assert_eq!(control[7], 7);
+        assert_eq!(v[1000].to_f32(), 1000.0);
     }
 }

@@ -68,25 +68,16 @@ enum Store {
 
 impl Store {
     fn new(dtype: DType, n: usize) -> Store {
-        let s = match dtype {
-            DType::F32 => Store::F32(vec![0.0; n]),
-            DType::F16 => Store::F16(vec![f16::ZERO; n]),
-            DType::BF16 => Store::BF16(vec![bf16::ZERO; n]),
-            DType::Fp8E4M3 => Store::Fp8E4M3(vec![0; n]),
-            DType::Fp8E5M2 => Store::Fp8E5M2(vec![0; n]),
-            DType::I8 => Store::I8(vec![0; n]),
-        };
-        // Before the first write: decode walks the pages in shuffled order.
-        s.advise_huge_pages();
-        s
-    }
-    fn advise_huge_pages(&self) {
-        match self {
-            Store::F32(s) => crate::mem::advise_huge_pages(s),
-            Store::F16(s) => crate::mem::advise_huge_pages(s),
-            Store::BF16(s) => crate::mem::advise_huge_pages(s),
-            Store::Fp8E4M3(s) | Store::Fp8E5M2(s) => crate::mem::advise_huge_pages(s),
-            Store::I8(s) => crate::mem::advise_huge_pages(s),
+        // Huge pages, untouched until pages are written: decode walks the pages in shuffled
+        // order.
+        use crate::mem::huge_zeroed;
+        match dtype {
+            DType::F32 => Store::F32(huge_zeroed(n)),
+            DType::F16 => Store::F16(huge_zeroed(n)),
+            DType::BF16 => Store::BF16(huge_zeroed(n)),
+            DType::Fp8E4M3 => Store::Fp8E4M3(huge_zeroed(n)),
+            DType::Fp8E5M2 => Store::Fp8E5M2(huge_zeroed(n)),
+            DType::I8 => Store::I8(huge_zeroed(n)),
         }
     }
     fn buf(&self) -> PageBuf<'_> {
