@@ -6,7 +6,10 @@
 # built once into .cache/ggml-gemv (ggml only, static, -march=native), with cmake and ninja
 # from PyPI in .cache/venv-llamacpp; bench/ggml_gemv.c drives it.
 #
-#   bench/ggml_gemv_compare.sh [--formats q4_0,q8_0] [--n 4096,14336] [--k 4096] [--threads T] [--reps R]
+# The two engines alternate format by format, for --rounds rounds, so both see the machine in
+# the same state (on a shared VM the bandwidth moves by tens of percent within minutes).
+#
+#   bench/ggml_gemv_compare.sh [--formats q4_0,q8_0] [--n 4096,14336] [--k 4096] [--threads T] [--reps R] [--rounds N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -18,6 +21,7 @@ ns=4096,14336
 k=4096
 threads=$(nproc)
 reps=30
+rounds=2
 while [[ $# -gt 0 ]]; do
   case $1 in
     --formats) formats=$2; shift 2 ;;
@@ -25,6 +29,7 @@ while [[ $# -gt 0 ]]; do
     --k) k=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -60,10 +65,13 @@ fi
 cargo build --release -q -p flexkern-cli
 date -u +"# %Y-%m-%d %H:%M UTC"; uname -srm; grep -m1 'model name' /proc/cpuinfo || true
 echo "# threads: $threads"
-echo "## flexkern"
-./target/release/flexkern bench gemv --formats "$formats" --n "$ns" --k "$k" --reps "$reps" \
-  --threads "$threads"
-echo "## llama.cpp (ggml CPU backend)"
-# ggml spells the K-quants with a capital K.
-gformats=$(echo "$formats" | sed -E 's/_k/_K/g')
-"$exe" "$gformats" "$ns" "$k" "$threads" "$reps" 512
+for round in $(seq "$rounds"); do
+  for f in ${formats//,/ }; do
+    echo "## round $round, $f: flexkern"
+    ./target/release/flexkern bench gemv --formats "$f" --n "$ns" --k "$k" --reps "$reps" \
+      --threads "$threads" | tail -n +3
+    echo "## round $round, $f: llama.cpp (ggml CPU backend: format,N,K,layout,median_ms,GB/s)"
+    # ggml spells the K-quants with a capital K.
+    "$exe" "$(echo "$f" | sed -E 's/_k/_K/g')" "$ns" "$k" "$threads" "$reps" 512 | tail -n +2
+  done
+done

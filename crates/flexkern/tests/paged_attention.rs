@@ -760,6 +760,36 @@ fn decode_e4m3_keys_with_small_and_huge_queries() {
     }
 }
 
+/// Decode of one query over `n` positions of fp8 pages `k`, `v` (logical pages 0, 1, 2 at
+/// physical 2, 0, 1) with per-head scales.
+fn fp8_decode(k: PageBuf, v: PageBuf, ps: usize, q: &[f32], n: usize) -> Vec<f32> {
+    let layout = PageLayout {
+        page_size: ps,
+        num_kv_heads: HKV,
+        head_dim: D,
+        head_dim_v: D,
+        k_scales: Some(Scales::PerHead(vec![0.01, 0.02])),
+        v_scales: Some(Scales::PerHead(vec![0.03, 0.04])),
+    };
+    let kv = PagedKv::from_raw(k, v, &layout, &[2, 0, 1], &[0, 3], &[n as u64]).unwrap();
+    let qv = TensorView::contiguous(q, &[1, HQ, D]);
+    let mut out = vec![0f32; HQ * D];
+    let full = Variant::full();
+    paged_attention(
+        &backend(),
+        &qv,
+        &[0, 1],
+        &kv,
+        None,
+        &full,
+        None,
+        &mut out,
+        None,
+    )
+    .unwrap();
+    out
+}
+
 /// An fp8 e4m3 NaN code read in place would re-bias into a number: it must still poison the
 /// heads that see it, and only those.
 #[test]
@@ -770,42 +800,8 @@ fn decode_keeps_fp8_e4m3_nan_codes_nan() {
     // Clearing bit 0 keeps every code off the NaN ones (0x7f, 0xff).
     let mut kc: Vec<u8> = (0..len).map(|_| rng.gen::<u8>() & !1).collect();
     let vc: Vec<u8> = (0..len).map(|_| rng.gen::<u8>() & !1).collect();
-    let layout = PageLayout {
-        page_size: ps,
-        num_kv_heads: HKV,
-        head_dim: D,
-        head_dim_v: D,
-        k_scales: Some(Scales::PerHead(vec![0.01, 0.02])),
-        v_scales: Some(Scales::PerHead(vec![0.03, 0.04])),
-    };
     let q: Vec<f32> = rand_vec(&mut rng, HQ * D);
-    let qv = TensorView::contiguous(&q[..], &[1, HQ, D]);
-    let run = |kc: &[u8]| {
-        let kv = PagedKv::from_raw(
-            PageBuf::Fp8E4M3(kc),
-            PageBuf::Fp8E4M3(&vc),
-            &layout,
-            &[2, 0, 1],
-            &[0, 3],
-            &[n as u64],
-        )
-        .unwrap();
-        let mut out = vec![0f32; HQ * D];
-        let full = Variant::full();
-        paged_attention(
-            &backend(),
-            &qv,
-            &[0, 1],
-            &kv,
-            None,
-            &full,
-            None,
-            &mut out,
-            None,
-        )
-        .unwrap();
-        out
-    };
+    let run = |kc: &[u8]| fp8_decode(PageBuf::Fp8E4M3(kc), PageBuf::Fp8E4M3(&vc), ps, &q, n);
     let clean = run(&kc);
     assert!(clean.iter().all(|x| x.is_finite()));
     // Position 5 (logical page 0 = physical page 2), kv head 0.
@@ -835,42 +831,9 @@ fn decode_keeps_fp8_e5m2_inf_and_nan_codes() {
     // Clearing bit 6 keeps every exponent below 11111 (the inf and NaN codes).
     let kc: Vec<u8> = (0..len).map(|_| rng.gen::<u8>() & !0x40).collect();
     let vc: Vec<u8> = (0..len).map(|_| rng.gen::<u8>() & !0x40).collect();
-    let layout = PageLayout {
-        page_size: ps,
-        num_kv_heads: HKV,
-        head_dim: D,
-        head_dim_v: D,
-        k_scales: Some(Scales::PerHead(vec![0.01, 0.02])),
-        v_scales: Some(Scales::PerHead(vec![0.03, 0.04])),
-    };
     let q: Vec<f32> = rand_vec(&mut rng, HQ * D);
-    let qv = TensorView::contiguous(&q[..], &[1, HQ, D]);
-    let run = |kc: &[u8], vc: &[u8]| {
-        let kv = PagedKv::from_raw(
-            PageBuf::Fp8E5M2(kc),
-            PageBuf::Fp8E5M2(vc),
-            &layout,
-            &[2, 0, 1],
-            &[0, 3],
-            &[n as u64],
-        )
-        .unwrap();
-        let mut out = vec![0f32; HQ * D];
-        let full = Variant::full();
-        paged_attention(
-            &backend(),
-            &qv,
-            &[0, 1],
-            &kv,
-            None,
-            &full,
-            None,
-            &mut out,
-            None,
-        )
-        .unwrap();
-        out
-    };
+    let run =
+        |kc: &[u8], vc: &[u8]| fp8_decode(PageBuf::Fp8E5M2(kc), PageBuf::Fp8E5M2(vc), ps, &q, n);
     let clean = run(&kc, &vc);
     assert!(clean.iter().all(|x| x.is_finite()));
     let g = HQ / HKV;
