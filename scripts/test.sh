@@ -10,6 +10,8 @@ cargo test --workspace --all-targets 2>&1
 echo "== flexkern verify --quick (every attention variant against the f64 oracle, CPU)"
 cargo build -q -p flexkern-cli
 "$target/debug/flexkern" verify --quick
+echo "== the same with the portable (non-SIMD) kernels forced"
+FLEXKERN_FORCE_SCALAR=1 "$target/debug/flexkern" verify --quick
 echo "== flexkern verify --device cuda: SKIPPED (no CUDA backend in this build; CI has no GPU)"
 echo "== quantized formats vs gguf-py (PyPI gguf)"
 FLEXKERN_BIN="$target/debug/flexkern" bash crates/flexkern-quant/tests/gguf_crosscheck.sh
