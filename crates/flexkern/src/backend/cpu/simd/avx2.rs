@@ -481,9 +481,60 @@ unsafe fn pv(
     }
 }
 
-/// `pv_micro` over `nk` keys of one value panel (`8V` columns, rows `8V` apart).
+/// The `R x 8V` output block of a P·V micro-kernel at `o` (rows `ld` apart), each row times
+/// `alpha[r]` unless `alpha` is null.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn load_out<const R: usize, const V: usize>(
+    o: *const f32,
+    ld: usize,
+    alpha: *const f32,
+) -> [[__m256; V]; R] {
+    let mut acc = [[_mm256_setzero_ps(); V]; R];
+    for (r, a) in acc.iter_mut().enumerate() {
+        for (j, x) in a.iter_mut().enumerate() {
+            *x = _mm256_loadu_ps(o.add(r * ld + 8 * j));
+            if !alpha.is_null() {
+                *x = _mm256_mul_ps(*x, _mm256_set1_ps(*alpha.add(r)));
+            }
+        }
+    }
+    acc
+}
+
+/// One key of P·V: row `r`'s probability `pk[r]` broadcast and FMA'd into the value vectors.
 // Index loops over the const-sized register arrays unroll completely.
 #[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn fma_rows<const R: usize, const V: usize>(
+    pk: *const f32,
+    vv: &[__m256; V],
+    acc: &mut [[__m256; V]; R],
+) {
+    for r in 0..R {
+        let b = _mm256_broadcast_ss(&*pk.add(r));
+        for j in 0..V {
+            acc[r][j] = _mm256_fmadd_ps(b, vv[j], acc[r][j]);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn store_out<const R: usize, const V: usize>(
+    acc: &[[__m256; V]; R],
+    o: *mut f32,
+    ld: usize,
+) {
+    for (r, a) in acc.iter().enumerate() {
+        for (j, x) in a.iter().enumerate() {
+            _mm256_storeu_ps(o.add(r * ld + 8 * j), *x);
+        }
+    }
+}
+
+/// `pv_micro` over `nk` keys of one value panel (`8V` columns, rows `8V` apart).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn pv_panel_micro<const R: usize, const V: usize>(
@@ -495,33 +546,15 @@ unsafe fn pv_panel_micro<const R: usize, const V: usize>(
     ld: usize,
     alpha: *const f32,
 ) {
-    let mut acc = [[_mm256_setzero_ps(); V]; R];
-    for (r, a) in acc.iter_mut().enumerate() {
-        for (j, x) in a.iter_mut().enumerate() {
-            *x = _mm256_loadu_ps(o.add(r * ld + 8 * j));
-            if !alpha.is_null() {
-                *x = _mm256_mul_ps(*x, _mm256_set1_ps(*alpha.add(r)));
-            }
-        }
-    }
+    let mut acc = load_out::<R, V>(o, ld, alpha);
     for k in 0..nk {
         let mut vv = [_mm256_setzero_ps(); V];
         for (j, x) in vv.iter_mut().enumerate() {
             *x = _mm256_loadu_ps(v.add(k * 8 * V + 8 * j));
         }
-        let pk = p.add(k * m_pad);
-        for r in 0..R {
-            let b = _mm256_broadcast_ss(&*pk.add(r));
-            for j in 0..V {
-                acc[r][j] = _mm256_fmadd_ps(b, vv[j], acc[r][j]);
-            }
-        }
+        fma_rows::<R, V>(p.add(k * m_pad), &vv, &mut acc);
     }
-    for (r, a) in acc.iter().enumerate() {
-        for (j, x) in a.iter().enumerate() {
-            _mm256_storeu_ps(o.add(r * ld + 8 * j), *x);
-        }
-    }
+    store_out::<R, V>(&acc, o, ld);
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -582,8 +615,6 @@ unsafe fn pv_fmt<const F: u8>(
 
 /// `R` query rows by `8V` output columns: rescale by alpha, then broadcast each probability
 /// and FMA it into `V` vectors of the value row.
-// Index loops over the const-sized register arrays unroll completely.
-#[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
@@ -596,33 +627,15 @@ unsafe fn pv_micro<const R: usize, const V: usize, const F: u8>(
     ld: usize,
     alpha: *const f32,
 ) {
-    let mut acc = [[_mm256_setzero_ps(); V]; R];
-    for (r, a) in acc.iter_mut().enumerate() {
-        for (j, x) in a.iter_mut().enumerate() {
-            *x = _mm256_loadu_ps(o.add(r * ld + 8 * j));
-            if !alpha.is_null() {
-                *x = _mm256_mul_ps(*x, _mm256_set1_ps(*alpha.add(r)));
-            }
-        }
-    }
+    let mut acc = load_out::<R, V>(o, ld, alpha);
     for (k, &vp) in vrows.iter().enumerate() {
         let mut vv = [_mm256_setzero_ps(); V];
         for (j, x) in vv.iter_mut().enumerate() {
             *x = load8::<F>(vp, c0 + 8 * j);
         }
-        let pk = p.add(k * m_pad);
-        for r in 0..R {
-            let b = _mm256_broadcast_ss(&*pk.add(r));
-            for j in 0..V {
-                acc[r][j] = _mm256_fmadd_ps(b, vv[j], acc[r][j]);
-            }
-        }
+        fma_rows::<R, V>(p.add(k * m_pad), &vv, &mut acc);
     }
-    for (r, a) in acc.iter().enumerate() {
-        for (j, x) in a.iter().enumerate() {
-            _mm256_storeu_ps(o.add(r * ld + 8 * j), *x);
-        }
-    }
+    store_out::<R, V>(&acc, o, ld);
 }
 
 /// 2^x: round to the nearest integer n, a degree-6 polynomial on the remainder in [-0.5, 0.5]
