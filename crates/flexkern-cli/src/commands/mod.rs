@@ -3,6 +3,7 @@
 pub mod attn;
 pub mod bench;
 pub mod bench_gemv;
+pub mod device;
 pub mod limits;
 pub mod paged;
 pub mod quant;

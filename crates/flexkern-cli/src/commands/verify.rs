@@ -1,15 +1,15 @@
 //! `flexkern verify`: the oracle comparison table over shapes, dtypes and variants.
 
+use super::device::Device;
 use anyhow::{bail, Result};
 use clap::Args;
 use flexkern::verify::{paged_cases, run_case, run_paged_case, standard_cases, Outcome};
-use flexkern::CpuBackend;
+use flexkern::{Backend, CpuBackend};
 
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// Device: cpu.
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    #[arg(long, value_enum, default_value_t)]
+    pub device: Device,
     /// A smaller matrix.
     #[arg(long)]
     pub quick: bool,
@@ -19,20 +19,19 @@ pub struct VerifyArgs {
 }
 
 pub fn run_verify(a: &VerifyArgs) -> Result<()> {
-    if a.device != "cpu" {
-        bail!(
-            "--device {}: only `cpu` is available in this build",
-            a.device
-        );
-    }
-    let backend = CpuBackend;
+    a.device.require_cpu("verify")?;
+    verify_on(&CpuBackend, a)
+}
+
+/// The oracle table on any backend.
+pub fn verify_on<B: Backend>(backend: &B, a: &VerifyArgs) -> Result<()> {
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
     });
-    println!("flexkern verify --device {} (seed {seed})", a.device);
+    println!("flexkern verify --device {} (seed {seed})", a.device.name());
     println!(
         "{:<30} {:<5} {:>10} {:>10} {:>8}  result",
         "case", "dtype", "err O", "err LSE", "tol"
@@ -60,11 +59,11 @@ pub fn run_verify(a: &VerifyArgs) -> Result<()> {
         }
     };
     for (i, c) in standard_cases(a.quick).iter().enumerate() {
-        report(run_case(&backend, c, seed.wrapping_add(i as u64)));
+        report(run_case(backend, c, seed.wrapping_add(i as u64)));
     }
     for (i, c) in paged_cases(a.quick).iter().enumerate() {
         report(run_paged_case(
-            &backend,
+            backend,
             c,
             seed.wrapping_add(1000 + i as u64),
         ));
