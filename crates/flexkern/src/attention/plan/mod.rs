@@ -317,6 +317,42 @@ mod tests {
         assert!(pl.merges.is_empty() && pl.items.len() == 1);
     }
 
+    /// The plan follows the device's policy, not the host: a GPU-like policy runs kv heads as
+    /// separate items and wants several partitions per worker.
+    #[test]
+    fn the_tile_policy_comes_from_the_caps() {
+        let qd = vec![0f32; 32 * 4];
+        let kd = vec![0f32; 8192 * 8 * 4];
+        let args = AttentionArgs::new(
+            TensorView::contiguous(&qd[..], &[1, 32, 4]),
+            TensorView::contiguous(&kd[..], &[8192, 8, 4]),
+            TensorView::contiguous(&kd[..], &[8192, 8, 4]),
+        );
+        let p = args.prepare().unwrap();
+        let mut gpu = Caps::cpu(132, 1);
+        gpu.kind = crate::device::DeviceKind::Gpu {
+            sms: 132,
+            compute_capability: (9, 0),
+            smem_per_block: 227 << 10,
+            smem_per_sm: 228 << 10,
+            l2_bytes: 50 << 20,
+        };
+        gpu.tiles.fuse_kv_heads = false;
+        gpu.tiles.parts_per_worker = 2;
+        gpu.tiles.decode_kv_block = 64;
+        let pl = plan(&p, &gpu, None).unwrap();
+        assert_eq!(pl.kv_block, 64);
+        assert!(pl.items.iter().all(|it| it.kv_heads == 1));
+        assert_eq!(pl.merges.len(), 8, "one merge group per kv head");
+        // 128 blocks per head, at least 4 per partition: 32 partitions each.
+        assert!(pl.merges.iter().all(|m| m.parts == 32));
+        let cpu = plan(&p, &caps(2), None).unwrap();
+        assert!(
+            cpu.items.iter().all(|it| it.kv_heads == 8),
+            "fused on the CPU"
+        );
+    }
+
     #[test]
     fn prefill_tiles_queries_and_skips_masked_blocks() {
         let causal = Variant::full().mask(builtins::causal());
