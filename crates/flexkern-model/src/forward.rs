@@ -237,7 +237,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         b.copy(&s.x, at, &mut s.h, 0, rows * d)?;
         b.rms_norm(&s.h, rows, &w.output_norm, c.rms_eps, &mut s.proj)?;
         let mut logits = f32s(rows * c.vocab)?;
-        b.matmul(&w.output, &s.proj, rows, &mut logits)?;
+        b.matmul(w.output(), &s.proj, rows, &mut logits)?;
         let mut out = vec![0f32; rows * c.vocab];
         b.download(&logits, 0, bytemuck::cast_slice_mut(&mut out))?;
         Ok(out)
