@@ -228,21 +228,20 @@ fn classify_row(
 ) {
     let (ql, kl) = (lens.q_len(s) as i64, lens.kv_len(s) as i64);
     let q0 = (qb * q_block) as i64;
-    let q1 = (q0 + q_block as i64).min(ql);
+    let mut t = TileCtx {
+        batch: s as i64,
+        head: head as i64,
+        q_len: ql,
+        kv_len: kl,
+        q_pos0: kl - ql + q0,
+        q_token0: lens.q_start(s) as i64 + q0,
+        rows: (q_block as i64).min(ql - q0) as usize,
+        kv_pos0: 0,
+        cols: 0,
+    };
     for (kb, kind) in row.iter_mut().enumerate() {
-        let k0 = (kb * kv_block) as i64;
-        let k1 = (k0 + kv_block as i64).min(kl);
-        let t = TileCtx {
-            batch: s as i64,
-            head: head as i64,
-            q_len: ql,
-            kv_len: kl,
-            q_pos0: kl - ql + q0,
-            q_token0: lens.q_start(s) as i64 + q0,
-            rows: (q1 - q0) as usize,
-            kv_pos0: k0,
-            cols: (k1 - k0) as usize,
-        };
+        t.kv_pos0 = (kb * kv_block) as i64;
+        t.cols = (kv_block as i64).min(kl - t.kv_pos0) as usize;
         *kind = classifier.classify(m, &t).kind() as u8;
     }
 }

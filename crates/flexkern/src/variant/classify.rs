@@ -11,6 +11,7 @@ use super::program::{Program, Scratch, TileCtx};
 pub const SUB: usize = 8;
 
 /// The ranges of the free variables over tile `t` (which must hold an element).
+#[inline]
 pub fn domain(t: &TileCtx) -> Domain {
     let (r, c) = (t.rows as i64, t.cols as i64);
     Domain {
@@ -25,6 +26,7 @@ pub fn domain(t: &TileCtx) -> Domain {
 }
 
 /// Interval analysis alone: `True` when every element of `t` is kept, `False` when none is.
+#[inline]
 pub fn bound(m: &Program, t: &TileCtx) -> Tri {
     if t.rows == 0 || t.cols == 0 {
         return Tri::False;
@@ -44,6 +46,7 @@ pub enum TileClass<'a> {
 }
 
 impl TileClass<'_> {
+    #[inline]
     pub fn kind(&self) -> BlockKind {
         match self {
             TileClass::Full => BlockKind::Full,
@@ -83,6 +86,7 @@ const FULL: u8 = BlockKind::Full as u8;
 
 impl Classifier {
     /// Classifies tile `t` of mask `m`: interval analysis, then the program when it is unknown.
+    #[inline]
     pub fn classify(&mut self, m: &Program, t: &TileCtx) -> TileClass<'_> {
         match bound(m, t) {
             Tri::True => TileClass::Full,
