@@ -32,7 +32,7 @@ impl KvCache {
     pub fn with_dtype(c: &Config, max_len: usize, dtype: DType) -> Result<KvCache> {
         // One spare page per layer for the copy-on-write of a shared partial last page.
         let pages = max_len.div_ceil(PAGE) + 1;
-        let mut layers = Vec::with_capacity(c.n_layer);
+        let mut layers = flexkern::mem::try_with_capacity("block_count", c.n_layer)?;
         let mut seq = None;
         for _ in 0..c.n_layer {
             let mut cfg = CacheConfig::new(pages, PAGE, c.n_head_kv, c.head_dim);

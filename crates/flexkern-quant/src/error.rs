@@ -18,6 +18,9 @@ pub enum QuantError {
         index: usize,
         value: f32,
     },
+    /// An allocation sized by the arguments cannot be made (see `crate::mem`).
+    #[error(transparent)]
+    Alloc(#[from] crate::mem::AllocError),
 }
 
 pub type Result<T, E = QuantError> = std::result::Result<T, E>;

@@ -31,6 +31,9 @@ pub enum Error {
     Backend { backend: &'static str, msg: String },
     #[error(transparent)]
     Quant(#[from] flexkern_quant::QuantError),
+    /// An allocation sized by the arguments cannot be made ("needs N bytes").
+    #[error(transparent)]
+    Alloc(#[from] flexkern_quant::mem::AllocError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

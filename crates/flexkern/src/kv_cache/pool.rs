@@ -67,18 +67,19 @@ enum Store {
 }
 
 impl Store {
-    fn new(dtype: DType, n: usize) -> Store {
+    /// `arg` names the cache argument the size came from in an allocation error.
+    fn new(arg: &'static str, dtype: DType, n: usize) -> Result<Store> {
         // Huge pages, untouched until pages are written: decode walks the pages in shuffled
         // order.
-        use crate::mem::huge_zeroed;
-        match dtype {
-            DType::F32 => Store::F32(huge_zeroed(n)),
-            DType::F16 => Store::F16(huge_zeroed(n)),
-            DType::BF16 => Store::BF16(huge_zeroed(n)),
-            DType::Fp8E4M3 => Store::Fp8E4M3(huge_zeroed(n)),
-            DType::Fp8E5M2 => Store::Fp8E5M2(huge_zeroed(n)),
-            DType::I8 => Store::I8(huge_zeroed(n)),
-        }
+        use crate::mem::try_huge_zeroed as z;
+        Ok(match dtype {
+            DType::F32 => Store::F32(z(arg, n)?),
+            DType::F16 => Store::F16(z(arg, n)?),
+            DType::BF16 => Store::BF16(z(arg, n)?),
+            DType::Fp8E4M3 => Store::Fp8E4M3(z(arg, n)?),
+            DType::Fp8E5M2 => Store::Fp8E5M2(z(arg, n)?),
+            DType::I8 => Store::I8(z(arg, n)?),
+        })
     }
     fn buf(&self) -> PageBuf<'_> {
         match self {
@@ -233,11 +234,17 @@ impl PagePool {
                 .ok_or_else(|| invalid("num_pages", "cache size overflows"))
         };
         let (nk, nv) = (size(cfg.head_dim)?, size(cfg.head_dim_v)?);
+        // Through the memory guard: a huge page count is a typed error, never an abort. The
+        // page stores first: they are the large ones.
+        let k = Store::new("num_pages", cfg.k_dtype, nk)?;
+        let v = Store::new("num_pages", cfg.v_dtype, nv)?;
+        let mut free = crate::mem::try_with_capacity("num_pages", cfg.num_pages)?;
+        free.extend((0..cfg.num_pages as u32).rev());
         Ok(PagePool {
-            k: Store::new(cfg.k_dtype, nk),
-            v: Store::new(cfg.v_dtype, nv),
-            refs: vec![0; cfg.num_pages],
-            free: (0..cfg.num_pages as u32).rev().collect(),
+            k,
+            v,
+            refs: crate::mem::try_zeroed_vec("num_pages", cfg.num_pages)?,
+            free,
             cfg,
         })
     }
@@ -384,5 +391,18 @@ mod tests {
         let mut c = ok;
         c.window = Some(0);
         assert!(PagePool::new(c).is_err());
+    }
+
+    /// Issue 16: a pool larger than the machine was an abort inside the allocator.
+    #[test]
+    fn a_pool_too_large_for_memory_is_a_typed_error() {
+        let c = CacheConfig::new(u32::MAX as usize, 256, 64, 576);
+        match PagePool::new(c) {
+            Err(Error::Alloc(e)) => {
+                assert_eq!(e.arg, "num_pages");
+                assert!(e.to_string().contains("needs"), "{e}");
+            }
+            other => panic!("expected an allocation error, got {other:?}"),
+        }
     }
 }
