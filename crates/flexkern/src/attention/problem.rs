@@ -227,8 +227,11 @@ pub(crate) fn check_geometry(
     q_dim: usize,
     scale: f32,
 ) -> Result<()> {
-    if hkv == 0 || hq == 0 {
-        return Err(invalid("k", "head counts must be positive"));
+    if hq == 0 {
+        return Err(invalid("q", "head count must be positive"));
+    }
+    if hkv == 0 {
+        return Err(invalid("k", "head count must be positive"));
     }
     if !hq.is_multiple_of(hkv) {
         return Err(mismatch(
