@@ -6,11 +6,9 @@ use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NpyError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The OS error is part of the message, not a `source`: an error chain prints it once.
+    #[error("{path}: {err}")]
+    Io { path: String, err: std::io::Error },
     #[error("{path}: not a valid .npy file: {msg}")]
     Format { path: String, msg: String },
 }
@@ -61,7 +59,7 @@ pub fn read(path: &Path) -> Result<Npy, NpyError> {
     let p = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| NpyError::Io {
         path: p.clone(),
-        source: e,
+        err: e,
     })?;
     parse(&bytes).map_err(|m| fmt_err(&p, m))
 }
@@ -156,7 +154,7 @@ pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), NpyEr
     }
     std::fs::write(path, out).map_err(|e| NpyError::Io {
         path: path.display().to_string(),
-        source: e,
+        err: e,
     })
 }
 

@@ -166,6 +166,7 @@ fn json_str(s: &str) -> String {
 pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
     let Device::Cpu = args.device;
     if let Some(t) = args.threads {
+        let t = super::threads::check_threads(t)?;
         // Fails only if the pool already exists, which leaves the default in place.
         let _ = rayon::ThreadPoolBuilder::new()
             .num_threads(t)
