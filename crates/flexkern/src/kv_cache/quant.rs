@@ -3,6 +3,7 @@
 
 use crate::dtype::{f32_to_fp8_e4m3, f32_to_fp8_e5m2, DType};
 use crate::error::{invalid, Result};
+use crate::tensor::TensorView;
 
 /// Dequantization scales of one quantized tensor (K or V).
 #[derive(Clone, Debug, PartialEq)]
@@ -90,6 +91,35 @@ pub fn max_code(dtype: DType) -> Option<f32> {
 
 pub fn is_quantized(dtype: DType) -> bool {
     max_code(dtype).is_some()
+}
+
+/// The NaN policy for quantized caches: int8 would store NaN as 0 and clamp ±Inf to ±127,
+/// fp8 saturates ±Inf, so every quantized type refuses a non-finite K or V value with a typed
+/// error before anything is stored (the float caches keep NaN and Inf as they are). `t` is a
+/// validated `[n, H, D]` view.
+pub(crate) fn check_storable(arg: &'static str, dtype: DType, t: &TensorView) -> Result<()> {
+    if !is_quantized(dtype) {
+        return Ok(());
+    }
+    let (n, heads, dim) = (t.shape[0], t.shape[1], t.shape[2]);
+    let mut row = vec![0f32; dim];
+    for tok in 0..n {
+        for h in 0..heads {
+            t.data
+                .read_f32(tok * t.strides[0] + h * t.strides[1], &mut row);
+            if let Some(j) = row.iter().position(|x| !x.is_finite()) {
+                return Err(invalid(
+                    arg,
+                    format!(
+                        "{} at token {tok}, head {h}, element {j}: a {} cache stores finite values only",
+                        row[j],
+                        dtype.name()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Symmetric int8: round to nearest even, clamp to ±127 (-128 unused so the range is symmetric).

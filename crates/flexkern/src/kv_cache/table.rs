@@ -111,6 +111,8 @@ impl KvCache {
         if n != nv {
             return Err(mismatch("k", "v", format!("{n} vs {nv} tokens")));
         }
+        super::quant::check_storable("k", c.k_dtype, k)?;
+        super::quant::check_storable("v", c.v_dtype, v)?;
         let s = self.seq(id)?;
         if n == 0 {
             return Ok(());
