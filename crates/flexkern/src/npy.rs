@@ -64,6 +64,11 @@ pub fn read(path: &Path) -> Result<Npy, NpyError> {
     parse(&bytes).map_err(|m| fmt_err(&p, m))
 }
 
+/// Parses a .npy image held in memory (the fuzz targets' entry; `read` is this on a file).
+pub fn from_bytes(b: &[u8]) -> Result<Npy, NpyError> {
+    parse(b).map_err(|m| fmt_err("<bytes>", m))
+}
+
 fn parse(b: &[u8]) -> Result<Npy, String> {
     if b.len() < 10 || &b[..6] != b"\x93NUMPY" {
         return Err("bad magic".into());

@@ -100,7 +100,9 @@ pub fn parse_masks(masks: &[String], mut v: Variant) -> Result<Variant> {
                 if path.is_empty() {
                     bail!("--mask document:IDS.npy needs a file");
                 }
-                let ids = npy::read(path.as_ref())?.to_i64(path)?;
+                let ids = npy::read(path.as_ref())
+                    .and_then(|a| a.to_i64(path))
+                    .with_context(|| format!("--mask {m}"))?;
                 builtins::document(ids)
             }
         };

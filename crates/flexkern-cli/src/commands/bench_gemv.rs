@@ -253,7 +253,8 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
         .formats
         .split(',')
         .map(|f| Format::from_name(f.trim()))
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, _>>()
+        .context("--formats")?;
     let Sizes { ns, k, reps } = sizes(args)?;
     let (ws, bw_mib) = if args.quick {
         (32 << 20, 128)
