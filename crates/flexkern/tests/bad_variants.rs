@@ -108,3 +108,48 @@ fn zero_query_heads_name_q() {
     );
     assert_eq!(arg(args.prepare().map(|_| ())), "q");
 }
+
+/// The NaN policy on attention inputs: a NaN in Q, K or V reaches O of every row that reads it
+/// (the kernels' running max must not drop a NaN score); an infinity gives what IEEE
+/// arithmetic gives (a -inf score is weight 0, so no assertion on it beyond "no panic"). Not
+/// compared with the oracle here: its treatment of a NaN score belongs to the score-mod NaN
+/// rule of issue 16, settled separately.
+#[test]
+fn non_finite_qkv_reach_the_output() {
+    let (l, h, d) = (40, 2, 8);
+    let mut rng = Rng::new(3);
+    let mut r = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.uniform()).collect() };
+    let (q0, k0, v0) = (r(l * h * d), r(l * h * d), r(l * h * d));
+    for which in 0..3 {
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let (mut q, mut k, mut v) = (q0.clone(), k0.clone(), v0.clone());
+            // Token 17, head 0, element 3.
+            let at = (17 * h) * d + 3;
+            [&mut q, &mut k, &mut v][which][at] = bad;
+            let args = AttentionArgs::new(
+                TensorView::contiguous(q.as_slice(), &[l, h, d]),
+                TensorView::contiguous(k.as_slice(), &[l, h, d]),
+                TensorView::contiguous(v.as_slice(), &[l, h, d]),
+            );
+            let mut o = vec![0f32; l * h * d];
+            attention(&CpuBackend, &args, None, &mut o, None).unwrap();
+            if !bad.is_nan() {
+                continue;
+            }
+            // Head 0 rows that read the value: Q's row 17 only; K and V: every row.
+            let rows: Vec<usize> = if which == 0 {
+                vec![17]
+            } else {
+                (0..l).collect()
+            };
+            for row in rows {
+                let or = &o[(row * h) * d..(row * h + 1) * d];
+                assert!(
+                    or.iter().any(|x| !x.is_finite()),
+                    "{} = {bad}: row {row} finite: {or:?}",
+                    ["q", "k", "v"][which]
+                );
+            }
+        }
+    }
+}
