@@ -9,8 +9,8 @@ mod common;
 
 use common::*;
 use flexkern_quant::{
-    cpu, dequantize, down_with_swiglu, gemv_many, quantize, swiglu_gate_up, Activation, Format,
-    QuantError, QuantMatrix,
+    cpu, dequantize, down_with_swiglu, gemv_many, quantize, swiglu_gate_up, Activation, QuantError,
+    QuantMatrix,
 };
 use rand::rngs::StdRng;
 use rand::SeedableRng;

@@ -121,7 +121,7 @@ pub fn run_gemv(a: &GemvArgs) -> Result<()> {
         );
     }
     // K = 0 bounds neither N (by the weight file) nor M (by the x file): the guard does.
-    let mut y = flexkern::mem::try_zeroed_vec("--shape", m.checked_mul(n).unwrap_or(usize::MAX))?;
+    let mut y = flexkern::mem::try_zeroed_vec("--shape", m.saturating_mul(n))?;
     let xf;
     let act = match &x.data {
         NpyData::F16(v) => Activation::F16(v),
