@@ -31,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
     let mut b = Bytes(data);
     let buf = vec![0.25f32; 4096];
     let rank = 3 + (b.u64() % 2) as usize;
-    let mut view = |b: &mut Bytes| {
+    let view = |b: &mut Bytes| {
         let shape: Vec<usize> = (0..rank).map(|_| b.size()).collect();
         let strided = b.u64() % 4 == 0;
         let strides: Vec<usize> = (0..rank).map(|_| b.size()).collect();

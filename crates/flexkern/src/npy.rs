@@ -95,7 +95,8 @@ fn parse(b: &[u8]) -> Result<Npy, String> {
     }
     let shape_s = header.split("'shape':").nth(1).ok_or("no shape")?;
     let open = shape_s.find('(').ok_or("bad shape")?;
-    let close = shape_s.find(')').ok_or("bad shape")?;
+    // The `)` after the `(`: one before it (found by cargo-fuzz) sliced backwards.
+    let close = open + shape_s[open..].find(')').ok_or("bad shape")?;
     let mut shape = Vec::new();
     for part in shape_s[open + 1..close].split(',') {
         let t = part.trim();
@@ -185,6 +186,16 @@ fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closing_paren_before_the_opening_one_is_an_error() {
+        let h = b"{'descr': '<f4', 'fortran_order': False, 'shape':)(2, 4 }";
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        b.extend_from_slice(h);
+        b.extend_from_slice(&[0; 32]);
+        assert!(super::from_bytes(&b).is_err());
+    }
 
     #[test]
     fn round_trip_and_errors() {
