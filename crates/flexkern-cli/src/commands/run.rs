@@ -240,18 +240,6 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
             Flow::Continue
         },
     )?;
-    // Stopping at the cache's end before -n tokens is not silent.
-    let full = cache.len() >= cache.max_len();
-    if ids.len() < args.n_predict && full && !ids.last().is_some_and(|&t| tok.is_eog(t)) {
-        eprintln!(
-            "note: stopped after {} of {} tokens: the KV cache is full ({} positions = min(--ctx \
-             {}, the model's context length)); raise --ctx to generate more",
-            ids.len(),
-            args.n_predict,
-            cache.max_len(),
-            args.ctx
-        );
-    }
     if args.json {
         println!(
             "{{\"prompt_ids\":{},\"ids\":{},\"pieces\":[{}],\"prefill_tokens\":{},\"prefill_tok_s\":{:.3},\"decode_tokens\":{},\"decode_tok_s\":{:.3}}}",
@@ -272,6 +260,18 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
             stats.decode_tokens,
             stats.decode_tok_s(),
             rayon::current_num_threads()
+        );
+    }
+    // Stopping at the cache's end before -n tokens is not silent.
+    let full = cache.len() >= cache.max_len();
+    if ids.len() < args.n_predict && full && !ids.last().is_some_and(|&t| tok.is_eog(t)) {
+        eprintln!(
+            "note: stopped after {} of {} tokens: the KV cache is full ({} positions = min(--ctx \
+             {}, the model's context length)); raise --ctx to generate more",
+            ids.len(),
+            args.n_predict,
+            cache.max_len(),
+            args.ctx
         );
     }
     Ok(())
