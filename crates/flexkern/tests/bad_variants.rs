@@ -153,3 +153,17 @@ fn non_finite_qkv_reach_the_output() {
         }
     }
 }
+
+/// ALiBi holds one slope per query head: a longer table was accepted.
+#[test]
+fn alibi_needs_one_slope_per_query_head() {
+    let x = vec![0.5f32; 4 * 2 * 8];
+    let t = || TensorView::contiguous(x.as_slice(), &[4, 2, 8]);
+    for n in [1, 3, 8] {
+        let args =
+            AttentionArgs::new(t(), t(), t()).variant(Variant::full().score(alibi(vec![0.5; n])));
+        assert_eq!(arg(args.prepare().map(|_| ())), "alibi", "{n} slopes");
+    }
+    let ok = AttentionArgs::new(t(), t(), t()).variant(Variant::full().score(alibi(vec![0.5; 2])));
+    assert!(ok.prepare().is_ok());
+}

@@ -274,6 +274,16 @@ pub(crate) fn check_captures(v: &CompiledVariant, lens: &SeqLens, hq: usize) -> 
         }
     }
     for e in exprs {
+        // `builtins::alibi` holds one slope per query head: more (or fewer) is a bad argument
+        // even where the loads stay in bounds.
+        if let Some(c) = e.captures().iter().find(|c| c.name == "alibi_slopes") {
+            if c.len() != hq {
+                return Err(invalid(
+                    "alibi",
+                    format!("{} slopes for {hq} query heads", c.len()),
+                ));
+            }
+        }
         if e.captures().is_empty() {
             continue;
         }
