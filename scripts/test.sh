@@ -20,4 +20,15 @@ echo "== quantized formats vs gguf-py (PyPI gguf)"
 FLEXKERN_BIN="$target/debug/flexkern" bash crates/flexkern-quant/tests/gguf_crosscheck.sh
 echo "== K-quants vs gguf-py and ggml's reference quantizers"
 bash crates/flexkern-quant/tests/kquants_crosscheck.sh
+# ---- bounded fuzzing (issue 16; docs/FUZZING.md) ---------------------------------------------
+# About a minute: mutated GGUF models through load + forward, and random attn / quantize /
+# dequantize / gemv argument combinations through the binary (no panic, no signal, no hang,
+# every error names a flag or file). A fresh seed each run; the seed is printed to reproduce.
+fuzz_seed=${FLEXKERN_FUZZ_SEED:-$(date +%s)}
+echo "== bounded fuzzing (seed $fuzz_seed; reproduce with FLEXKERN_FUZZ_SEED=$fuzz_seed)"
+FLEXKERN_FUZZ_SEED=$fuzz_seed FLEXKERN_FUZZ_SECS=15 \
+    cargo test -q -p flexkern-model --test fuzz_load -p flexkern-gguf --test fuzz 2>&1
+FLEXKERN_FUZZ_SEED=$fuzz_seed FLEXKERN_FUZZ_SECS=20 \
+    cargo test -q -p flexkern-cli --test fuzz_cli 2>&1
+# ----------------------------------------------------------------------------------------------
 echo "== all tests passed"

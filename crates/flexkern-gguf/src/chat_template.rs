@@ -16,8 +16,33 @@ pub struct ChatTemplate {
     eos_token: String,
 }
 
+/// Instructions one render may run: real templates over long conversations use a few
+/// thousand per message; a template with nested `range(100000)` loops ran for minutes.
+pub const TEMPLATE_FUEL: u64 = 10_000_000;
+
+/// Bytes one render may produce (a prompt far beyond any context window).
+pub const TEMPLATE_MAX_OUTPUT: usize = 16 << 20;
+
+/// A writer that refuses to grow past `TEMPLATE_MAX_OUTPUT`.
+struct Capped(Vec<u8>);
+
+impl std::io::Write for Capped {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + b.len() > TEMPLATE_MAX_OUTPUT {
+            return Err(std::io::Error::other("output too large"));
+        }
+        self.0.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn env() -> Environment<'static> {
     let mut env = Environment::new();
+    // Bad templates are input too: bounded work, never a hang.
+    env.set_fuel(Some(TEMPLATE_FUEL));
     // HF renders with trim_blocks and lstrip_blocks on.
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
@@ -92,13 +117,30 @@ impl ChatTemplate {
             .collect();
         let env = env();
         let tmpl = env.template_from_str(&self.source).map_err(jinja_err)?;
-        tmpl.render(context! {
+        let mut out = Capped(Vec::new());
+        let ctx = context! {
             messages => msgs,
             add_generation_prompt => add_generation_prompt,
             bos_token => &self.bos_token,
             eos_token => &self.eos_token,
-        })
-        .map_err(jinja_err)
+        };
+        match tmpl.render_captured_to(ctx, &mut out) {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::OutOfFuel => {
+                return Err(GgufError::ChatTemplate(format!(
+                    "{CHAT_TEMPLATE_KEY}: the template ran past its work limit of \
+                     {TEMPLATE_FUEL} instructions"
+                )))
+            }
+            Err(e) if e.kind() == ErrorKind::WriteFailure => {
+                return Err(GgufError::ChatTemplate(format!(
+                    "{CHAT_TEMPLATE_KEY}: the template wrote more than {TEMPLATE_MAX_OUTPUT} bytes"
+                )))
+            }
+            Err(e) => return Err(jinja_err(e)),
+        }
+        String::from_utf8(out.0)
+            .map_err(|_| GgufError::ChatTemplate("rendered text is not UTF-8".into()))
     }
 }
 
@@ -206,6 +248,28 @@ mod tests {
             Err(GgufError::ChatTemplate(_))
         ));
     }
+    #[test]
+    fn runaway_templates_hit_the_work_and_output_limits() {
+        let t = std::time::Instant::now();
+        let nested =
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
+        let e = ChatTemplate::new(nested, "", "")
+            .unwrap()
+            .apply(&[("user", "hi")], true);
+        let msg = e.unwrap_err().to_string();
+        assert!(
+            msg.contains("work limit") && msg.contains(CHAT_TEMPLATE_KEY),
+            "{msg}"
+        );
+        let big = "{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}";
+        let e = ChatTemplate::new(big, "", "")
+            .unwrap()
+            .apply(&[("user", "hi")], true);
+        let msg = e.unwrap_err().to_string();
+        assert!(msg.contains("more than"), "{msg}");
+        assert!(t.elapsed().as_secs() < 30, "{:?}", t.elapsed());
+    }
+
     #[test]
     fn from_gguf_handles_absent_and_mistyped_templates() {
         use crate::{GgufWriter, Value};

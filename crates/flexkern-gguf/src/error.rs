@@ -5,7 +5,8 @@ use std::path::PathBuf;
 /// Everything that can go wrong in this crate; each variant names the offending argument or field.
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
-    #[error("cannot read GGUF file {path}: {source}")]
+    /// The OS error is the `source` only, so an error chain prints it once.
+    #[error("cannot read GGUF file {path}")]
     Io {
         path: PathBuf,
         #[source]

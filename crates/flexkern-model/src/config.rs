@@ -77,15 +77,17 @@ impl Config {
             Some(v) => v,
             None => f.get_array("tokenizer.ggml.tokens")?.len(),
         };
+        let rms_key = key("attention.layer_norm_rms_epsilon");
+        let rms_eps = f.get_opt(&rms_key, GgufFile::get_f32)?.unwrap_or(1e-5);
+        positive(&rms_key, rms_eps)?;
+        let base_key = key("rope.freq_base");
+        let rope_base = f.get_opt(&base_key, GgufFile::get_f32)?.unwrap_or(10_000.0);
+        positive(&base_key, rope_base)?;
         Ok(Config {
-            n_layer: usize_key("block_count")?,
+            n_layer: block_count(f, &key("block_count"))?,
             n_ff: usize_key("feed_forward_length")?,
-            rms_eps: f
-                .get_opt(&key("attention.layer_norm_rms_epsilon"), GgufFile::get_f32)?
-                .unwrap_or(1e-5),
-            rope_base: f
-                .get_opt(&key("rope.freq_base"), GgufFile::get_f32)?
-                .unwrap_or(10_000.0),
+            rms_eps,
+            rope_base,
             context_length: f
                 .get_opt(&key("context_length"), GgufFile::get_usize)?
                 .unwrap_or(2048),
@@ -115,6 +117,44 @@ impl Config {
     }
 }
 
+/// A float hyperparameter that must be finite and > 0 (NaN would surface only as NaN logits).
+fn positive(key: &str, x: f32) -> Result<()> {
+    if x.is_finite() && x > 0.0 {
+        Ok(())
+    } else {
+        Err(config_err(key, format!("must be finite and > 0, got {x}")))
+    }
+}
+
+/// `block_count`, checked against the `blk.N.*` tensors the file holds, before any per-layer
+/// allocation is sized by it (a corrupt 2^31 reserved every layer and aborted).
+fn block_count(f: &GgufFile, key: &str) -> Result<usize> {
+    let n = f.get_usize(key)?;
+    let held = f
+        .tensors()
+        .iter()
+        .filter_map(|t| {
+            t.name
+                .strip_prefix("blk.")?
+                .split('.')
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .max()
+        .map_or(0, |i| i + 1);
+    if n != held {
+        return Err(config_err(
+            key,
+            format!(
+                "is {n} but the file holds layer tensors for {held} blocks (blk.0 .. blk.{})",
+                held.max(1) - 1
+            ),
+        ));
+    }
+    Ok(n)
+}
+
 /// Frequency scale from `rope.scaling.*` (linear; YaRN is read by `yarn`). Llama 3 scaling
 /// arrives as the `rope_freqs.weight` tensor instead (see `Weights::rope_freqs`).
 fn rope_scale(f: &GgufFile, arch: &str) -> Result<f32> {
@@ -124,12 +164,14 @@ fn rope_scale(f: &GgufFile, arch: &str) -> Result<f32> {
     let factor = f.get_opt(&factor_key, GgufFile::get_f32)?;
     match (ty, factor) {
         ("none", _) | (_, None) => {
-            if let Ok(s) = f.get_f32(&format!("{arch}.rope.scale_linear")) {
+            let lin_key = format!("{arch}.rope.scale_linear");
+            if let Ok(s) = f.get_f32(&lin_key) {
+                positive(&lin_key, s)?;
                 return Ok(1.0 / s);
             }
             Ok(1.0)
         }
-        ("linear", Some(x)) if x > 0.0 => Ok(1.0 / x),
+        ("linear", Some(x)) => positive(&factor_key, x).map(|_| 1.0 / x),
         ("yarn", Some(_)) => Ok(1.0),
         (_, Some(1.0)) => Ok(1.0),
         (t, _) => Err(config_err(

@@ -20,7 +20,7 @@ pub enum ModelError {
     },
     #[error("tensor {name:?}: type {ty} is not supported")]
     UnsupportedType { name: String, ty: String },
-    #[error("context full: {needed} positions needed, the model holds {max}")]
+    #[error("context full: {needed} positions needed, the KV cache holds {max} (--ctx, at most the model's context length)")]
     ContextFull { needed: usize, max: usize },
     #[error("token {id} is out of range (vocab size {vocab})")]
     TokenOutOfRange { id: u32, vocab: usize },
@@ -30,6 +30,8 @@ pub enum ModelError {
     Kernel(#[from] flexkern::Error),
     #[error(transparent)]
     Quant(#[from] flexkern_quant::QuantError),
+    #[error(transparent)]
+    Alloc(#[from] flexkern_quant::mem::AllocError),
 }
 
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;

@@ -57,9 +57,10 @@ impl<B: Backend> KvCache<B> {
         }
         let mut table = PageTable::new(cfg.clone())?;
         let seq = table.add_seq();
-        let stores = (0..c.n_layer)
-            .map(|_| PageStore::new(backend, &cfg))
-            .collect::<flexkern::Result<Vec<_>>>()?;
+        let mut stores = flexkern::mem::try_with_capacity("block_count", c.n_layer)?;
+        for _ in 0..c.n_layer {
+            stores.push(PageStore::new(backend, &cfg)?);
+        }
         Ok(KvCache {
             table,
             seq,

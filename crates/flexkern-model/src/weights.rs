@@ -103,7 +103,7 @@ impl<'a> Weights<'a> {
         let output_norm = vector(f, "output_norm.weight", d)?;
         let rope_freqs = opt_vector(f, "rope_freqs.weight", c.rope_dims / 2)?;
         progress(2, total);
-        let mut layers = Vec::with_capacity(c.n_layer);
+        let mut layers = flexkern::mem::try_with_capacity("block_count", c.n_layer)?;
         for i in 0..c.n_layer {
             let n = |s: &str| format!("blk.{i}.{s}");
             layers.push(Layer {

@@ -2,8 +2,9 @@
 //!
 //! Non-finite input: `quantize` rejects NaN and ±Inf with `QuantError::NonFinite` naming the
 //! first offending element, for every format (F32 included), so a stored tensor never carries
-//! them. Finite values beyond a format's scale range (|x| > 65504 * 127 for Q8_0's f16 scale, or
-//! > 65504 for F16) become ±Inf in the output, as in ggml and gguf-py.
+//! them. Finite values beyond what a format stores (`Format::max_abs_weight`: f16's 65504 for
+//! the formats with f16 scales) are refused with `QuantError::OutOfRange`, where ggml and
+//! gguf-py write inf, NaN or zero blocks.
 
 use crate::dispatch::with_block;
 use crate::error::{invalid, QuantError, Result};
@@ -36,6 +37,17 @@ fn check_src(src: &[f32], n: usize, k: usize, format: Format) -> Result<()> {
 /// weights, scales, biases concatenated; see `crate::mlx`).
 pub fn quantize(format: Format, src: &[f32], n: usize, k: usize) -> Result<Vec<u8>> {
     check_src(src, n, k, format)?;
+    if let Some(limit) = format.max_abs_weight() {
+        if let Some(index) = src.iter().position(|v| v.abs() > limit) {
+            return Err(QuantError::OutOfRange {
+                arg: "src",
+                index,
+                value: src[index],
+                limit,
+                format,
+            });
+        }
+    }
     fn run<B: QuantBlock>(src: &[f32]) -> Result<Vec<u8>> {
         let mut out = vec![<B as bytemuck::Zeroable>::zeroed(); src.len() / B::ELEMS];
         B::quantize_ref(src, &mut out);

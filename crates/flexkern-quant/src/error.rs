@@ -18,6 +18,18 @@ pub enum QuantError {
         index: usize,
         value: f32,
     },
+    /// `quantize`: a finite value the format cannot store (see `Format::max_abs_weight`).
+    #[error("argument `{arg}`: value {value} at element {index} exceeds {format}'s range (|x| <= {limit})")]
+    OutOfRange {
+        arg: &'static str,
+        index: usize,
+        value: f32,
+        limit: f32,
+        format: crate::format::Format,
+    },
+    /// An allocation sized by the arguments cannot be made (see `crate::mem`).
+    #[error(transparent)]
+    Alloc(#[from] crate::mem::AllocError),
 }
 
 pub type Result<T, E = QuantError> = std::result::Result<T, E>;

@@ -107,6 +107,23 @@ pub const MLX_BITS: [u8; 5] = [2, 3, 4, 6, 8];
 pub const MLX_GROUPS: [u16; 3] = [32, 64, 128];
 
 impl Format {
+    /// The largest |w| `quantize` stores faithfully; `None`: any finite f32. Past it a format's
+    /// scales (or mins, or its values for F16 / BF16) would round to ±Inf or its arithmetic
+    /// overflow, writing inf, NaN or zero blocks, so `quantize` refuses it with
+    /// `QuantError::OutOfRange`. Block formats hold f16 scales and mins: f16's 65504.
+    pub fn max_abs_weight(&self) -> Option<f32> {
+        match self {
+            Format::F32 => None,
+            Format::BF16 => Some(half::bf16::MAX.to_f32()),
+            // (max - min) / bins must stay finite in f32.
+            Format::MlxAffine {
+                scales: MlxScale::BF16,
+                ..
+            } => Some(1e38),
+            _ => Some(half::f16::MAX.to_f32()),
+        }
+    }
+
     /// Every fixed (non-MLX) format, for tests and benchmarks.
     pub fn all_fixed() -> impl Iterator<Item = Format> {
         NAMED.iter().map(|&(_, f)| f)

@@ -292,6 +292,22 @@ impl<'a> QuantMatrix<'a> {
         let xf = x.to_f32();
         let rows = self.prepare(&xf, m)?;
         gemv::run(rows.as_ref(), self.n, self.parallel, y);
+        for j in non_finite_rows(&xf, self.k) {
+            self.exact_row(&xf[j * self.k..][..self.k], &mut y[j * self.n..][..self.n])?;
+        }
+        Ok(())
+    }
+
+    /// `y[r] = W[r] . x` in f32 from the dequantized rows: IEEE semantics, so a NaN or an
+    /// infinity in `x` reaches `y` as it does on the float formats. The quantized activation
+    /// types cannot carry them (an Inf scale zeroes or NaNs its whole block, an int8 code
+    /// clamps), so rows of `x` holding one take this path: bad input only, never the fast path.
+    fn exact_row(&self, x: &[f32], y: &mut [f32]) -> Result<()> {
+        let mut w = vec![0.0f32; self.k];
+        for (r, out) in y.iter_mut().enumerate() {
+            self.embedding(&[r as u32], &mut w)?;
+            *out = w.iter().zip(x).map(|(a, b)| a * b).sum();
+        }
         Ok(())
     }
 
@@ -358,6 +374,18 @@ impl<'a> QuantMatrix<'a> {
         self.embedding(&idx, &mut out)?;
         Ok(out)
     }
+}
+
+/// Indices of the rows of `x` (`[m, k]`) holding a NaN or an infinity.
+fn non_finite_rows(x: &[f32], k: usize) -> Vec<usize> {
+    if k == 0 {
+        return Vec::new();
+    }
+    x.chunks_exact(k)
+        .enumerate()
+        .filter(|(_, r)| r.iter().any(|v| !v.is_finite()))
+        .map(|(j, _)| j)
+        .collect()
 }
 
 /// Every matrix joined with `m` prepared activation rows (`x` is `[m, k]` f32, the same `k` for
@@ -459,6 +487,11 @@ pub fn gemv_many(
         let (s, e) = (seg.starts[i], seg.starts[i + 1]);
         gemv::transpose_into(&yt[s * m..e * m], e - s, m, y);
     }
+    for j in non_finite_rows(&xf, k) {
+        for (q, y) in mats.iter().zip(ys.iter_mut()) {
+            q.exact_row(&xf[j * k..][..k], &mut y[j * q.n..][..q.n])?;
+        }
+    }
     Ok(())
 }
 
@@ -504,6 +537,15 @@ pub fn swiglu_gate_up(
         let mut yt = vec![0.0f32; n * m];
         gemv::for_row_chunks(n, m, gate.parallel, rb, &mut yt, body);
         gemv::transpose_into(&yt, n, m, out);
+    }
+    for j in non_finite_rows(&xf, k) {
+        let (x, o) = (&xf[j * k..][..k], &mut out[j * n..][..n]);
+        let mut ub = vec![0.0f32; n];
+        gate.exact_row(x, o)?;
+        up.exact_row(x, &mut ub)?;
+        for (a, b) in o.iter_mut().zip(&ub) {
+            *a = silu(*a) * b;
+        }
     }
     Ok(())
 }

@@ -6,11 +6,9 @@ use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NpyError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The OS error is part of the message, not a `source`: an error chain prints it once.
+    #[error("{path}: {err}")]
+    Io { path: String, err: std::io::Error },
     #[error("{path}: not a valid .npy file: {msg}")]
     Format { path: String, msg: String },
 }
@@ -61,9 +59,14 @@ pub fn read(path: &Path) -> Result<Npy, NpyError> {
     let p = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| NpyError::Io {
         path: p.clone(),
-        source: e,
+        err: e,
     })?;
     parse(&bytes).map_err(|m| fmt_err(&p, m))
+}
+
+/// Parses a .npy image held in memory (the fuzz targets' entry; `read` is this on a file).
+pub fn from_bytes(b: &[u8]) -> Result<Npy, NpyError> {
+    parse(b).map_err(|m| fmt_err("<bytes>", m))
 }
 
 fn parse(b: &[u8]) -> Result<Npy, String> {
@@ -92,7 +95,8 @@ fn parse(b: &[u8]) -> Result<Npy, String> {
     }
     let shape_s = header.split("'shape':").nth(1).ok_or("no shape")?;
     let open = shape_s.find('(').ok_or("bad shape")?;
-    let close = shape_s.find(')').ok_or("bad shape")?;
+    // The `)` after the `(`: one before it (found by cargo-fuzz) sliced backwards.
+    let close = open + shape_s[open..].find(')').ok_or("bad shape")?;
     let mut shape = Vec::new();
     for part in shape_s[open + 1..close].split(',') {
         let t = part.trim();
@@ -156,7 +160,7 @@ pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), NpyEr
     }
     std::fs::write(path, out).map_err(|e| NpyError::Io {
         path: path.display().to_string(),
-        source: e,
+        err: e,
     })
 }
 
@@ -182,6 +186,16 @@ fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closing_paren_before_the_opening_one_is_an_error() {
+        let h = b"{'descr': '<f4', 'fortran_order': False, 'shape':)(2, 4 }";
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        b.extend_from_slice(h);
+        b.extend_from_slice(&[0; 32]);
+        assert!(super::from_bytes(&b).is_err());
+    }
 
     #[test]
     fn round_trip_and_errors() {

@@ -99,7 +99,7 @@ fn each_malformed_argument_is_named() {
         (
             AttentionArgs::new(qv(), kvv(), kvv())
                 .variant(Variant::full().score(alibi(vec![0.1; 3]))),
-            "variant",
+            "alibi",
         ),
         (
             AttentionArgs::new(qv(), kvv(), kvv())

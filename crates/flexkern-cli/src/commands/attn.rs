@@ -59,39 +59,65 @@ pub struct AttnArgs {
     pub device: super::device::Device,
 }
 
-/// Parses repeated `--mask` flags into one ANDed mask.
+/// Parses repeated `--mask` flags into one ANDed mask. Each spec takes exactly its fields
+/// (`causal:1:2` is refused, not read as `causal`); window and chunk sizes must be >= 1.
 pub fn parse_masks(masks: &[String], mut v: Variant) -> Result<Variant> {
+    const USAGE: &str = "causal, sliding:W, local:L:R, chunked:C, prefix-lm:N, document:IDS.npy";
     for m in masks {
         let parts: Vec<&str> = m.split(':').collect();
-        let num = |i: usize| -> Result<i64> {
-            parts
-                .get(i)
-                .with_context(|| format!("--mask {m}: missing a number"))?
+        let want = match parts[0] {
+            "causal" => 1,
+            "local" => 3,
+            "sliding" | "chunked" | "prefix-lm" | "document" => 2,
+            other => bail!("--mask: unknown mask `{other}` ({USAGE})"),
+        };
+        if parts.len() != want {
+            bail!(
+                "--mask {m}: `{}` takes {} field(s) after its name, got {} ({USAGE})",
+                parts[0],
+                want - 1,
+                parts.len() - 1
+            );
+        }
+        let num = |i: usize, min: i64| -> Result<i64> {
+            let x = parts[i]
                 .parse::<i64>()
-                .with_context(|| format!("--mask {m}: not an integer"))
+                .with_context(|| format!("--mask {m}: `{}` is not an integer", parts[i]))?;
+            if x < min {
+                bail!("--mask {m}: {x} is below {min}");
+            }
+            Ok(x)
         };
         let e = match parts[0] {
             "causal" => builtins::causal(),
-            "sliding" => builtins::sliding_window(num(1)?),
-            "local" => builtins::local(num(1)?, num(2)?),
-            "chunked" => builtins::chunked(num(1)?),
-            "prefix-lm" => builtins::prefix_lm(num(1)?),
-            "document" => {
-                let path = parts.get(1).with_context(|| "--mask document:IDS.npy needs a file")?;
-                let ids = npy::read(path.as_ref())?.to_i64(path)?;
+            "sliding" => builtins::sliding_window(num(1, 1)?),
+            "local" => builtins::local(num(1, 0)?, num(2, 0)?),
+            "chunked" => builtins::chunked(num(1, 1)?),
+            "prefix-lm" => builtins::prefix_lm(num(1, 0)?),
+            _ => {
+                let path = parts[1];
+                if path.is_empty() {
+                    bail!("--mask document:IDS.npy needs a file");
+                }
+                let ids = npy::read(path.as_ref())
+                    .and_then(|a| a.to_i64(path))
+                    .with_context(|| format!("--mask {m}"))?;
                 builtins::document(ids)
             }
-            other => bail!("--mask: unknown mask `{other}` (causal, sliding:W, local:L:R, chunked:C, prefix-lm:N, document:IDS.npy)"),
         };
         v = v.mask(e);
     }
     Ok(v)
 }
 
-fn f32_vec(path: &std::path::Path, what: &str) -> Result<Vec<f32>> {
+/// A per-query-head vector (`--alibi`, `--sinks`): 1-D, `heads` long.
+fn f32_vec(path: &std::path::Path, what: &str, heads: usize) -> Result<Vec<f32>> {
     let a = npy::read(path)?;
     if a.shape.len() != 1 {
         bail!("--{what}: expected a 1-D array, got shape {:?}", a.shape);
+    }
+    if a.shape[0] != heads {
+        bail!("--{what}: {} values for {heads} query heads", a.shape[0]);
     }
     Ok(a.to_f32())
 }
@@ -132,29 +158,54 @@ pub fn run_attn(a: &AttnArgs) -> Result<()> {
     } else {
         (widen(&q), widen(&k), widen(&v))
     };
+    let (qv, kv, vv) = (view(&q, "q")?, view(&k, "k")?, view(&v, "v")?);
+    let hq = q.shape[1];
     let mut variant = parse_masks(&a.masks, Variant::full())?;
     if let Some(c) = a.softcap {
+        if !(c.is_finite() && c > 0.0) {
+            bail!("--softcap {c}: the cap must be finite and > 0");
+        }
         variant = variant.score(builtins::softcap(c));
     }
     if let Some(p) = &a.alibi {
-        variant = variant.score(builtins::alibi(f32_vec(p, "alibi")?));
+        let slopes = f32_vec(p, "alibi", hq)?;
+        if let Some(x) = slopes.iter().find(|x| !x.is_finite()) {
+            bail!("--alibi: slopes must be finite, got {x}");
+        }
+        variant = variant.score(builtins::alibi(slopes));
     }
     if let Some(p) = &a.sinks {
-        variant = variant.sinks(f32_vec(p, "sinks")?);
+        variant = variant.sinks(f32_vec(p, "sinks", hq)?);
     }
-    let mut args =
-        AttentionArgs::new(view(&q, "q")?, view(&k, "k")?, view(&v, "v")?).variant(variant);
+    let mut args = AttentionArgs::new(qv, kv, vv).variant(variant);
     match (&a.cu_q_lens, &a.cu_kv_lens) {
-        (Some(cq), Some(ck)) => args = args.ragged(cq, ck),
+        (Some(cq), Some(ck)) => {
+            // The outputs have one row per Q token: the lengths must cover Q exactly.
+            for (flag, cu, what, n) in [
+                ("--cu-q-lens", cq, "--q", q.shape[0]),
+                ("--cu-kv-lens", ck, "--k", k.shape[0]),
+            ] {
+                if cu.last().is_some_and(|&e| e != n as u64) {
+                    bail!(
+                        "{flag} ends at {} but {what} holds {n} tokens",
+                        cu[cu.len() - 1]
+                    );
+                }
+            }
+            args = args.ragged(cq, ck)
+        }
         (None, None) => {}
         _ => bail!("give both --cu-q-lens and --cu-kv-lens, or neither"),
     }
     if let Some(s) = a.scale {
         args = args.scale(s);
     }
-    let (tokens, hq, dv) = (q.shape[0], q.shape[1], v.shape[2]);
-    let mut o = vec![0f32; tokens * hq * dv];
-    let mut lse = vec![0f32; tokens * hq];
+    // Every argument is validated before the outputs are sized by them (a zero-size dimension
+    // once sized a 64 TB output), and the outputs go through the memory guard.
+    args.prepare()?;
+    let (tokens, dv) = (q.shape[0], v.shape[2]);
+    let mut o = flexkern::mem::try_zeroed_vec("out", tokens.saturating_mul(hq).saturating_mul(dv))?;
+    let mut lse = flexkern::mem::try_zeroed_vec("lse", tokens.saturating_mul(hq))?;
     match (a.page_size, &a.kv_dtype) {
         (Some(ps), dt) => {
             let dt = dt

@@ -12,7 +12,7 @@
 //! near the in-cache rate).
 
 use super::limits::{median, BandwidthProbe};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use flexkern_quant::{Activation, Format, QuantMatrix};
 use std::time::Instant;
@@ -25,27 +25,69 @@ pub struct BenchGemvArgs {
         default_value = "q4_0,q4_1,q8_0,q4_k,q6_k,f16,q5_0,q5_1,q2_k,q3_k,q5_k,bf16,f32,mlx:4:64,mlx:8:64"
     )]
     pub formats: String,
-    /// Comma-separated output sizes N.
-    #[arg(long, default_value = "4096,14336")]
-    pub n: String,
-    /// Input size K.
-    #[arg(long, default_value_t = 4096)]
-    pub k: usize,
+    /// Comma-separated output sizes N [default: 4096,14336; --quick: 512,1024].
+    #[arg(long)]
+    pub n: Option<String>,
+    /// Input size K [default: 4096; --quick: 1024].
+    #[arg(long)]
+    pub k: Option<usize>,
     /// Activation rows M (1 = decode GEMV).
     #[arg(long, default_value_t = 1)]
     pub m: usize,
-    /// Timed repetitions per case (median reported).
-    #[arg(long, default_value_t = 30)]
-    pub reps: usize,
+    /// Timed repetitions per case, median reported [default: 30; --quick: 5].
+    #[arg(long)]
+    pub reps: Option<usize>,
     /// Threads (default: rayon's, i.e. all cores).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Bytes of distinct weight copies cycled through, in MiB (defeats the cache).
     #[arg(long, default_value_t = 512)]
     pub working_set_mib: usize,
-    /// Small shapes and few repetitions: a smoke test of the benchmark itself.
+    /// Small shapes and few repetitions: a smoke test of the benchmark itself (only the
+    /// sizes not given on the command line).
     #[arg(long)]
     pub quick: bool,
+}
+
+/// The sizes a run uses: the user's, else the defaults of the mode; each checked (>= 1, and
+/// every buffer it sizes within the memory guard) before anything is allocated.
+struct Sizes {
+    ns: Vec<usize>,
+    k: usize,
+    reps: usize,
+}
+
+fn sizes(a: &BenchGemvArgs) -> Result<Sizes> {
+    let (dn, dk, dr) = if a.quick {
+        ("512,1024", 1024, 5)
+    } else {
+        ("4096,14336", 4096, 30)
+    };
+    let s = Sizes {
+        ns: parse_list(a.n.as_deref().unwrap_or(dn)).context("--n")?,
+        k: a.k.unwrap_or(dk),
+        reps: a.reps.unwrap_or(dr),
+    };
+    for (flag, x) in [("--k", s.k), ("--reps", s.reps), ("--m", a.m)] {
+        if x == 0 {
+            bail!("{flag} 0: must be at least 1");
+        }
+    }
+    if let Some(&n) = s.ns.iter().find(|&&n| n == 0) {
+        bail!("--n {n}: every N must be at least 1");
+    }
+    // The f32 buffers the cases allocate: x [m, k], y [m, n], the quantized slab [64, k]
+    // and one full [n, k] for MLX.
+    let mk = a.m.checked_mul(s.k);
+    let mk = mk.with_context(|| format!("--k {} x --m {} overflows", s.k, a.m))?;
+    flexkern::mem::check_alloc::<f32>("--k", mk)?;
+    for &n in &s.ns {
+        let nk = n.checked_mul(s.k);
+        let nk = nk.with_context(|| format!("--n {n} x --k {} overflows", s.k))?;
+        flexkern::mem::check_alloc::<f32>("--n", nk)?;
+        flexkern::mem::check_alloc::<f32>("--n", n.saturating_mul(a.m))?;
+    }
+    Ok(s)
 }
 
 fn parse_list(s: &str) -> Result<Vec<usize>> {
@@ -118,7 +160,9 @@ impl Case {
                 _ => {
                     // On huge pages, as the bandwidth probe's buffer is.
                     let row = format.row_bytes(k)?;
-                    flexkern::mem::huge_vec(bytes, |i| slab[(i / row % slab_rows) * row + i % row])
+                    flexkern::mem::try_huge_vec("--n", bytes, |i| {
+                        slab[(i / row % slab_rows) * row + i % row]
+                    })?
                 }
             };
             plain.push(b);
@@ -191,7 +235,9 @@ impl Case {
 
 pub fn run_bench_gemv(args: &BenchGemvArgs) -> Result<()> {
     let pool = match args.threads {
-        Some(t) => rayon::ThreadPoolBuilder::new().num_threads(t).build()?,
+        Some(t) => rayon::ThreadPoolBuilder::new()
+            .num_threads(super::threads::check_threads(t)?)
+            .build()?,
         None => rayon::ThreadPoolBuilder::new().build()?,
     };
     pool.install(|| run_inner(args))
@@ -207,17 +253,13 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
         .formats
         .split(',')
         .map(|f| Format::from_name(f.trim()))
-        .collect::<Result<_, _>>()?;
-    let (ns, k, reps, ws, bw_mib) = if args.quick {
-        (vec![512usize, 1024], 1024, 5, 32 << 20, 128)
+        .collect::<Result<_, _>>()
+        .context("--formats")?;
+    let Sizes { ns, k, reps } = sizes(args)?;
+    let (ws, bw_mib) = if args.quick {
+        (32 << 20, 128)
     } else {
-        (
-            parse_list(&args.n)?,
-            args.k,
-            args.reps,
-            args.working_set_mib << 20,
-            512,
-        )
+        (args.working_set_mib.saturating_mul(1 << 20), 512)
     };
     let threads = rayon::current_num_threads();
     let per_round = reps.div_ceil(ROUNDS);

@@ -8,4 +8,5 @@ pub mod limits;
 pub mod paged;
 pub mod quant;
 pub mod run;
+pub mod threads;
 pub mod verify;

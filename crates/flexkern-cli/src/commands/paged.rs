@@ -50,12 +50,12 @@ pub fn page_kv<B: Backend>(
     let tokens = k.shape[0] as u64;
     let single = [0, tokens];
     let cu = cu_kv_lens.unwrap_or(&single);
-    if cu.first() != Some(&0)
-        || cu.windows(2).any(|w| w[1] < w[0])
-        || *cu.last().unwrap() > tokens
-        || v.shape[0] as u64 != tokens
+    if v.shape[0] as u64 != tokens {
+        bail!("--v holds {} tokens but --k holds {tokens}", v.shape[0]);
+    }
+    if cu.first() != Some(&0) || cu.windows(2).any(|w| w[1] < w[0]) || *cu.last().unwrap() > tokens
     {
-        bail!("cu_kv_lens {cu:?} does not fit K/V of {tokens} tokens");
+        bail!("--cu-kv-lens {cu:?} does not fit K/V of {tokens} tokens");
     }
     if page_size == 0 {
         bail!("--page-size must be at least 1");

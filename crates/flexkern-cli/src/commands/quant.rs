@@ -84,7 +84,7 @@ fn matrix_shape(shape: &[usize], path: &std::path::Path) -> Result<(usize, usize
 }
 
 pub fn run_quantize(a: &QuantizeArgs) -> Result<()> {
-    let format = Format::from_name(&a.format)?;
+    let format = Format::from_name(&a.format).context("--format")?;
     let arr = npy::read(&a.input)?;
     let (n, k) = matrix_shape(&arr.shape, &a.input)?;
     let bytes = flexkern_quant::quantize(format, &arr.to_f32(), n, k)
@@ -94,7 +94,7 @@ pub fn run_quantize(a: &QuantizeArgs) -> Result<()> {
 }
 
 pub fn run_dequantize(a: &DequantizeArgs) -> Result<()> {
-    let format = Format::from_name(&a.format)?;
+    let format = Format::from_name(&a.format).context("--format")?;
     let (n, k) = parse_shape(&a.shape)?;
     let bytes =
         std::fs::read(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
@@ -105,7 +105,7 @@ pub fn run_dequantize(a: &DequantizeArgs) -> Result<()> {
 }
 
 pub fn run_gemv(a: &GemvArgs) -> Result<()> {
-    let format = Format::from_name(&a.format)?;
+    let format = Format::from_name(&a.format).context("--format")?;
     let (n, k) = parse_shape(&a.shape)?;
     let bytes =
         std::fs::read(&a.weight).with_context(|| format!("reading {}", a.weight.display()))?;
@@ -120,7 +120,8 @@ pub fn run_gemv(a: &GemvArgs) -> Result<()> {
             a.x.display()
         );
     }
-    let mut y = vec![0f32; m * n];
+    // K = 0 bounds neither N (by the weight file) nor M (by the x file): the guard does.
+    let mut y = flexkern::mem::try_zeroed_vec("--shape", m.saturating_mul(n))?;
     let xf;
     let act = match &x.data {
         NpyData::F16(v) => Activation::F16(v),

@@ -166,6 +166,7 @@ fn json_str(s: &str) -> String {
 pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
     args.device.require_cpu("run")?;
     if let Some(t) = args.threads {
+        let t = super::threads::check_threads(t)?;
         // Fails only if the pool already exists, which leaves the default in place.
         let _ = rayon::ThreadPoolBuilder::new()
             .num_threads(t)
@@ -262,6 +263,18 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
             stats.decode_tokens,
             stats.decode_tok_s(),
             rayon::current_num_threads()
+        );
+    }
+    // Stopping at the cache's end before -n tokens is not silent.
+    let full = cache.len() >= cache.max_len();
+    if ids.len() < args.n_predict && full && !ids.last().is_some_and(|&t| tok.is_eog(t)) {
+        eprintln!(
+            "note: stopped after {} of {} tokens: the KV cache is full ({} positions = min(--ctx \
+             {}, the model's context length)); raise --ctx to generate more",
+            ids.len(),
+            args.n_predict,
+            cache.max_len(),
+            args.ctx
         );
     }
     Ok(())

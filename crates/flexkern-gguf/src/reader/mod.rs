@@ -75,6 +75,13 @@ impl GgufFile {
             source,
         };
         let file = File::open(path).map_err(io)?;
+        // mmap on a directory fails with ENODEV ("No such device"): say what it is.
+        if file.metadata().map_err(io)?.is_dir() {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "is a directory, not a .gguf file",
+            )));
+        }
         // SAFETY: the map is read-only; like every mmap reader we assume nobody truncates
         // the model file while it is open.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;

@@ -204,6 +204,18 @@ impl Tokenizer {
 
     fn load_bpe(f: &GgufFile, vocab: &HashMap<String, u32>) -> Result<Bpe> {
         let merges = f.get_str_array("tokenizer.ggml.merges")?;
+        // "left right", split at the first space after the first character as llama.cpp
+        // does (which asserts); a line without one was silently skipped.
+        if let Some((i, line)) = merges.iter().enumerate().find(|(_, l)| {
+            let first = l.chars().next().map_or(0, char::len_utf8);
+            l[first..]
+                .find(' ')
+                .is_none_or(|p| first + p + 1 >= l.len())
+        }) {
+            return Err(GgufError::Tokenizer(format!(
+                "tokenizer.ggml.merges: entry {i} {line:?} is not two tokens separated by a space"
+            )));
+        }
         let pre_name = f
             .get_opt("tokenizer.ggml.pre", GgufFile::get_str)?
             .unwrap_or("default");

@@ -8,6 +8,10 @@ fn file(w: &GgufWriter) -> GgufFile {
 
 /// Byte-level vocab: 256 byte tokens, a control token and a few merges.
 fn tiny_bpe() -> GgufWriter {
+    tiny_bpe_with(&["h e", "l l", "he ll", "hell o", "Ġ hello"])
+}
+
+fn tiny_bpe_with(merges: &[&str]) -> GgufWriter {
     let table = byte_to_char_table();
     let mut tokens: Vec<String> = table.iter().map(|c| c.to_string()).collect();
     let mut types = vec![token_type::NORMAL; 256];
@@ -32,11 +36,8 @@ fn tiny_bpe() -> GgufWriter {
         .unwrap();
     w.add_metadata("tokenizer.ggml.token_type", Value::i32_array(&types))
         .unwrap();
-    w.add_metadata(
-        "tokenizer.ggml.merges",
-        Value::str_array(&["h e", "l l", "he ll", "hell o", "Ġ hello"]),
-    )
-    .unwrap();
+    w.add_metadata("tokenizer.ggml.merges", Value::str_array(merges))
+        .unwrap();
     w.add_metadata("tokenizer.ggml.eos_token_id", Value::U32(256))
         .unwrap();
     w
@@ -209,4 +210,24 @@ fn bad_tokenizer_metadata_is_a_typed_error() {
     w.add_metadata("tokenizer.ggml.tokens", Value::U32(3))
         .unwrap();
     assert!(matches!(err(&w), GgufError::WrongType { .. }));
+}
+
+/// Issue 16: a merge line that is not "left right" was skipped silently.
+#[test]
+fn malformed_merges_are_a_typed_error() {
+    for bad in ["hello", "h ", "", " h", "Ġ"] {
+        let w = tiny_bpe_with(&["h e", bad, "l l"]);
+        match Tokenizer::from_gguf(&file(&w)) {
+            Err(GgufError::Tokenizer(m)) => {
+                assert!(
+                    m.contains("tokenizer.ggml.merges") && m.contains("entry 1"),
+                    "{m}"
+                )
+            }
+            Err(e) => panic!("{bad:?}: wrong error {e}"),
+            Ok(_) => panic!("{bad:?}: accepted"),
+        }
+    }
+    // A first token that is itself a space, or multi-byte, still splits (llama.cpp's rule).
+    assert!(Tokenizer::from_gguf(&file(&tiny_bpe_with(&["  x", "Ġ hello"]))).is_ok());
 }

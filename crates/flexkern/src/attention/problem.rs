@@ -331,8 +331,11 @@ pub(crate) fn check_geometry(
     q_dim: usize,
     scale: f32,
 ) -> Result<()> {
-    if hkv == 0 || hq == 0 {
-        return Err(invalid("k", "head counts must be positive"));
+    if hq == 0 {
+        return Err(invalid("q", "head count must be positive"));
+    }
+    if hkv == 0 {
+        return Err(invalid("k", "head count must be positive"));
     }
     if !hq.is_multiple_of(hkv) {
         return Err(mismatch(
@@ -375,6 +378,16 @@ pub(crate) fn check_captures(v: &CompiledVariant, lens: &SeqLens, hq: usize) -> 
         }
     }
     for e in exprs {
+        // `builtins::alibi` holds one slope per query head: more (or fewer) is a bad argument
+        // even where the loads stay in bounds.
+        if let Some(c) = e.captures().iter().find(|c| c.name == "alibi_slopes") {
+            if c.len() != hq {
+                return Err(invalid(
+                    "alibi",
+                    format!("{} slopes for {hq} query heads", c.len()),
+                ));
+            }
+        }
         if e.captures().is_empty() {
             continue;
         }

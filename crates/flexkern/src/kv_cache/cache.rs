@@ -58,10 +58,11 @@ impl PagedBinding<'_, HostBuffer> {
 
 impl<B: Backend + ?Sized> KvCache<B> {
     pub fn new(backend: &B, cfg: CacheConfig) -> Result<Self> {
-        let table = PageTable::new(cfg.clone())?;
+        // The pages first: they are the large allocation, refused first when too large.
+        let store = PageStore::new(backend, &cfg)?;
         Ok(KvCache {
-            store: PageStore::new(backend, &cfg)?,
-            table,
+            table: PageTable::new(cfg)?,
+            store,
         })
     }
 

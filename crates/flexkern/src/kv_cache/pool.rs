@@ -184,18 +184,10 @@ pub struct PagePool {
 impl PagePool {
     pub fn new(cfg: CacheConfig) -> Result<PagePool> {
         cfg.check()?;
-        let bytes = cfg.num_pages as u128 * 8;
-        let mut refs = Vec::new();
-        let mut free = Vec::new();
-        if refs.try_reserve_exact(cfg.num_pages).is_err()
-            || free.try_reserve_exact(cfg.num_pages).is_err()
-        {
-            return Err(Error::OutOfMemory {
-                what: format!("the page table of {} pages", cfg.num_pages),
-                bytes,
-            });
-        }
-        refs.resize(cfg.num_pages, 0);
+        // Through the memory guard, counting both arrays (8 bytes a page) before either.
+        crate::mem::check_alloc::<u64>("num_pages", cfg.num_pages)?;
+        let refs = crate::mem::try_zeroed_vec("num_pages", cfg.num_pages)?;
+        let mut free = crate::mem::try_with_capacity("num_pages", cfg.num_pages)?;
         free.extend((0..cfg.num_pages as u32).rev());
         Ok(PagePool { cfg, refs, free })
     }

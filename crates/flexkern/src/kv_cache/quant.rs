@@ -92,6 +92,34 @@ pub fn is_quantized(dtype: DType) -> bool {
     max_code(dtype).is_some()
 }
 
+/// The NaN policy for quantized caches: int8 would store NaN as 0 and clamp ±Inf to ±127,
+/// fp8 saturates ±Inf, so every quantized type refuses a non-finite K or V value with a typed
+/// error before anything is stored (the float caches keep NaN and Inf as they are). `rows`
+/// holds `[n, H, dim]` f32 rows.
+pub(crate) fn check_storable(
+    arg: &'static str,
+    dtype: DType,
+    rows: &[f32],
+    heads: usize,
+    dim: usize,
+) -> Result<()> {
+    if !is_quantized(dtype) {
+        return Ok(());
+    }
+    if let Some(i) = rows.iter().position(|x| !x.is_finite()) {
+        let (tok, h, j) = (i / (heads * dim), (i / dim) % heads, i % dim);
+        return Err(invalid(
+            arg,
+            format!(
+                "{} at token {tok}, head {h}, element {j}: a {} cache stores finite values only",
+                rows[i],
+                dtype.name()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Symmetric int8: round to nearest even, clamp to ±127 (-128 unused so the range is symmetric).
 #[inline]
 pub(crate) fn encode_i8(src: &[f32], scale: f32, dst: &mut [i8]) {

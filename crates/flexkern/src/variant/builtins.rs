@@ -7,21 +7,35 @@ pub fn causal() -> Expr {
     kv_pos().le(q_pos())
 }
 
-/// Keeps `kv_pos > q_pos - w` (AND with `causal` for Mistral-style windows).
+/// Offsets are clamped to +-2^62, beyond any position: `q_pos - w` never overflows i64, so
+/// `i64::MAX` means "unbounded", not a wrapped negative window.
+const OFFSET_LIMIT: i64 = 1 << 62;
+
+fn offset(x: i64) -> i64 {
+    x.clamp(-OFFSET_LIMIT, OFFSET_LIMIT)
+}
+
+/// Keeps `kv_pos > q_pos - w` (AND with `causal` for Mistral-style windows). `w <= 0` keeps
+/// nothing (the CLI refuses it).
 pub fn sliding_window(w: i64) -> Expr {
-    kv_pos().gt(q_pos() - w)
+    kv_pos().gt(q_pos() - offset(w))
 }
 
 /// Keeps `q_pos - left <= kv_pos <= q_pos + right`.
 pub fn local(left: i64, right: i64) -> Expr {
     kv_pos()
-        .ge(q_pos() - left)
-        .and(kv_pos().le(q_pos() + right))
+        .ge(q_pos() - offset(left))
+        .and(kv_pos().le(q_pos() + offset(right)))
 }
 
-/// Chunked attention (Llama 4): query and key in the same chunk of `size` positions.
+/// Chunked attention (Llama 4): query and key in the same chunk of `size` positions, chunks
+/// counted by floor division. Key positions are never negative; a query at a negative position
+/// (q longer than KV) lies in a chunk before every key, so it keeps nothing, where truncating
+/// division would have put it in chunk 0. A `size` below 1 compiles to a division by the
+/// constant 0, which `Variant::compile` refuses with a typed error.
 pub fn chunked(size: i64) -> Expr {
-    (q_pos() / size).eq(kv_pos() / size)
+    let size = if size >= 1 { size } else { 0 };
+    q_pos().ge(int(0)).and((q_pos() / size).eq(kv_pos() / size))
 }
 
 /// Document masking for packed sequences: `ids[q_pos] == ids[kv_pos]` (ids indexed by position).
@@ -56,8 +70,12 @@ pub fn block_sparse(block: i64, local_blocks: i64, vert_stride: i64, head_slidin
     causal().and((qb - kb).lt(int(local_blocks)).or(vertical))
 }
 
-/// Gemma's logit soft-capping: `cap * tanh(score / cap)`.
+/// Gemma's logit soft-capping: `cap * tanh(score / cap)`. `cap` must be finite and > 0: 0 divides
+/// by the constant 0 and a non-finite cap is a non-finite constant, both refused by
+/// `Variant::compile` with a typed error. A negative cap is the same curve as `-cap`, so it is
+/// taken by magnitude.
 pub fn softcap(cap: f64) -> Expr {
+    let cap = cap.abs();
     (score() / cap).tanh() * cap
 }
 

@@ -57,6 +57,9 @@ impl Variant {
 
     /// Type-checks and compiles both mods.
     pub fn compile(&self) -> Result<CompiledVariant> {
+        for e in self.mask.iter().chain(self.score.iter()) {
+            check_constants(e)?;
+        }
         let mask = self
             .mask
             .as_ref()
@@ -85,6 +88,42 @@ impl Variant {
             score,
             sinks: self.sinks.clone(),
         })
+    }
+}
+
+/// Refuses what can only be a bad parameter: a non-finite float constant, a division by a
+/// constant zero (a `softcap(0)` or `chunked(0)`), a NaN in a float capture (ALiBi slopes,
+/// bias tables). Named `variant` (`sinks` has its own check).
+fn check_constants(e: &Expr) -> Result<()> {
+    use expr::{BinOp, CaptureData};
+    let mut bad: Option<String> = None;
+    e.visit(&mut |n| {
+        let msg = match n {
+            Expr::Float(x) if !x.is_finite() => Some(format!("the constant {x} is not finite")),
+            Expr::Binary(BinOp::Div | BinOp::Rem, _, d)
+                if matches!(**d, Expr::Int(0)) || matches!(**d, Expr::Float(z) if z == 0.0) =>
+            {
+                Some(format!("`{n}` divides by the constant 0"))
+            }
+            Expr::Load(c, _) => match &c.data {
+                CaptureData::Float(v) => v
+                    .iter()
+                    .position(|x| x.is_nan())
+                    .map(|i| format!("capture `{}` holds NaN at index {i}", c.name)),
+                CaptureData::Int(_) => None,
+            },
+            _ => None,
+        };
+        if bad.is_none() {
+            bad = msg;
+        }
+    });
+    match bad {
+        Some(msg) => Err(crate::error::invalid(
+            "variant",
+            format!("{msg} (in `{e}`)"),
+        )),
+        None => Ok(()),
     }
 }
 

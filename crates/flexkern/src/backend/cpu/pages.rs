@@ -5,7 +5,7 @@ use crate::backend::host::{HostBuffer, HostStore};
 use crate::backend::{Buffer, Slice};
 use crate::dtype::DType;
 use crate::error::{invalid, mismatch, Result};
-use crate::kv_cache::quant::{encode_fp8, encode_i8};
+use crate::kv_cache::quant::{check_storable, encode_fp8, encode_i8};
 use crate::kv_cache::PageStore;
 use half::{bf16, f16};
 
@@ -36,6 +36,9 @@ pub(crate) fn kv_write(
         ));
     }
     let (heads, dk, dv) = (l.num_kv_heads, l.head_dim, l.head_dim_v);
+    // Every check before the first write: a refused append leaves the store as it was.
+    check_storable("k", l.k_dtype, &k[..n * kr], heads, dk)?;
+    check_storable("v", l.v_dtype, &v[..n * vr], heads, dv)?;
     let (ks, vs) = (l.k_scales.clone(), l.v_scales.clone());
     for (t, &slot) in slots.iter().enumerate() {
         for h in 0..heads {

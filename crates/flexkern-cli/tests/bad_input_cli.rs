@@ -1,0 +1,349 @@
+//! Issue 16 through the binary: each bad input exits with status 1 and an error naming the
+//! flag or file (never a signal, never a hang: every run has a deadline), and `run` says when
+//! it stops at --ctx.
+
+use flexkern::npy;
+use flexkern_gguf::{GgmlType, GgufWriter, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs the binary with a deadline; returns (exit code, stdout, stderr). A signal or a hang
+/// fails the test.
+pub fn flexkern(args: &[&str]) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flexkern"))
+        .args(args)
+        .env("FLEXKERN_CACHE", "/nonexistent")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("flexkern {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let code = out
+        .status
+        .code()
+        .unwrap_or_else(|| panic!("flexkern {args:?} died by a signal: {:?}", out.status));
+    let s = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+    (code, s(out.stdout), s(out.stderr))
+}
+
+/// Asserts exit status 1 with an error mentioning every `needles`.
+fn fails_naming(args: &[&str], needles: &[&str]) -> String {
+    let (code, _, err) = flexkern(args);
+    assert_eq!(code, 1, "flexkern {args:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "flexkern {args:?}: `{n}` not in: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("flexkern-bad-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn npy_file(d: &Path, name: &str, shape: &[usize], data: &[f32]) -> String {
+    let p = d.join(name);
+    npy::write_f32(&p, shape, data).unwrap();
+    p.display().to_string()
+}
+
+fn ramp(n: usize) -> Vec<f32> {
+    (0..n).map(|i| (i as f32 * 0.37).sin()).collect()
+}
+
+#[test]
+fn attn_bad_arguments_are_named() {
+    let d = dir("attn");
+    let q = npy_file(&d, "q.npy", &[8, 2, 4], &ramp(64));
+    let k = npy_file(&d, "k.npy", &[8, 2, 4], &ramp(64));
+    let v = npy_file(&d, "v.npy", &[8, 2, 4], &ramp(64));
+    let v_short = npy_file(&d, "vs.npy", &[6, 2, 4], &ramp(48));
+    let out = d.join("o.npy").display().to_string();
+    let base = ["attn", "--q", &q, "--k", &k, "--v", &v, "--out", &out];
+    let with = |extra: &[&str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let run = |extra: &[&str], needles: &[&str]| {
+        let a = with(extra);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        fails_naming(&a, needles);
+    };
+    // A zero-size dimension once sized a 64 TB output and aborted.
+    let huge = npy_file(&d, "huge.npy", &[1_000_000, 1_000_000, 0], &[]);
+    fails_naming(
+        &["attn", "--q", &huge, "--k", &k, "--v", &v, "--out", &out],
+        &["argument"],
+    );
+    let wide_v = npy_file(&d, "wv.npy", &[0, 2, 100_000_000], &[]);
+    fails_naming(
+        &["attn", "--q", &q, "--k", &k, "--v", &wide_v, "--out", &out],
+        &["argument"],
+    );
+    for m in [
+        "causal:1:2",
+        "sliding:0",
+        "sliding:-1",
+        "chunked:0",
+        "chunked:-1",
+        "local:1",
+        "bogus",
+    ] {
+        run(&["--mask", m], &["--mask"]);
+    }
+    for c in [
+        "--softcap=0",
+        "--softcap=inf",
+        "--softcap=NaN",
+        "--softcap=-3",
+    ] {
+        run(&[c], &["--softcap"]);
+    }
+    let three = npy_file(&d, "a3.npy", &[3], &[0.5, 0.25, 0.125]);
+    run(&["--alibi", &three], &["--alibi", "3 values for 2"]);
+    let nan = npy_file(&d, "an.npy", &[2], &[0.5, f32::NAN]);
+    run(&["--alibi", &nan], &["--alibi", "finite"]);
+    // 8 Q rows, lengths covering 5: this reported "argument `out`".
+    run(
+        &["--cu-q-lens", "0,5", "--cu-kv-lens", "0,8"],
+        &["--cu-q-lens"],
+    );
+    // Paged with V shorter than K named `cu_kv_lens`, which was not given.
+    let (code, _, err) = flexkern(&[
+        "attn",
+        "--q",
+        &q,
+        "--k",
+        &k,
+        "--v",
+        &v_short,
+        "--out",
+        &out,
+        "--page-size",
+        "4",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("`v`") && !err.contains("cu_kv_lens"), "{err}");
+    // Non-finite K into an int8 cache is refused, not stored as finite codes.
+    let mut kn = ramp(64);
+    kn[9] = f32::INFINITY;
+    let kn = npy_file(&d, "kn.npy", &[8, 2, 4], &kn);
+    fails_naming(
+        &[
+            "attn",
+            "--q",
+            &q,
+            "--k",
+            &kn,
+            "--v",
+            &v,
+            "--out",
+            &out,
+            "--page-size",
+            "4",
+            "--kv-dtype",
+            "int8",
+        ],
+        &["argument `k`", "finite"],
+    );
+    // The extremes of local: unbounded, the same output as no mask.
+    let (c, _, e) = flexkern(
+        &with(&["--mask", "local:9223372036854775807:9223372036854775807"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(c, 0, "{e}");
+    let got = npy::read(Path::new(&out)).unwrap().to_f32();
+    let (c, _, _) = flexkern(&base);
+    assert_eq!(c, 0);
+    assert_eq!(npy::read(Path::new(&out)).unwrap().to_f32(), got);
+    // OS errors once.
+    let err = fails_naming(
+        &[
+            "attn",
+            "--q",
+            "/nonexistent/q.npy",
+            "--k",
+            &k,
+            "--v",
+            &v,
+            "--out",
+            &out,
+        ],
+        &["/nonexistent/q.npy"],
+    );
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+}
+
+#[test]
+fn bench_gemv_sizes_are_checked() {
+    let q = ["bench", "gemv", "--formats", "q4_0"];
+    let run = |extra: &[&str], needles: &[&str]| {
+        let a: Vec<&str> = q.iter().chain(extra).copied().collect();
+        fails_naming(&a, needles);
+    };
+    run(&["--n", "0"], &["--n"]);
+    run(&["--reps", "0"], &["--reps"]);
+    run(&["--k", "0"], &["--k"]);
+    run(&["--k", "18446744073709551000"], &["--k", "needs"]);
+    run(&["--n", "4096", "--k", "9223372036854775807"], &["--"]);
+    run(&["--threads", "100000"], &["--threads"]);
+    // --quick keeps what the user gave.
+    let (c, out, err) = flexkern(&[
+        "bench",
+        "gemv",
+        "--quick",
+        "--formats",
+        "q8_0",
+        "--k",
+        "256",
+        "--n",
+        "64",
+        "--reps",
+        "2",
+    ]);
+    assert_eq!(c, 0, "{err}");
+    assert!(out.contains("q8_0 N=64 K=256"), "{out}");
+    assert!(!out.contains("K=1024"), "{out}");
+}
+
+/// A tiny llama model with an SPM byte tokenizer (bytes + a few pieces), f32 weights.
+fn tiny_model(path: &Path) {
+    let mut tokens: Vec<String> = vec!["<s>".into(), "</s>".into()];
+    let mut types = vec![3, 3];
+    tokens.extend((0..256).map(|b| format!("<0x{b:02X}>")));
+    types.extend([6; 256]);
+    tokens.extend(["▁", "h", "i", "▁h", "▁hi"].map(String::from));
+    types.resize(tokens.len(), 1);
+    let vocab = tokens.len();
+    let (d, ff, layers) = (16u64, 32u64, 1);
+    let mut w = GgufWriter::new();
+    let meta: Vec<(&str, Value)> = vec![
+        ("general.architecture", Value::String("llama".into())),
+        ("llama.block_count", Value::U32(layers)),
+        ("llama.embedding_length", Value::U32(d as u32)),
+        ("llama.feed_forward_length", Value::U32(ff as u32)),
+        ("llama.attention.head_count", Value::U32(2)),
+        ("llama.context_length", Value::U32(64)),
+        ("tokenizer.ggml.model", Value::String("llama".into())),
+        ("tokenizer.ggml.tokens", Value::str_array(&tokens)),
+        ("tokenizer.ggml.token_type", Value::i32_array(&types)),
+        (
+            "tokenizer.ggml.scores",
+            Value::f32_array(&vec![-1.0; vocab]),
+        ),
+        ("tokenizer.ggml.bos_token_id", Value::U32(0)),
+        ("tokenizer.ggml.eos_token_id", Value::U32(1)),
+    ];
+    for (k, v) in meta {
+        w.add_metadata(k, v).unwrap();
+    }
+    let mut seed = 5u32;
+    let mut add = |name: &str, dims: &[u64], zero_row: Option<usize>| {
+        let n: u64 = dims.iter().product();
+        let mut vals: Vec<f32> = (0..n)
+            .map(|_| {
+                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+            })
+            .collect();
+        // The EOS row of the tied output: logit 0, below the best of the others, so greedy
+        // decoding never stops early.
+        if let Some(r) = zero_row {
+            vals[r * dims[0] as usize..(r + 1) * dims[0] as usize].fill(0.0);
+        }
+        let bytes = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        w.add_tensor(name, dims, GgmlType::F32, bytes).unwrap();
+    };
+    add("token_embd.weight", &[d, vocab as u64], Some(1));
+    add("output_norm.weight", &[d], None);
+    for l in 0..layers {
+        let n = |t: &str| format!("blk.{l}.{t}");
+        add(&n("attn_norm.weight"), &[d], None);
+        for t in ["attn_q", "attn_k", "attn_v", "attn_output"] {
+            add(&n(&format!("{t}.weight")), &[d, d], None);
+        }
+        add(&n("ffn_norm.weight"), &[d], None);
+        add(&n("ffn_gate.weight"), &[d, ff], None);
+        add(&n("ffn_up.weight"), &[d, ff], None);
+        add(&n("ffn_down.weight"), &[ff, d], None);
+    }
+    std::fs::write(path, w.to_bytes()).unwrap();
+}
+
+#[test]
+fn run_bad_inputs_and_the_ctx_note() {
+    let d = dir("run");
+    let model = d.join("tiny.gguf");
+    tiny_model(&model);
+    let m = model.display().to_string();
+    let dd = d.display().to_string();
+    fails_naming(
+        &["run", "--model", &dd, "--prompt", "hi"],
+        &["is a directory"],
+    );
+    let (_, _, err) = flexkern(&["run", "--model", "/nonexistent.gguf", "--prompt", "hi"]);
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+    fails_naming(
+        &[
+            "run",
+            "--model",
+            &m,
+            "--prompt",
+            "hi",
+            "--threads",
+            "100000",
+        ],
+        &["--threads"],
+    );
+    fails_naming(
+        &["run", "--model", &m, "--prompt", "hi", "--threads", "0"],
+        &["--threads"],
+    );
+    // -n 40 with room for 8 positions: it stops early and says so.
+    let (c, _, err) = flexkern(&[
+        "run",
+        "--model",
+        &m,
+        "--prompt",
+        "hi",
+        "-n",
+        "40",
+        "--ctx",
+        "8",
+        "--temperature",
+        "0",
+    ]);
+    assert_eq!(c, 0, "{err}");
+    assert!(
+        err.contains("KV cache is full") && err.contains("--ctx"),
+        "{err}"
+    );
+    // Plenty of room: no note.
+    let (c, _, err) = flexkern(&[
+        "run",
+        "--model",
+        &m,
+        "--prompt",
+        "hi",
+        "-n",
+        "4",
+        "--ctx",
+        "64",
+        "--temperature",
+        "0",
+    ]);
+    assert_eq!(c, 0, "{err}");
+    assert!(!err.contains("KV cache is full"), "{err}");
+}
