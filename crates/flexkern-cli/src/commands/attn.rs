@@ -58,6 +58,8 @@ pub struct AttnArgs {
     /// Device: cpu.
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    #[command(flatten)]
+    pub expr: super::attn_expr::ExprArgs,
 }
 
 /// Parses repeated `--mask` flags into one ANDed mask.
@@ -148,6 +150,8 @@ pub fn run_attn(a: &AttnArgs) -> Result<()> {
     if let Some(p) = &a.sinks {
         variant = variant.sinks(f32_vec(p, "sinks")?);
     }
+    let q_tokens = q.shape.first().copied().unwrap_or(0);
+    variant = super::attn_expr::apply(&a.expr, variant, q_tokens, a.cu_q_lens.as_deref())?;
     let mut args =
         AttentionArgs::new(view(&q, "q")?, view(&k, "k")?, view(&v, "v")?).variant(variant);
     match (&a.cu_q_lens, &a.cu_kv_lens) {

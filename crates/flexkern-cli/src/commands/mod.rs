@@ -1,6 +1,7 @@
 //! One module per subcommand family.
 
 pub mod attn;
+pub mod attn_expr;
 pub mod bench;
 pub mod bench_gemv;
 pub mod limits;

@@ -401,12 +401,14 @@ impl<'a> Parser<'a> {
             "select" | "clamp" => 3,
             "min" | "max" => 2,
             "abs" | "tanh" | "exp" | "log" | "sqrt" | "float" => 1,
-            _ => return Err(err(
-                col,
-                format!(
+            _ => {
+                return Err(err(
+                    col,
+                    format!(
                     "unknown function `{name}` (select min max clamp abs tanh exp log sqrt float)"
                 ),
-            )),
+                ))
+            }
         };
         self.expect("(")?;
         let mut args = vec![self.or()?];
