@@ -6,6 +6,7 @@ pub mod bench;
 pub mod bench_gemv;
 pub mod limits;
 pub mod paged;
+pub mod perplexity;
 pub mod quant;
 pub mod run;
 pub mod verify;
