@@ -183,3 +183,57 @@ pub unsafe fn mxfp4_rows4(w: &[BlockMXFP4], next: *const BlockMXFP4, a: &[BlockQ
         )
     })
 }
+
+/// Four IQ4_XS rows against one Q8_K activation: per super-block, each sub-block's activation
+/// load is shared by the four rows; the sub-block scales go into the widening `pmaddwd` as in
+/// `iq4_xs`, and one 4-lane reduction per super-block meets the four f32 scales.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn iq4_xs_rows4(
+    w: &[BlockIQ4XS],
+    next: *const BlockIQ4XS,
+    a: &[BlockQ8K],
+) -> [f32; 4] {
+    let nb = a.len();
+    debug_assert_eq!(w.len(), 4 * nb);
+    let t = table(&KVALUES_IQ4NL);
+    let wp = w.as_ptr();
+    let sz = size_of::<BlockIQ4XS>();
+    let mut acc = _mm_setzero_ps();
+    for i in 0..nb {
+        let y = &*a.as_ptr().add(i);
+        prefetch_span((next as *const i8).wrapping_add(4 * i * sz), 4 * sz);
+        let rows = [
+            &*wp.add(i),
+            &*wp.add(nb + i),
+            &*wp.add(2 * nb + i),
+            &*wp.add(3 * nb + i),
+        ];
+        let mut isum = [_mm256_setzero_si256(); 4];
+        for ib in 0..8 {
+            let yv = load32(&y.qs[32 * ib..]);
+            for (s, b) in isum.iter_mut().zip(rows) {
+                let q: &[u8; 16] = b.qs[16 * ib..16 * ib + 16].try_into().unwrap();
+                let v = lookup(t, q);
+                let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(yv, v));
+                let ls = _mm256_set1_epi16(b.sub_scale(ib) as i16);
+                *s = _mm256_add_epi32(*s, _mm256_madd_epi16(p16, ls));
+            }
+        }
+        let h = _mm_setr_epi16(
+            rows[0].d.to_bits() as i16,
+            rows[1].d.to_bits() as i16,
+            rows[2].d.to_bits() as i16,
+            rows[3].d.to_bits() as i16,
+            0,
+            0,
+            0,
+            0,
+        );
+        let d = _mm_mul_ps(_mm_cvtph_ps(h), _mm_set1_ps(y.d));
+        let s = sum4(isum[0], isum[1], isum[2], isum[3]);
+        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(s), acc);
+    }
+    let mut out = [0.0f32; 4];
+    _mm_storeu_ps(out.as_mut_ptr(), acc);
+    out
+}
