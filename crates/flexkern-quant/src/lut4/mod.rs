@@ -42,14 +42,30 @@ pub const KVALUES_MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4,
 
 /// Half the e8m0 scale `2^(e - 127)`, i.e. `2^(e - 128)`, as an f32 built from its bits (ggml's
 /// `GGML_E8M0_TO_FP32_HALF`): subnormal for `e < 2`.
-#[inline]
-pub fn e8m0_half(e: u8) -> f32 {
+const fn e8m0_half_bits(e: u8) -> f32 {
     let bits = if e < 2 {
         0x0020_0000u32 << e
     } else {
         (e as u32 - 1) << 23
     };
     f32::from_bits(bits)
+}
+
+/// `e8m0_half` for every byte: the kernels look scales up (1 KiB, stays in L1).
+static E8M0_HALF: [f32; 256] = {
+    let mut t = [0.0f32; 256];
+    let mut e = 0;
+    while e < 256 {
+        t[e] = e8m0_half_bits(e as u8);
+        e += 1;
+    }
+    t
+};
+
+/// Half the e8m0 scale: `2^(e - 128)` (ggml's `GGML_E8M0_TO_FP32_HALF`).
+#[inline(always)]
+pub fn e8m0_half(e: u8) -> f32 {
+    E8M0_HALF[e as usize]
 }
 
 /// Sum of `table[code] * a` over one 32-element block: codes 0..16 are the low nibbles of `qs`,
