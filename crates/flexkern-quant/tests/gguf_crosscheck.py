@@ -15,7 +15,9 @@ Checks, on random data of several shapes:
   * K-quant and IQ4 quantize: gguf-py has no quantizer for them, so bytes cannot be compared here;
     the check is the dequantized error instead (ggml's test-quantize-fns thresholds).
   * MLX affine: gguf-py has none; compared bit-exactly against the numpy re-statement of MLX's
-    affine rule below (an independent implementation written from MLX's op-level definition).
+    affine rule below (an independent implementation written from MLX's op-level definition),
+    and, where the `mlx` package installs (PyPI `mlx[cpu]`, Linux and macOS), against
+    `mx.quantize` itself: every bit width (2 3 4 5 6 8), group (32 64 128), f16 and bf16.
   * gemv: flexkern's y against f64 numpy matmul of the gguf-dequantized W; integer-dot formats
     quantize the activation to Q8 (as ggml does), so the bound is 1% relative rms.
 
@@ -228,6 +230,25 @@ def main():
                     fail(f"{fmt} quantize bytes vs numpy MLX rule")
                 else:
                     tally("mlx quantize bytes (numpy rule)")
+
+    try:
+        import mlx.core as mx
+    except ImportError:
+        mx = None
+        print("SKIPPED: the mlx package is not installed; MLX checked against the numpy rule only")
+    for bits in [2, 3, 4, 5, 6, 8] if mx is not None else []:
+        for group in [32, 64, 128]:
+            for sd in ["f16", "bf16"]:
+                w = data(rng, 5, 512, "normal" if group != 64 else "wide")
+                mw = mx.array(w).astype(mx.float16 if sd == "f16" else mx.bfloat16)
+                w = np.array(mw.astype(mx.float32))  # the values MLX quantizes, exactly
+                q, s, b = mx.quantize(mw, group_size=group, bits=bits)
+                ref = np.concatenate([np.array(a.view(mx.uint8)).reshape(-1) for a in (q, s, b)])
+                fmt = f"mlx:{bits}:{group}" + (":bf16" if sd == "bf16" else "")
+                if not np.array_equal(fk.quantize(fmt, w), ref):
+                    fail(f"{fmt} quantize bytes vs mx.quantize")
+                else:
+                    tally("mlx quantize bytes (mx.quantize)")
 
     for fmt in EXACT_Q + DEQ_ONLY:
         n, k, m = 33, 512, 3

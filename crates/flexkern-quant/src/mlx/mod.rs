@@ -1,4 +1,6 @@
-//! MLX affine quantization (`mx.quantize(w, group_size, bits)`, mode "affine").
+//! MLX affine quantization (`mx.quantize(w, group_size, bits)`, mode "affine"), at every width
+//! MLX accepts (2, 3, 4, 5, 6, 8 bits; groups 32, 64, 128): bytes identical to `mx.quantize` of
+//! the PyPI `mlx` package (0.32.4, checked by `tests/gguf_crosscheck.py`).
 //!
 //! Storage, per row of K weights: the packed weights as a little-endian bit stream (element j at
 //! bit `j * bits`; for 2/4/8 bits that is exactly MLX's u32 words, for 3, 5 and 6 bits MLX's
