@@ -23,7 +23,7 @@ enum Command {
     /// Perplexity of a GGUF model on a text file (llama.cpp's definition).
     Perplexity(commands::perplexity::PerplexityArgs),
     /// Attention over .npy files (the interop path).
-    Attn(commands::attn::AttnArgs),
+    Attn(Box<commands::attn::AttnArgs>),
     /// Compare every kernel with the f64 oracle over a matrix of cases.
     Verify(commands::verify::VerifyArgs),
     /// Benchmarks beside the machine limits measured in the same run.

@@ -188,11 +188,7 @@ pub unsafe fn mxfp4_rows4(w: &[BlockMXFP4], next: *const BlockMXFP4, a: &[BlockQ
 /// load is shared by the four rows; the sub-block scales go into the widening `pmaddwd` as in
 /// `iq4_xs`, and one 4-lane reduction per super-block meets the four f32 scales.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn iq4_xs_rows4(
-    w: &[BlockIQ4XS],
-    next: *const BlockIQ4XS,
-    a: &[BlockQ8K],
-) -> [f32; 4] {
+pub unsafe fn iq4_xs_rows4(w: &[BlockIQ4XS], next: *const BlockIQ4XS, a: &[BlockQ8K]) -> [f32; 4] {
     let nb = a.len();
     debug_assert_eq!(w.len(), 4 * nb);
     let t = table(&KVALUES_IQ4NL);

@@ -95,7 +95,8 @@ fn parsed_masks_evaluate_as_written() {
         kv_pos0: 0,
         cols: 16,
     };
-    let cases: [(&str, fn(i64, i64) -> bool); 4] = [
+    type Rule = fn(i64, i64) -> bool;
+    let cases: [(&str, Rule); 4] = [
         ("(q_pos / 4 - kv_pos / 4) * (q_pos / 4 - kv_pos / 4) + (q_pos % 4 - kv_pos % 4) * (q_pos % 4 - kv_pos % 4) <= 2",
          |q, k| (q / 4 - k / 4).pow(2) + (q % 4 - k % 4).pow(2) <= 2),
         ("max(q_pos, kv_pos) - min(q_pos, kv_pos) < h + 1", |q, k| (q - k).abs() < 3),
