@@ -44,6 +44,15 @@ fn capture(spec: &str) -> Result<Tensor> {
     if !valid {
         bail!("--capture {spec}: `{name}` is not a name (letters, digits, _)");
     }
+    // Variables, functions and literals take precedence in the parser: such a capture would
+    // never be read.
+    const RESERVED: [&str; 20] = [
+        "score", "b", "h", "q_pos", "kv_pos", "q_len", "kv_len", "q_token", "true", "false",
+        "select", "min", "max", "clamp", "abs", "tanh", "exp", "log", "sqrt", "float",
+    ];
+    if RESERVED.contains(&name) {
+        bail!("--capture {spec}: `{name}` is a variable, function or literal of the expression language");
+    }
     let a = npy::read(Path::new(path)).with_context(|| format!("--capture {name}"))?;
     Ok(match a.data {
         NpyData::I32(_) | NpyData::I64(_) => Tensor::int(name, a.to_i64(path)?),
