@@ -22,6 +22,15 @@ unsafe fn lookup(t: __m256i, qs: &[u8; 16]) -> __m256i {
     _mm256_shuffle_epi8(t, nibbles_32(qs.as_ptr()))
 }
 
+/// The 16 i16 pair sums of `table[codes] * y`, given `ya = |y|` (shared by the rows of a
+/// multi-row kernel): the sign of `y` moves onto the table values, so each row pays one `psignb`
+/// (|y| <= 127 and |table| <= 127 keep every pair sum within i16).
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn table_dot(t: __m256i, qs: &[u8; 16], ya: __m256i, y: __m256i) -> __m256i {
+    _mm256_maddubs_epi16(ya, _mm256_sign_epi8(lookup(t, qs), y))
+}
+
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn load32(p: &[i8]) -> __m256i {
@@ -140,12 +149,13 @@ macro_rules! rows4 {
                 &*wp.add(2 * nb + i),
                 &*wp.add(3 * nb + i),
             );
-            let part = |qs: &[u8; 16]| {
-                let v = lookup(t, qs);
-                let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(yv, v));
-                _mm256_madd_epi16(p16, ones)
-            };
-            let s = sum4(part(&$b0.qs), part(&$b1.qs), part(&$b2.qs), part(&$b3.qs));
+            let ya = _mm256_sign_epi8(yv, yv);
+            let s = sum4(
+                _mm256_madd_epi16(table_dot(t, &$b0.qs, ya, yv), ones),
+                _mm256_madd_epi16(table_dot(t, &$b1.qs, ya, yv), ones),
+                _mm256_madd_epi16(table_dot(t, &$b2.qs, ya, yv), ones),
+                _mm256_madd_epi16(table_dot(t, &$b3.qs, ya, yv), ones),
+            );
             let dy = _mm_set1_ps(y.d.to_f32());
             acc = _mm_fmadd_ps(_mm_mul_ps($scales, dy), _mm_cvtepi32_ps(s), acc);
         }
@@ -207,10 +217,10 @@ pub unsafe fn iq4_xs_rows4(w: &[BlockIQ4XS], next: *const BlockIQ4XS, a: &[Block
         let mut isum = [_mm256_setzero_si256(); 4];
         for ib in 0..8 {
             let yv = load32(&y.qs[32 * ib..]);
+            let ya = _mm256_sign_epi8(yv, yv);
             for (s, b) in isum.iter_mut().zip(rows) {
                 let q: &[u8; 16] = b.qs[16 * ib..16 * ib + 16].try_into().unwrap();
-                let v = lookup(t, q);
-                let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(yv, v));
+                let p16 = table_dot(t, q, ya, yv);
                 let ls = _mm256_set1_epi16(b.sub_scale(ib) as i16);
                 *s = _mm256_add_epi32(*s, _mm256_madd_epi16(p16, ls));
             }
