@@ -20,8 +20,10 @@ enum Command {
     // --- subcommands (one line each; keep this list sorted by area) ---
     /// Run a GGUF model on a prompt, streaming tokens.
     Run(commands::run::RunArgs),
+    /// Perplexity of a GGUF model on a text file (llama.cpp's definition).
+    Perplexity(commands::perplexity::PerplexityArgs),
     /// Attention over .npy files (the interop path).
-    Attn(commands::attn::AttnArgs),
+    Attn(Box<commands::attn::AttnArgs>),
     /// Compare every kernel with the f64 oracle over a matrix of cases.
     Verify(commands::verify::VerifyArgs),
     /// Benchmarks beside the machine limits measured in the same run.
@@ -39,6 +41,7 @@ fn main() {
     let result: anyhow::Result<()> = match cli.command {
         // --- dispatch (one line each) ---
         Command::Run(a) => commands::run::run_model(a),
+        Command::Perplexity(a) => commands::perplexity::run_perplexity(&a),
         Command::Attn(a) => commands::attn::run_attn(&a),
         Command::Verify(a) => commands::verify::run_verify(&a),
         Command::Bench(a) => commands::bench::run_bench(&a),

@@ -376,7 +376,15 @@ fn quantized_kv_cache_is_calibrated_on_the_prompt() {
 fn quantized_models_match_reference() {
     // Quantized weights are dequantized identically in the reference; the remaining error is
     // the GEMV's 8-bit activation quantization, as in ggml.
-    for f in [Format::Q8_0, Format::Q4_1, Format::Q4_0] {
+    // IQ4_NL and MXFP4 load through `Format::from_ggml_type` like the others (IQ4_XS needs
+    // K % 256 == 0, which this model's widths are not).
+    for f in [
+        Format::Q8_0,
+        Format::Q4_1,
+        Format::Q4_0,
+        Format::IQ4NL,
+        Format::MXFP4,
+    ] {
         let s = Spec {
             embd_format: Format::Q8_0,
             ..Spec::new("llama", f)
@@ -515,4 +523,44 @@ fn decode_step_host_transfers_are_one_upload_and_one_download() {
         );
         before = now;
     }
+}
+
+/// `perplexity` over the model against the same windows scored from the f64 reference forward.
+#[test]
+fn perplexity_matches_reference_forward() {
+    use flexkern_model::perplexity::{perplexity, window, Nll};
+    let f = open(&Spec::new("llama", Format::F32));
+    let model = Model::load(&f, cpu(), |_, _| {}).unwrap();
+    let toks = tokens(53);
+    let (ctx, bos) = (16, Some(1));
+    let mut cache = model.new_cache(ctx).unwrap();
+    let mut calls = 0;
+    let got = perplexity(&model, &mut cache, &toks, ctx, bos, |done, total, _| {
+        calls += 1;
+        assert_eq!((done, total), (calls, 3));
+    })
+    .unwrap();
+    let mut want = Nll::default();
+    for i in 0..3 {
+        let w = window(&toks, ctx, i, bos);
+        let logits = reference::forward(&model.config, &model.weights, &w).unwrap();
+        for j in ctx / 2..ctx - 1 {
+            let row = &logits[j * VOCAB..(j + 1) * VOCAB];
+            let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
+            let lse = row.iter().map(|&v| (v - max).exp()).sum::<f64>().ln() + max;
+            want.add(lse - row[w[j + 1] as usize]);
+        }
+    }
+    assert_eq!(got.count, 3 * 7);
+    assert!(
+        (got.ppl() / want.ppl() - 1.0).abs() < 1e-4,
+        "ppl {} vs reference {}",
+        got.ppl(),
+        want.ppl()
+    );
+    assert!((got.ppl_error() / want.ppl_error() - 1.0).abs() < 1e-3);
+    // Too few tokens, or a cache smaller than the window: typed errors.
+    assert!(perplexity(&model, &mut cache, &toks[..31], ctx, bos, |_, _, _| {}).is_err());
+    let mut small = model.new_cache(8).unwrap();
+    assert!(perplexity(&model, &mut small, &toks, ctx, bos, |_, _, _| {}).is_err());
 }

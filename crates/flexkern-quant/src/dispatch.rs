@@ -67,6 +67,18 @@ macro_rules! with_block {
                 type $B = $crate::k_quants::BlockQ8K;
                 $body
             }
+            F::IQ4NL => {
+                type $B = $crate::lut4::BlockIQ4NL;
+                $body
+            }
+            F::IQ4XS => {
+                type $B = $crate::lut4::BlockIQ4XS;
+                $body
+            }
+            F::MXFP4 => {
+                type $B = $crate::lut4::BlockMXFP4;
+                $body
+            }
             F::MlxAffine { .. } => $mlx,
         }
     }};

@@ -31,6 +31,12 @@ pub enum Format {
     Q5K,
     Q6K,
     Q8K,
+    /// IQ4_NL: 32 weights, f16 scale, 4-bit codes into a 16-value non-linear table.
+    IQ4NL,
+    /// IQ4_XS: 256 weights, f16 super-scale, 6-bit sub-block scales, IQ4_NL's table.
+    IQ4XS,
+    /// MXFP4: 32 e2m1 weights with an e8m0 (power of two) shared scale.
+    MXFP4,
     /// MLX affine quantization: packed u32 words plus separate scale and bias arrays.
     /// `scales` is the element type of both the scale and the bias arrays.
     MlxAffine {
@@ -84,7 +90,7 @@ pub trait QuantBlock: bytemuck::Pod + Send + Sync + 'static {
 }
 
 /// Names accepted by [`Format::from_name`] for the fixed formats, with the format.
-const NAMED: [(&str, Format); 15] = [
+const NAMED: [(&str, Format); 18] = [
     ("f32", Format::F32),
     ("f16", Format::F16),
     ("bf16", Format::BF16),
@@ -100,10 +106,13 @@ const NAMED: [(&str, Format); 15] = [
     ("q5_k", Format::Q5K),
     ("q6_k", Format::Q6K),
     ("q8_k", Format::Q8K),
+    ("iq4_nl", Format::IQ4NL),
+    ("iq4_xs", Format::IQ4XS),
+    ("mxfp4", Format::MXFP4),
 ];
 
 /// MLX bit widths and group sizes flexkern supports.
-pub const MLX_BITS: [u8; 5] = [2, 3, 4, 6, 8];
+pub const MLX_BITS: [u8; 6] = [2, 3, 4, 5, 6, 8];
 pub const MLX_GROUPS: [u16; 3] = [32, 64, 128];
 
 impl Format {
@@ -214,7 +223,10 @@ impl Format {
             Format::Q5K => 13,
             Format::Q6K => 14,
             Format::Q8K => 15,
+            Format::IQ4NL => 20,
+            Format::IQ4XS => 23,
             Format::BF16 => 30,
+            Format::MXFP4 => 39,
             Format::MlxAffine { .. } => return None,
         })
     }
@@ -235,10 +247,16 @@ impl Format {
             | Format::Q5_0
             | Format::Q5_1
             | Format::Q8_0
-            | Format::Q8_1 => 32,
-            Format::Q2K | Format::Q3K | Format::Q4K | Format::Q5K | Format::Q6K | Format::Q8K => {
-                256
-            }
+            | Format::Q8_1
+            | Format::IQ4NL
+            | Format::MXFP4 => 32,
+            Format::Q2K
+            | Format::Q3K
+            | Format::Q4K
+            | Format::Q5K
+            | Format::Q6K
+            | Format::Q8K
+            | Format::IQ4XS => 256,
             Format::MlxAffine { group_size, .. } => group_size as usize,
         }
     }
@@ -260,6 +278,9 @@ impl Format {
             Format::Q5K => 176,
             Format::Q6K => 210,
             Format::Q8K => 292,
+            Format::IQ4NL => 18,
+            Format::IQ4XS => 136,
+            Format::MXFP4 => 17,
             Format::MlxAffine {
                 bits, group_size, ..
             } => group_size as usize * bits as usize / 8 + 4,
@@ -298,11 +319,17 @@ impl Format {
     /// The activation block type's format that the integer dot product runs against, if any.
     pub fn dot_format(&self) -> Option<Format> {
         match self {
-            Format::Q4_0 | Format::Q5_0 | Format::Q8_0 => Some(Format::Q8_0),
-            Format::Q4_1 | Format::Q5_1 | Format::Q8_1 => Some(Format::Q8_1),
-            Format::Q2K | Format::Q3K | Format::Q4K | Format::Q5K | Format::Q6K | Format::Q8K => {
-                Some(Format::Q8K)
+            Format::Q4_0 | Format::Q5_0 | Format::Q8_0 | Format::IQ4NL | Format::MXFP4 => {
+                Some(Format::Q8_0)
             }
+            Format::Q4_1 | Format::Q5_1 | Format::Q8_1 => Some(Format::Q8_1),
+            Format::Q2K
+            | Format::Q3K
+            | Format::Q4K
+            | Format::Q5K
+            | Format::Q6K
+            | Format::Q8K
+            | Format::IQ4XS => Some(Format::Q8K),
             Format::MlxAffine { bits, .. } if crate::mlx::q8::supports(*bits) => Some(Format::Q8_0),
             _ => None,
         }
@@ -344,6 +371,11 @@ mod tests {
         assert_eq!(Format::from_name("Q4_K").unwrap(), Format::Q4K);
         assert_eq!(Format::from_ggml_type(30), Some(Format::BF16));
         assert_eq!(Format::from_ggml_type(4), None);
+        // gguf-py's GGMLQuantizationType ids.
+        assert_eq!(Format::from_ggml_type(20), Some(Format::IQ4NL));
+        assert_eq!(Format::from_ggml_type(23), Some(Format::IQ4XS));
+        assert_eq!(Format::from_ggml_type(39), Some(Format::MXFP4));
+        assert_eq!(Format::from_name("IQ4_XS").unwrap().block_bytes(), 136);
     }
 
     #[test]
@@ -352,7 +384,7 @@ mod tests {
             "q4",
             "",
             "mlx",
-            "mlx:5:64",
+            "mlx:7:64",
             "mlx:4:48",
             "mlx:4:64:f32",
             "mlx:x:64",

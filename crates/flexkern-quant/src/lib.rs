@@ -2,7 +2,8 @@
 //! with quantize / dequantize and a generic CPU GEMV driver.
 //!
 //! Layout: `format` (catalogue and the `QuantBlock` trait), one module per format family
-//! (`float`, `legacy`, `mlx`, and `k_quants`), `gemv` (the driver), `interleave` (the 8-row
+//! (`float`, `legacy`, `k_quants`, `lut4` for the table formats IQ4_NL / IQ4_XS / MXFP4,
+//! and `mlx`), `gemv` (the driver), `interleave` (the 8-row
 //! repacked layout), `matrix` (the public
 //! `QuantMatrix`), `codec` (whole-tensor quantize / dequantize).
 
@@ -16,6 +17,7 @@ mod gemv;
 mod interleave;
 pub mod k_quants;
 pub mod legacy;
+pub mod lut4;
 pub mod matrix;
 pub mod mem;
 pub mod mlx;

@@ -437,7 +437,7 @@ fn malformed_arguments_are_typed_errors() {
         Err(QuantError::UnknownFormat(_))
     ));
     assert!(matches!(
-        Format::from_name("mlx:5:64"),
+        Format::from_name("mlx:7:64"),
         Err(QuantError::InvalidArgument { arg: "bits", .. })
     ));
 }

@@ -3,17 +3,21 @@
 (gguf-py, numpy) from PyPI.
 
 What gguf-py implements (checked against gguf 0.19): quantize for F16, BF16, Q4_0, Q4_1, Q5_0,
-Q5_1, Q8_0; dequantize for those plus Q2_K, Q3_K, Q4_K, Q5_K, Q6_K. No Q8_1, no Q8_K, no MLX.
+Q5_1, Q8_0, MXFP4; dequantize for those plus Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS. No
+Q8_1, no Q8_K, no MLX, no IQ4 quantizer (tests/lut4_crosscheck.py compares those bytes with
+ggml's C quantizers).
 
 Checks, on random data of several shapes:
-  * quantize, bit-exact bytes:   F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 (gguf-py quantizers follow
+  * quantize, bit-exact bytes:   F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 (gguf-py quantizers follow
     ggml's reference quantizers operation by operation in f32, so bytes must match exactly).
-  * dequantize, bit-exact f32:   all of the above plus Q2_K..Q6_K, on flexkern-quantized tensors
+  * dequantize, bit-exact f32:   all of the above plus Q2_K..Q6_K, IQ4_NL, IQ4_XS, on flexkern-quantized tensors
     and on random bytes (every scale bit pattern; NaN positions must agree).
-  * K-quant quantize: gguf-py has no K-quant quantizer, so bytes cannot be compared; the check is
-    the dequantized error instead (ggml's test-quantize-fns thresholds).
+  * K-quant and IQ4 quantize: gguf-py has no quantizer for them, so bytes cannot be compared here;
+    the check is the dequantized error instead (ggml's test-quantize-fns thresholds).
   * MLX affine: gguf-py has none; compared bit-exactly against the numpy re-statement of MLX's
-    affine rule below (an independent implementation written from MLX's op-level definition).
+    affine rule below (an independent implementation written from MLX's op-level definition),
+    and, where the `mlx` package installs (PyPI `mlx[cpu]`, Linux and macOS), against
+    `mx.quantize` itself: every bit width (2 3 4 5 6 8), group (32 64 128), f16 and bf16.
   * gemv: flexkern's y against f64 numpy matmul of the gguf-dequantized W; integer-dot formats
     quantize the activation to Q8 (as ggml does), so the bound is 1% relative rms.
 
@@ -32,18 +36,20 @@ import numpy as np
 from gguf import GGMLQuantizationType as T
 from gguf import quants
 
-EXACT_Q = ["f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0"]
-DEQ_ONLY = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
+EXACT_Q = ["f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "mxfp4"]
+DEQ_ONLY = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs"]
 GG = {
     "f32": T.F32, "f16": T.F16, "bf16": T.BF16, "q4_0": T.Q4_0, "q4_1": T.Q4_1, "q5_0": T.Q5_0,
     "q5_1": T.Q5_1, "q8_0": T.Q8_0, "q2_k": T.Q2_K, "q3_k": T.Q3_K, "q4_k": T.Q4_K, "q5_k": T.Q5_K,
-    "q6_k": T.Q6_K,
+    "q6_k": T.Q6_K, "iq4_nl": T.IQ4_NL, "iq4_xs": T.IQ4_XS, "mxfp4": T.MXFP4,
 }
-BLOCK = {"f32": 1, "f16": 1, "bf16": 1, "q2_k": 256, "q3_k": 256, "q4_k": 256, "q5_k": 256, "q6_k": 256}
+BLOCK = {"f32": 1, "f16": 1, "bf16": 1, "q2_k": 256, "q3_k": 256, "q4_k": 256, "q5_k": 256, "q6_k": 256,
+         "iq4_xs": 256}
 TYPE_SIZE = {"f32": 4, "f16": 2, "bf16": 2, "q4_0": 18, "q4_1": 20, "q5_0": 22, "q5_1": 24, "q8_0": 34,
-             "q2_k": 84, "q3_k": 110, "q4_k": 144, "q5_k": 176, "q6_k": 210}
+             "q2_k": 84, "q3_k": 110, "q4_k": 144, "q5_k": 176, "q6_k": 210, "iq4_nl": 18, "iq4_xs": 136,
+             "mxfp4": 17}
 # ggml test-quantize-fns: sqrt(sum d^2) / n on 0.1 + 2 cos(i + 0.1)
-THRESH = {"q2_k": 0.0075, "q3_k": 0.004}
+THRESH = {"q2_k": 0.0075, "q3_k": 0.004, "mxfp4": 0.004}
 
 failures = []
 
@@ -212,7 +218,7 @@ def main():
         else:
             tally(f"{fmt} round-trip error (gguf dequantize)")
 
-    for bits in [2, 3, 4, 6, 8]:
+    for bits in [2, 3, 4, 5, 6, 8]:
         for group in [32, 64, 128]:
             for sd in ["f16", "bf16"]:
                 fmt = f"mlx:{bits}:{group}" + (":bf16" if sd == "bf16" else "")
@@ -224,6 +230,25 @@ def main():
                     fail(f"{fmt} quantize bytes vs numpy MLX rule")
                 else:
                     tally("mlx quantize bytes (numpy rule)")
+
+    try:
+        import mlx.core as mx
+    except ImportError:
+        mx = None
+        print("SKIPPED: the mlx package is not installed; MLX checked against the numpy rule only")
+    for bits in [2, 3, 4, 5, 6, 8] if mx is not None else []:
+        for group in [32, 64, 128]:
+            for sd in ["f16", "bf16"]:
+                w = data(rng, 5, 512, "normal" if group != 64 else "wide")
+                mw = mx.array(w).astype(mx.float16 if sd == "f16" else mx.bfloat16)
+                w = np.array(mw.astype(mx.float32))  # the values MLX quantizes, exactly
+                q, s, b = mx.quantize(mw, group_size=group, bits=bits)
+                ref = np.concatenate([np.array(a.view(mx.uint8)).reshape(-1) for a in (q, s, b)])
+                fmt = f"mlx:{bits}:{group}" + (":bf16" if sd == "bf16" else "")
+                if not np.array_equal(fk.quantize(fmt, w), ref):
+                    fail(f"{fmt} quantize bytes vs mx.quantize")
+                else:
+                    tally("mlx quantize bytes (mx.quantize)")
 
     for fmt in EXACT_Q + DEQ_ONLY:
         n, k, m = 33, 512, 3

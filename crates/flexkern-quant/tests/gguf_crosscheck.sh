@@ -12,6 +12,11 @@ fi
 if ! "$VENV/bin/python" -c "import gguf, numpy" 2>/dev/null; then
     "$VENV/bin/pip" install --quiet gguf numpy
 fi
+# MLX itself, for the MLX affine bytes; optional (no wheel on some platforms): the script says
+# SKIPPED when it is missing.
+if ! "$VENV/bin/python" -c "import mlx.core" 2>/dev/null; then
+    "$VENV/bin/pip" install --quiet "mlx[cpu]" || echo "mlx did not install; MLX vs numpy rule only"
+fi
 if [ -z "${FLEXKERN_BIN:-}" ]; then
     cargo build --release -p flexkern-cli --quiet
     FLEXKERN_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/flexkern"

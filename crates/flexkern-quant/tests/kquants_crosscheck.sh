@@ -4,7 +4,8 @@
 #   * quantize vs ggml's C reference quantizers (`quantize_row_qX_K_ref` from llama.cpp's
 #     ggml-quants.c, taken from the llama-cpp-python sdist on PyPI and built here with
 #     -O2 -DNDEBUG -ffp-contract=off: a release build without FMA contraction, as ggml's portable
-#     build computes it).
+#     build computes it);
+#   * IQ4_NL, IQ4_XS and MXFP4 quantize and dequantize vs the same C file (lut4_crosscheck.py).
 # Set FLEXKERN_SKIP_GGML=1 to run only the gguf-py part. Exits non-zero on any mismatch.
 set -euo pipefail
 
@@ -72,3 +73,12 @@ fi
 
 echo "== comparing"
 "$VENV/bin/python" "$HERE/kquants_crosscheck.py" "$WORK/data" "${GGML_ARGS[@]}"
+
+if [ -z "${FLEXKERN_SKIP_GGML:-}" ]; then
+    echo "== IQ4_NL / IQ4_XS / MXFP4 vs ggml's C quantizers and dequantizers"
+    if [ -z "${FLEXKERN_BIN:-}" ]; then
+        (cd "$ROOT" && cargo build -q -p flexkern-cli)
+        FLEXKERN_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/flexkern"
+    fi
+    "$VENV/bin/python" "$HERE/lut4_crosscheck.py" --flexkern "$FLEXKERN_BIN" --ggml-lib "$LIB"
+fi

@@ -57,6 +57,8 @@ pub struct AttnArgs {
     pub page_seed: u64,
     #[arg(long, value_enum, default_value_t)]
     pub device: super::device::Device,
+    #[command(flatten)]
+    pub expr: super::attn_expr::ExprArgs,
 }
 
 /// Parses repeated `--mask` flags into one ANDed mask. Each spec takes exactly its fields
@@ -177,6 +179,8 @@ pub fn run_attn(a: &AttnArgs) -> Result<()> {
     if let Some(p) = &a.sinks {
         variant = variant.sinks(f32_vec(p, "sinks", hq)?);
     }
+    let q_tokens = q.shape.first().copied().unwrap_or(0);
+    variant = super::attn_expr::apply(&a.expr, variant, q_tokens, a.cu_q_lens.as_deref())?;
     let mut args = AttentionArgs::new(qv, kv, vv).variant(variant);
     match (&a.cu_q_lens, &a.cu_kv_lens) {
         (Some(cq), Some(ck)) => {

@@ -1,11 +1,13 @@
 //! One module per subcommand family.
 
 pub mod attn;
+pub mod attn_expr;
 pub mod bench;
 pub mod bench_gemv;
 pub mod device;
 pub mod limits;
 pub mod paged;
+pub mod perplexity;
 pub mod quant;
 pub mod run;
 pub mod threads;

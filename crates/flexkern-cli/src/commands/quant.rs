@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct QuantizeArgs {
-    /// Format name: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k..q6_k q8_k, or mlx:BITS:GROUP[:bf16].
+    /// Format name: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k..q6_k q8_k iq4_nl iq4_xs
+    /// mxfp4, or mlx:BITS:GROUP[:bf16] (BITS 2 3 4 5 6 8, GROUP 32 64 128).
     #[arg(long)]
     pub format: String,
     /// Input weights, .npy f32 (or f16) of shape [N, K] (or [K] for one row).

@@ -32,6 +32,19 @@ pub enum KvType {
     Int8,
 }
 
+impl KvType {
+    pub fn dtype(self) -> flexkern::DType {
+        match self {
+            KvType::F32 => flexkern::DType::F32,
+            KvType::F16 => flexkern::DType::F16,
+            KvType::Bf16 => flexkern::DType::BF16,
+            KvType::Fp8e4m3 => flexkern::DType::Fp8E4M3,
+            KvType::Fp8e5m2 => flexkern::DType::Fp8E5M2,
+            KvType::Int8 => flexkern::DType::I8,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// GGUF model file (default: SmolLM2-135M-Instruct from the model cache).
@@ -85,7 +98,7 @@ pub struct RunArgs {
 
 /// Finds the default model in `$FLEXKERN_CACHE`, `.cache/models` (here or in a parent
 /// directory), then `~/.cache/flexkern/models`.
-fn default_model() -> anyhow::Result<PathBuf> {
+pub(crate) fn default_model() -> anyhow::Result<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(d) = std::env::var_os("FLEXKERN_CACHE") {
         dirs.push(PathBuf::from(d));
@@ -112,7 +125,7 @@ fn default_model() -> anyhow::Result<PathBuf> {
 
 /// Maps the model into memory, touching every page under a progress bar so the first token
 /// does not pay for page faults.
-fn open_model(path: &Path) -> anyhow::Result<GgufFile> {
+pub(crate) fn open_model(path: &Path) -> anyhow::Result<GgufFile> {
     let f = GgufFile::open(path).with_context(|| format!("opening {}", path.display()))?;
     let total: u64 = f.tensors().iter().map(|t| t.size_bytes).sum();
     let bar = ProgressBar::new(total).with_style(
@@ -191,15 +204,7 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
     };
     let prompt = tok.encode(&text, true, args.chat);
     let model = Model::load(&file, cpu(), |_, _| {})?;
-    let kv = match args.kv_type {
-        KvType::F32 => flexkern::DType::F32,
-        KvType::F16 => flexkern::DType::F16,
-        KvType::Bf16 => flexkern::DType::BF16,
-        KvType::Fp8e4m3 => flexkern::DType::Fp8E4M3,
-        KvType::Fp8e5m2 => flexkern::DType::Fp8E5M2,
-        KvType::Int8 => flexkern::DType::I8,
-    };
-    let mut cache = model.new_cache_with(args.ctx, kv)?;
+    let mut cache = model.new_cache_with(args.ctx, args.kv_type.dtype())?;
     if let Some(out) = &args.dump_logits {
         let logits = model.forward(&mut cache, &prompt, Logits::Last)?;
         flexkern::npy::write_f32(out, &[logits.len()], &logits)?;

@@ -90,6 +90,7 @@ pub use q5_k::BlockQ5K;
 pub use q6_k::BlockQ6K;
 pub use q8_k::BlockQ8K;
 pub use rows8::{BlockQ4Kx8, BlockQ6Kx8};
+pub(crate) use search::nearest_int;
 
 /// Weights per K-quant super-block.
 pub const QK_K: usize = 256;

@@ -1,8 +1,10 @@
-//! MLX affine quantization (`mx.quantize(w, group_size, bits)`, mode "affine").
+//! MLX affine quantization (`mx.quantize(w, group_size, bits)`, mode "affine"), at every width
+//! MLX accepts (2, 3, 4, 5, 6, 8 bits; groups 32, 64, 128): bytes identical to `mx.quantize` of
+//! the PyPI `mlx` package (0.32.4, checked by `tests/gguf_crosscheck.py`).
 //!
 //! Storage, per row of K weights: the packed weights as a little-endian bit stream (element j at
-//! bit `j * bits`; for 2/4/8 bits that is exactly MLX's u32 words, for 3 and 6 bits MLX's
-//! 3-bytes-per-8 / 3-bytes-per-4 packing), then one scale and one bias per group, f16 or bf16.
+//! bit `j * bits`; for 2/4/8 bits that is exactly MLX's u32 words, for 3, 5 and 6 bits MLX's
+//! 3-bytes-per-8 / 5-bytes-per-8 / 3-bytes-per-4 packing), then one scale and one bias per group, f16 or bf16.
 //! Dequantized value: `scale * q + bias`.
 //!
 //! Single-buffer form (what `quantize` returns and `QuantMatrix::new` takes for MLX): all packed
@@ -202,6 +204,7 @@ impl<'a> MlxView<'a> {
                     2 => avx2::dot::<2>(w, x, self.group, &scales),
                     3 => avx2::dot::<3>(w, x, self.group, &scales),
                     4 => avx2::dot::<4>(w, x, self.group, &scales),
+                    5 => avx2::dot::<5>(w, x, self.group, &scales),
                     6 => avx2::dot::<6>(w, x, self.group, &scales),
                     _ => avx2::dot::<8>(w, x, self.group, &scales),
                 }
@@ -236,12 +239,22 @@ mod avx2 {
     unsafe fn decode8<const BITS: u32>(p: *const u8) -> __m256 {
         let v = match BITS {
             8 => _mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i)),
-            6 => {
-                let lo = (*p as i32) | (*p.add(1) as i32) << 8 | (*p.add(2) as i32) << 16;
-                let hi = (*p.add(3) as i32) | (*p.add(4) as i32) << 8 | (*p.add(5) as i32) << 16;
+            5 | 6 => {
+                // 8 values span 40 or 48 bits: values 0..4 from the low half, 4..8 the high.
+                let mut bits = 0u64;
+                for i in 0..BITS as usize {
+                    bits |= (*p.add(i) as u64) << (8 * i);
+                }
+                let half = 4 * BITS;
+                let lo = (bits & ((1u64 << half) - 1)) as i32;
+                let hi = (bits >> half) as i32;
                 let words = _mm256_set_epi32(hi, hi, hi, hi, lo, lo, lo, lo);
-                let sh = _mm256_set_epi32(18, 12, 6, 0, 18, 12, 6, 0);
-                _mm256_and_si256(_mm256_srlv_epi32(words, sh), _mm256_set1_epi32(63))
+                let b = BITS as i32;
+                let sh = _mm256_set_epi32(3 * b, 2 * b, b, 0, 3 * b, 2 * b, b, 0);
+                _mm256_and_si256(
+                    _mm256_srlv_epi32(words, sh),
+                    _mm256_set1_epi32((1 << BITS) - 1),
+                )
             }
             _ => {
                 // 2, 3 or 4 bits: the 8 values fit in one 32-bit word.
@@ -292,7 +305,7 @@ mod tests {
 
     #[test]
     fn pack_unpack_all_widths() {
-        for bits in [2u8, 3, 4, 6, 8] {
+        for bits in [2u8, 3, 4, 5, 6, 8] {
             let q: Vec<u8> = (0..64).map(|i| ((i * 7 + 3) % (1 << bits)) as u8).collect();
             let mut out = vec![0u8; 64 * bits as usize / 8];
             pack(&q, bits, &mut out);

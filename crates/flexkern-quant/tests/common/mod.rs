@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 
 pub fn all_formats() -> Vec<Format> {
     let mut v: Vec<Format> = Format::all_fixed().collect();
-    for bits in [2, 3, 4, 6, 8] {
+    for bits in [2, 3, 4, 5, 6, 8] {
         for g in [32, 64, 128] {
             v.push(Format::mlx(bits, g, MlxScale::F16).unwrap());
         }

@@ -6,6 +6,7 @@ pub mod builtins;
 pub mod classify;
 pub mod expr;
 pub mod interval;
+pub mod parse;
 pub mod program;
 
 use crate::error::{Error, Result};
