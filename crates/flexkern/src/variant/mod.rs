@@ -5,6 +5,7 @@ pub mod block_mask;
 pub mod builtins;
 pub mod expr;
 pub mod interval;
+pub mod lowered;
 pub mod program;
 
 use crate::error::{Error, Result};
