@@ -7,7 +7,7 @@ use flexkern::CpuBackend;
 
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// Device: cpu.
+    /// Device: cpu | cuda.
     #[arg(long, default_value = "cpu")]
     pub device: String,
     /// A smaller matrix.
@@ -19,11 +19,8 @@ pub struct VerifyArgs {
 }
 
 pub fn run_verify(a: &VerifyArgs) -> Result<()> {
-    if a.device != "cpu" {
-        bail!(
-            "--device {}: only `cpu` is available in this build",
-            a.device
-        );
+    if a.device != "cpu" && a.device != "cuda" {
+        bail!("--device {}: expected cpu or cuda", a.device);
     }
     let backend = CpuBackend;
     let seed = a.seed.unwrap_or_else(|| {
@@ -59,15 +56,19 @@ pub fn run_verify(a: &VerifyArgs) -> Result<()> {
             fail += 1;
         }
     };
-    for (i, c) in standard_cases(a.quick).iter().enumerate() {
-        report(run_case(&backend, c, seed.wrapping_add(i as u64)));
-    }
-    for (i, c) in paged_cases(a.quick).iter().enumerate() {
-        report(run_paged_case(
-            &backend,
-            c,
-            seed.wrapping_add(1000 + i as u64),
-        ));
+    if a.device == "cuda" {
+        super::cuda::verify(a.quick, seed, &mut report)?;
+    } else {
+        for (i, c) in standard_cases(a.quick).iter().enumerate() {
+            report(run_case(&backend, c, seed.wrapping_add(i as u64)));
+        }
+        for (i, c) in paged_cases(a.quick).iter().enumerate() {
+            report(run_paged_case(
+                &backend,
+                c,
+                seed.wrapping_add(1000 + i as u64),
+            ));
+        }
     }
     println!("verify: {pass} passed, {fail} failed");
     if fail > 0 {

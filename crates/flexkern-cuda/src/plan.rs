@@ -1,0 +1,141 @@
+//! The GPU work list: which blocks run which (sequence, row tile, KV range), and how the
+//! partitions of each row tile are merged. Plain index arrays built on the host from lengths
+//! alone (no device access, no sync), uploaded with the rest of the step in one copy.
+
+use flexkern::attention::problem::SeqLens;
+
+/// Keys per kernel tile (`FK_TILE`); partitions are multiples of it.
+pub const TILE: usize = 128;
+/// Partition length in deterministic mode: fixed, so a sequence's partitions (and hence its
+/// rounding) never depend on what else is in the batch.
+pub const DETERMINISTIC_CHUNK: usize = 1024;
+/// Smallest partition the planner makes (shorter ones cost more in merging than they gain).
+pub const MIN_CHUNK: usize = 512;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkPlan {
+    /// Rows (q head x query pairs) per block.
+    pub rows: usize,
+    /// Keys per partition.
+    pub chunk: usize,
+    /// (seq, row tile, first key, end key) per block column (grid x; grid y = kv heads).
+    pub items: Vec<[u32; 4]>,
+    /// (seq, row tile, first item, parts) per row tile (the merge's grid x).
+    pub tiles: Vec<[u32; 4]>,
+}
+
+/// Rows per block: the whole GQA group of one query if possible (K/V read once for all its q
+/// heads), fewer for large head sizes (registers), more for several queries per sequence.
+pub fn rows_per_block(group: usize, max_q_len: usize, max_head_dim: usize) -> usize {
+    let cap = match max_head_dim {
+        0..=128 => 8,
+        129..=256 => 4,
+        _ => 2,
+    };
+    (group * max_q_len.max(1)).next_power_of_two().min(cap)
+}
+
+/// Splits every row tile's KV range into partitions so that about `8 * sms` blocks run (or
+/// fixed `DETERMINISTIC_CHUNK` partitions when `deterministic`).
+pub fn plan_work(
+    lens: &SeqLens,
+    group: usize,
+    num_kv_heads: usize,
+    rows: usize,
+    sms: usize,
+    deterministic: bool,
+) -> WorkPlan {
+    let row_tiles = |s: usize| (lens.q_len(s) * group).div_ceil(rows);
+    let chunk = if deterministic {
+        DETERMINISTIC_CHUNK
+    } else {
+        let work: usize = (0..lens.num_seqs())
+            .map(|s| row_tiles(s) * lens.kv_len(s))
+            .sum();
+        let items_wanted = (8 * sms.max(1)).div_ceil(num_kv_heads.max(1)).max(1);
+        work.div_ceil(items_wanted).max(MIN_CHUNK).div_ceil(TILE) * TILE
+    };
+    let mut items = Vec::new();
+    let mut tiles = Vec::new();
+    for s in 0..lens.num_seqs() {
+        let kl = lens.kv_len(s);
+        let parts = kl.div_ceil(chunk).max(1);
+        for rt in 0..row_tiles(s) {
+            tiles.push([s as u32, rt as u32, items.len() as u32, parts as u32]);
+            for p in 0..parts {
+                let (k0, k1) = (p * chunk, ((p + 1) * chunk).min(kl));
+                items.push([s as u32, rt as u32, k0 as u32, k1 as u32]);
+            }
+        }
+    }
+    WorkPlan {
+        rows,
+        chunk,
+        items,
+        tiles,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn covers(p: &WorkPlan, lens: &SeqLens, group: usize) {
+        for s in 0..lens.num_seqs() {
+            let tiles: Vec<_> = p.tiles.iter().filter(|t| t[0] == s as u32).collect();
+            assert_eq!(tiles.len(), (lens.q_len(s) * group).div_ceil(p.rows));
+            for t in tiles {
+                let parts = &p.items[t[2] as usize..(t[2] + t[3]) as usize];
+                let mut next = 0u32;
+                for it in parts {
+                    assert_eq!((it[0], it[1], it[2]), (t[0], t[1], next));
+                    next = it[3];
+                }
+                assert_eq!(next as usize, lens.kv_len(s));
+            }
+        }
+    }
+
+    #[test]
+    fn partitions_fill_the_card_and_cover_every_key_once() {
+        let sms = 132;
+        for (b, l) in [(64, 8192), (8, 32768), (1, 131072), (3, 0), (5, 100)] {
+            let lens = SeqLens::uniform(b, 1, l);
+            let p = plan_work(&lens, 4, 8, 4, sms, false);
+            covers(&p, &lens, 4);
+            assert_eq!(p.chunk % TILE, 0);
+            if b * l >= 8 * sms * MIN_CHUNK {
+                let blocks = p.items.len() * 8;
+                assert!(
+                    blocks >= 4 * sms && blocks <= 16 * sms,
+                    "{b}x{l}: {blocks} blocks"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn deterministic_partitions_ignore_the_rest_of_the_batch() {
+        let alone = plan_work(&SeqLens::uniform(1, 1, 5000), 4, 8, 4, 132, true);
+        let lens = SeqLens::new(&[0, 1, 2, 3], &[5000, 70000, 3]).unwrap();
+        let batch = plan_work(&lens, 4, 8, 4, 132, true);
+        covers(&batch, &lens, 4);
+        let first: Vec<_> = batch
+            .items
+            .iter()
+            .filter(|i| i[0] == 0)
+            .map(|i| [i[2], i[3]])
+            .collect();
+        let solo: Vec<_> = alone.items.iter().map(|i| [i[2], i[3]]).collect();
+        assert_eq!(first, solo);
+    }
+
+    #[test]
+    fn rows_pack_the_gqa_group() {
+        assert_eq!(rows_per_block(4, 1, 128), 4);
+        assert_eq!(rows_per_block(3, 1, 64), 4);
+        assert_eq!(rows_per_block(4, 200, 128), 8);
+        assert_eq!(rows_per_block(8, 1, 576), 2);
+        assert_eq!(rows_per_block(1, 1, 1), 1);
+    }
+}
