@@ -402,6 +402,21 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// (registers per thread, local-memory bytes per thread) of the attention kernel: spills show
+    /// as local memory.
+    pub fn kernel_resources(&self) -> Result<(i32, i32)> {
+        use cudarc::driver::result::function::get_function_attribute;
+        use cudarc::driver::sys::CUfunction_attribute as A;
+        self.dev.bind()?;
+        // SAFETY: the function handle is alive while the module is.
+        unsafe {
+            Ok((
+                get_function_attribute(self.f_attn, A::CU_FUNC_ATTRIBUTE_NUM_REGS).map_err(|e| driver("cuFuncGetAttribute", e))?,
+                get_function_attribute(self.f_attn, A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES).map_err(|e| driver("cuFuncGetAttribute", e))?,
+            ))
+        }
+    }
+
     pub fn launch(&self) -> Result<()> {
         let mut args = self.args;
         launch(&self.dev, self.f_attn, self.grid_attn, &mut args)?;

@@ -114,3 +114,46 @@ pub fn verify(quick: bool, seed: u64, mut report: impl FnMut(Outcome)) -> Result
     println!("{}", module_report(&dev));
     Ok(())
 }
+
+/// `flexkern bench attn --device cuda`: copy bandwidth first, then each decode shape as a
+/// fraction of it (KV bytes read per second over copy bytes read + written per second).
+pub fn bench_attn(a: &super::bench::AttnBenchArgs) -> Result<()> {
+    use flexkern_cuda::bench::{copy_bandwidth, decode, standard_shapes};
+    let dev = open("bench attn")?;
+    let reps = if a.quick { 5 } else { 30 };
+    println!(
+        "flexkern bench attn --device cuda: {} ({} SMs), CUDA events around the whole call (step upload, attention, merge), median of {reps}",
+        dev.props.name, dev.props.sms
+    );
+    let copy = copy_bandwidth(&dev, reps)?;
+    println!("copy bandwidth (device to device, read + write): {:.0} GB/s", copy);
+    let mut rows = Vec::new();
+    for s in standard_shapes(a.quick) {
+        if !a.only.is_empty() && !s.name().contains(&a.only) {
+            continue;
+        }
+        let r = decode(&dev, &s, reps, a.deterministic)?;
+        let ms = r.ms;
+        println!(
+            "  {}: {} ({} blocks, partitions of {} keys, {} registers, {} B local)",
+            s.name(),
+            r.kernel,
+            r.blocks,
+            r.chunk,
+            r.regs,
+            r.local_bytes
+        );
+        let gbs = s.kv_bytes() as f64 / (ms * 1e-3) / 1e9;
+        rows.push(super::bench::Row {
+            case: s.name(),
+            ms,
+            gflops: 0.0,
+            gbs,
+            ratio: gbs / copy,
+            limit: format!("copy {copy:.0} GB/s"),
+        });
+    }
+    super::bench::print_rows(&rows, a.csv.as_deref())?;
+    println!("{}", module_report(&dev));
+    Ok(())
+}

@@ -255,9 +255,7 @@ pub(crate) fn paged_pool(
     let (mut cu_pages, mut first_page, mut pages) = (vec![0u32], Vec::new(), Vec::new());
     let mut tok0 = 0;
     for &(_, kl) in seqs {
-        let mine: Vec<u32> = (0..kl.div_ceil(ps))
-            .map(|_| order[pages.len()])
-            .collect::<Vec<_>>();
+        let mine: Vec<u32> = order[pages.len()..pages.len() + kl.div_ceil(ps)].to_vec();
         for i in 0..kl {
             let slot = mine[i / ps] as usize * ps + i % ps;
             for h in 0..hkv {
