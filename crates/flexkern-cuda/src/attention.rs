@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 const COMMON: &str = include_str!("../kernels/fk_common.cuh");
 const ATTENTION: &str = include_str!("../kernels/attention.cu");
+const ATTENTION_ASYNC: &str = include_str!("../kernels/attention_async.cu");
 const NWARPS: usize = 4;
 
 /// Q: element (seq, token i, head h, d) at `seq_base[seq] + i * tok_stride + h * head_stride + d`.
@@ -112,9 +113,27 @@ pub struct KernelConfig {
     pub vv: usize,
     pub rows: usize,
     pub paged: bool,
+    /// Keys per shared-memory stage of the cp.async path (0: the register path).
+    pub async_tile: usize,
+    pub stages: usize,
+}
+
+/// The cp.async pipeline's shape: `FLEXKERN_CUDA_ASYNC=tile,stages` (or `0` for the register
+/// path) overrides the default (32 keys, 4 stages) for tuning runs.
+pub fn async_shape() -> (usize, usize) {
+    match std::env::var("FLEXKERN_CUDA_ASYNC").ok().as_deref().map(|s| s.split(',').map(|x| x.trim().parse::<usize>().unwrap_or(0)).collect::<Vec<_>>()) {
+        Some(v) if v.first() == Some(&0) => (0, 0),
+        Some(v) if v.len() == 2 && [32, 64, 128].contains(&v[0]) && (2..=8).contains(&v[1]) => (v[0], v[1]),
+        _ => (32, 4),
+    }
 }
 
 impl KernelConfig {
+    /// Dynamic shared memory of the cp.async kernel.
+    pub fn stage_bytes(&self, kt: DType, vt: DType) -> usize {
+        self.stages * self.async_tile * (self.dk * kt.size() + self.dv * vt.size())
+    }
+
     /// `attn_paged_bf16_hd128_r4`-style module name (the cache file adds the hash).
     pub fn name(&self) -> String {
         const N: [&str; 6] = ["f32", "f16", "bf16", "e4m3", "e5m2", "i8"];
@@ -128,8 +147,13 @@ impl KernelConfig {
         } else {
             format!("hd{}x{}", self.dk, self.dv)
         };
+        let pipe = if self.async_tile > 0 {
+            format!("_a{}x{}", self.async_tile, self.stages)
+        } else {
+            String::new()
+        };
         format!(
-            "attn_{}_q{}_{kv}_{hd}_r{}",
+            "attn_{}_q{}_{kv}_{hd}_r{}{pipe}",
             if self.paged { "paged" } else { "strided" },
             N[self.qt as usize],
             self.rows
@@ -141,13 +165,15 @@ impl KernelConfig {
         let defines = format!(
             "#define FK_QT {}\n#define FK_KT {}\n#define FK_VT {}\n#define FK_DK {}\n#define FK_DV {}\n\
              #define FK_VK {}\n#define FK_VV {}\n#define FK_ROWS {}\n#define FK_PAGED {}\n\
-             #define FK_TILE {TILE}\n#define FK_NWARPS {NWARPS}\n",
-            self.qt, self.kt, self.vt, self.dk, self.dv, self.vk, self.vv, self.rows, self.paged as u8
+             #define FK_TILE {TILE}\n#define FK_NWARPS {NWARPS}\n#define FK_ASYNC {}\n\
+             #define FK_ASYNC_TILE {}\n#define FK_STAGES {}\n",
+            self.qt, self.kt, self.vt, self.dk, self.dv, self.vk, self.vv, self.rows, self.paged as u8,
+            (self.async_tile > 0) as u8, self.async_tile.max(32), self.stages.max(2)
         );
         let common = COMMON.replace("#pragma once", "");
         KernelSource {
             name: format!("{}_v{:04x}", self.name(), variant_hash as u16),
-            source: format!("{defines}{common}\n{hooks}\n{ATTENTION}"),
+            source: format!("{defines}{common}\n{hooks}\n{ATTENTION}\n{ATTENTION_ASYNC}"),
         }
     }
 }
@@ -394,6 +420,7 @@ pub struct Prepared {
     f_attn: cudarc::driver::sys::CUfunction,
     f_merge: cudarc::driver::sys::CUfunction,
     args: FkArgs,
+    smem_attn: u32,
     grid_attn: (u32, u32),
     grid_merge: (u32, u32),
     _bufs: [DeviceBuf; 3],
@@ -419,8 +446,8 @@ impl Prepared {
 
     pub fn launch(&self) -> Result<()> {
         let mut args = self.args;
-        launch(&self.dev, self.f_attn, self.grid_attn, &mut args)?;
-        launch(&self.dev, self.f_merge, self.grid_merge, &mut args)
+        launch(&self.dev, self.f_attn, self.grid_attn, self.smem_attn, &mut args)?;
+        launch(&self.dev, self.f_merge, self.grid_merge, 0, &mut args)
     }
 }
 
@@ -438,14 +465,36 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
     if plan.items.is_empty() {
         return Ok(None);
     }
-    let (cfg, k_dtype, v_dtype) = config(c, rows)?;
+    let (mut cfg, k_dtype, v_dtype) = config(c, rows)?;
+    let (tile, stages) = async_shape();
+    if tile > 0 && cfg.vk * k_dtype.size() == 16 && cfg.vv * v_dtype.size() == 16 && dk.max(dv) <= 256 {
+        (cfg.async_tile, cfg.stages) = (tile, stages);
+        // Leave room for the static shared memory (scores, running max / sum).
+        let limit = dev.props.smem_per_block_optin.saturating_sub(rows * (tile + 3) * 4 + 1024);
+        if cfg.stage_bytes(k_dtype, v_dtype) > limit {
+            (cfg.async_tile, cfg.stages) = (0, 0);
+        }
+    }
     let hooks = codegen::generate(c.variant);
-    let src = cfg.source(
-        &hooks.source,
-        flexkern::variant::lowered::fnv1a(hooks.key.as_bytes()),
-    );
+    let src = cfg.source(&hooks.source, flexkern::variant::lowered::fnv1a(hooks.key.as_bytes()));
     let module = dev.module(&src)?;
-    let f_attn = module.function("fk_attention")?;
+    let (f_attn, smem_attn) = if cfg.async_tile > 0 {
+        let f = module.function("fk_attention_async")?;
+        let bytes = cfg.stage_bytes(k_dtype, v_dtype) as i32;
+        dev.bind()?;
+        // SAFETY: raises the function's dynamic shared-memory limit within the device's opt-in.
+        unsafe {
+            cudarc::driver::result::function::set_function_attribute(
+                f,
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes,
+            )
+        }
+        .map_err(|e| driver("cuFuncSetAttribute", e))?;
+        (f, bytes as u32)
+    } else {
+        (module.function("fk_attention")?, 0)
+    };
     let f_merge = module.function("fk_merge")?;
 
     // The step buffer: plan, per-sequence records, variant parameters and captures, scales,
@@ -536,6 +585,7 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         f_attn,
         f_merge,
         args,
+        smem_attn,
         grid_attn: (plan.items.len() as u32, hkv as u32),
         grid_merge: (plan.tiles.len() as u32, hkv as u32),
         _bufs: [step_buf, part_o, part_lse],
@@ -548,6 +598,7 @@ fn launch(
     dev: &Device,
     f: cudarc::driver::sys::CUfunction,
     grid: (u32, u32),
+    smem: u32,
     args: &mut FkArgs,
 ) -> Result<()> {
     dev.bind()?;
@@ -559,7 +610,7 @@ fn launch(
             f,
             (grid.0, grid.1, 1),
             ((NWARPS * 32) as u32, 1, 1),
-            0,
+            smem,
             dev.stream(),
             &mut params,
         )
@@ -591,6 +642,8 @@ fn config(c: &AttnCall, rows: usize) -> Result<(KernelConfig, DType, DType)> {
         vv: vec_width(vd.size(), &vx),
         rows,
         paged,
+        async_tile: 0,
+        stages: 0,
     };
     Ok((cfg, kd, vd))
 }
@@ -668,6 +721,9 @@ mod tests {
         for (i, &(qt, kt, vt, dk, dv, vk, vv, rows, paged)) in cfgs.iter().enumerate() {
             let v = variants[i % variants.len()].compile().unwrap();
             let hooks = codegen::generate(&v);
+            let sz = [4, 2, 2, 1, 1, 1];
+            let fast = vk * sz[kt as usize] == 16 && vv * sz[vt as usize] == 16 && dk.max(dv) <= 256;
+            let (async_tile, stages) = if fast { (32, 4) } else { (0, 0) };
             let k = KernelConfig {
                 qt,
                 kt,
@@ -678,6 +734,8 @@ mod tests {
                 vv,
                 rows,
                 paged,
+                async_tile,
+                stages,
             };
             let src = k.source(&hooks.source, 0);
             let t = std::time::Instant::now();
@@ -705,8 +763,10 @@ mod tests {
             vv: 8,
             rows: 4,
             paged: true,
+            async_tile: 32,
+            stages: 4,
         };
-        assert_eq!(k.name(), "attn_paged_qbf16_bf16_hd128_r4");
+        assert_eq!(k.name(), "attn_paged_qbf16_bf16_hd128_r4_a32x4");
         let s = k.source("/*hooks*/", 0xabcd);
         assert!(s.name.ends_with("_vabcd"));
         assert!(s.source.contains("#define FK_DK 128") && s.source.contains("fk_attention"));
