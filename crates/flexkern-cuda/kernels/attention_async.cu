@@ -14,6 +14,7 @@ constexpr int FK_AVITERS = FK_ATILE / FK_VSTEP;
 static_assert(FK_KROW % 16 == 0 && FK_VROW % 16 == 0, "rows are whole 16-byte chunks");
 static_assert(FK_VK * FkSize<FK_KT>::value == 16 && FK_VV * FkSize<FK_VT>::value == 16, "16-byte vectors");
 static_assert(FK_ATILE % FK_KSTEP == 0 && FK_ATILE % FK_VSTEP == 0, "tile covers whole steps");
+static_assert(FK_ROWS <= FK_TPK, "the reduce-scatter leaves one row per lane group");
 
 __device__ __forceinline__ u32 fk_smem_addr(const void* p) {
   u32 a;
@@ -49,6 +50,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_async(
   const i64 kvh = blockIdx.y;
   const uint4 it = ((const uint4*)(a.step + a.off_items))[item];
   const u32 seq = it.x;
+  const bool mask_true = (it.y >> 31) != 0;  // interval analysis proved the mask true here
   const FkSeq sq = fk_seq(a, seq);
   const i64 G = a.group;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -69,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_async(
   float q[FK_ROWS][FK_CPK][FK_VK];
 #pragma unroll
   for (int r = 0; r < FK_ROWS; ++r) {
-    const i64 R = (i64)it.y * FK_ROWS + r, qi = R / G, head = kvh * G + R % G;
+    const i64 R = (i64)(it.y & 0x7fffffffu) * FK_ROWS + r, qi = R / G, head = kvh * G + R % G;
     const i64 qo = sq.q_base + qi * a.q_tok_stride + head * a.q_head_stride;
 #pragma unroll
     for (int c = 0; c < FK_CPK; ++c) {
@@ -126,23 +128,40 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_async(
           }
         }
       }
+      // Reduce-scatter over the FK_TPK lanes of the key: each halving step sends half of the
+      // rows still held, so the lanes whose top bits are r end with row r's sum (FK_ROWS - 1 +
+      // log2(FK_TPK / FK_ROWS) shuffles instead of FK_ROWS * log2(FK_TPK)).
+      int n_held = FK_ROWS;
 #pragma unroll
-      for (int o = FK_TPK / 2; o > 0; o >>= 1)
+      for (int o = FK_TPK / 2; o > 0; o >>= 1) {
+        const bool upper = (ksub & o) != 0;
+        if (n_held > 1) {
 #pragma unroll
-        for (int r = 0; r < FK_ROWS; ++r) part[r] += __shfl_xor_sync(0xffffffffu, part[r], o);
-#pragma unroll
-      for (int r = 0; r < FK_ROWS; ++r) {
-        if (r % FK_TPK == ksub) {
+          for (int r = 0; r < FK_ROWS / 2; ++r) {
+            if (r < n_held / 2) {
+              const float send = upper ? part[r] : part[r + n_held / 2];
+              const float keep = upper ? part[r + n_held / 2] : part[r];
+              part[r] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+            }
+          }
+          n_held /= 2;
+        } else {
+          part[0] += __shfl_xor_sync(0xffffffffu, part[0], o);
+        }
+      }
+      {
+        const int r = ksub / (FK_TPK / FK_ROWS);
+        if (ksub % (FK_TPK / FK_ROWS) == 0) {
           const i64 pos = t0 + j;
-          const i64 R = (i64)it.y * FK_ROWS + r, qi = R / G;
+          const i64 R = (i64)(it.y & 0x7fffffffu) * FK_ROWS + r, qi = R / G;
           float s = FK_NEG_INF;
           if (j < n && qi < sq.q_len && pos >= visible0) {
-            s = part[r] * kscale;
+            s = part[0] * kscale;
             FkVars V;
             V.b = seq; V.h = kvh * G + R % G; V.q_pos = sq.q_pos0 + qi; V.kv_pos = pos;
             V.q_len = sq.q_len; V.kv_len = sq.kv_len; V.q_token = sq.q_start + qi;
             s = fk_score(P, V, s);
-            if (!fk_mask(P, V)) s = FK_NEG_INF;
+            if (!mask_true && !fk_mask(P, V)) s = FK_NEG_INF;
           }
           s_p[r][j] = s;
         }

@@ -116,6 +116,8 @@ pub struct KernelConfig {
     /// Keys per shared-memory stage of the cp.async path (0: the register path).
     pub async_tile: usize,
     pub stages: usize,
+    /// log2 of a power-of-two page size (-1: strided, or pages of another size).
+    pub page_shift: i32,
 }
 
 /// The cp.async pipeline's shape: `FLEXKERN_CUDA_ASYNC=tile,stages` (or `0` for the register
@@ -147,13 +149,18 @@ impl KernelConfig {
         } else {
             format!("hd{}x{}", self.dk, self.dv)
         };
+        let pages = if self.page_shift >= 0 {
+            format!("{}", 1usize << self.page_shift)
+        } else {
+            String::new()
+        };
         let pipe = if self.async_tile > 0 {
             format!("_a{}x{}", self.async_tile, self.stages)
         } else {
             String::new()
         };
         format!(
-            "attn_{}_q{}_{kv}_{hd}_r{}{pipe}",
+            "attn_{}{pages}_q{}_{kv}_{hd}_r{}{pipe}",
             if self.paged { "paged" } else { "strided" },
             N[self.qt as usize],
             self.rows
@@ -166,9 +173,9 @@ impl KernelConfig {
             "#define FK_QT {}\n#define FK_KT {}\n#define FK_VT {}\n#define FK_DK {}\n#define FK_DV {}\n\
              #define FK_VK {}\n#define FK_VV {}\n#define FK_ROWS {}\n#define FK_PAGED {}\n\
              #define FK_TILE {TILE}\n#define FK_NWARPS {NWARPS}\n#define FK_ASYNC {}\n\
-             #define FK_ASYNC_TILE {}\n#define FK_STAGES {}\n",
+             #define FK_ASYNC_TILE {}\n#define FK_STAGES {}\n#define FK_PAGE_SHIFT {}\n",
             self.qt, self.kt, self.vt, self.dk, self.dv, self.vk, self.vv, self.rows, self.paged as u8,
-            (self.async_tile > 0) as u8, self.async_tile.max(32), self.stages.max(2)
+            (self.async_tile > 0) as u8, self.async_tile.max(32), self.stages.max(2), self.page_shift
         );
         let common = COMMON.replace("#pragma once", "");
         KernelSource {
@@ -461,7 +468,8 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
     let n = lens.num_seqs();
     let max_q = (0..n).map(|s| lens.q_len(s)).max().unwrap_or(0);
     let rows = rows_per_block(group, max_q, dk.max(dv));
-    let plan = plan_work(lens, group, hkv, rows, dev.props.sms, c.deterministic);
+    let mut plan = plan_work(lens, group, hkv, rows, dev.props.sms, c.deterministic);
+    crate::plan::classify_items(&mut plan, lens, group, hq, c.variant.mask.as_ref().map(|m| m.expr()));
     if plan.items.is_empty() {
         return Ok(None);
     }
@@ -644,6 +652,10 @@ fn config(c: &AttnCall, rows: usize) -> Result<(KernelConfig, DType, DType)> {
         paged,
         async_tile: 0,
         stages: 0,
+        page_shift: match &c.kv {
+            KvInput::Paged { page_size, .. } if page_size.is_power_of_two() => page_size.trailing_zeros() as i32,
+            _ => -1,
+        },
     };
     Ok((cfg, kd, vd))
 }
@@ -736,6 +748,7 @@ mod tests {
                 paged,
                 async_tile,
                 stages,
+                page_shift: if paged { 4 } else { -1 },
             };
             let src = k.source(&hooks.source, 0);
             let t = std::time::Instant::now();
@@ -765,8 +778,9 @@ mod tests {
             paged: true,
             async_tile: 32,
             stages: 4,
+            page_shift: 4,
         };
-        assert_eq!(k.name(), "attn_paged_qbf16_bf16_hd128_r4_a32x4");
+        assert_eq!(k.name(), "attn_paged16_qbf16_bf16_hd128_r4_a32x4");
         let s = k.source("/*hooks*/", 0xabcd);
         assert!(s.name.ends_with("_vabcd"));
         assert!(s.source.contains("#define FK_DK 128") && s.source.contains("fk_attention"));

@@ -3,6 +3,45 @@
 //! alone (no device access, no sync), uploaded with the rest of the step in one copy.
 
 use flexkern::attention::problem::SeqLens;
+use flexkern::expr::Expr;
+use flexkern::variant::interval::{classify, Domain, Tri};
+
+/// Bit set in an item's row-tile word when interval analysis proved the mask true over the
+/// whole item: the kernel skips the mask hook there.
+pub const MASK_TRUE: u32 = 1 << 31;
+
+/// Classifies each item's (rows x keys) box under `mask`: all-true items get `MASK_TRUE`,
+/// all-false items get an empty key range (nothing is read, the row tile's partial is -inf).
+pub fn classify_items(plan: &mut WorkPlan, lens: &SeqLens, group: usize, num_q_heads: usize, mask: Option<&Expr>) {
+    for it in &mut plan.items {
+        let (s, rt, k0, k1) = (it[0] as usize, it[1] as usize, it[2] as i64, it[3] as i64);
+        let Some(m) = mask else {
+            it[1] |= MASK_TRUE;
+            continue;
+        };
+        let ql = lens.q_len(s) as i64;
+        if k1 <= k0 || ql == 0 {
+            continue;
+        }
+        let qi0 = (rt * plan.rows / group) as i64;
+        let qi1 = (((rt + 1) * plan.rows - 1) / group).min(ql as usize - 1) as i64;
+        let (p0, t0) = (lens.q_pos0(s), lens.q_start(s) as i64);
+        let d = Domain {
+            batch: (s as i64, s as i64),
+            head: (0, num_q_heads as i64 - 1),
+            q_pos: (p0 + qi0, p0 + qi1),
+            kv_pos: (k0, k1 - 1),
+            q_len: (ql, ql),
+            kv_len: (lens.kv_len(s) as i64, lens.kv_len(s) as i64),
+            q_token: (t0 + qi0, t0 + qi1),
+        };
+        match classify(m, &d) {
+            Tri::True => it[1] |= MASK_TRUE,
+            Tri::False => it[3] = it[2],
+            Tri::Unknown => {}
+        }
+    }
+}
 
 /// Keys per kernel tile (`FK_TILE`); partitions are multiples of it.
 pub const TILE: usize = 128;
@@ -128,6 +167,30 @@ mod tests {
             .collect();
         let solo: Vec<_> = alone.items.iter().map(|i| [i[2], i[3]]).collect();
         assert_eq!(first, solo);
+    }
+
+    #[test]
+    fn interval_analysis_marks_visible_and_skips_hidden_items() {
+        use flexkern::builtins::{causal, sliding_window};
+        let lens = SeqLens::uniform(1, 1, 10000);
+        let mut p = plan_work(&lens, 4, 8, 4, 132, true);
+        let m = causal().and(sliding_window(3000));
+        classify_items(&mut p, &lens, 4, 32, Some(&m));
+        // Decode at position 9999 sees keys 7000..=9999: partitions wholly before are empty,
+        // the one holding 7000 is unknown, the later ones are all visible.
+        for it in &p.items {
+            let (k0, k1) = (it[2], it[3]);
+            if k1 <= 7000 && k0 != k1 {
+                panic!("hidden item {it:?} kept");
+            }
+            if k0 >= 7000 {
+                assert!(it[1] & MASK_TRUE != 0, "{it:?}");
+            }
+        }
+        assert!(p.items.iter().any(|it| it[2] == it[3]));
+        let mut q = plan_work(&lens, 4, 8, 4, 132, true);
+        classify_items(&mut q, &lens, 4, 32, None);
+        assert!(q.items.iter().all(|it| it[1] & MASK_TRUE != 0));
     }
 
     #[test]
