@@ -324,42 +324,68 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention(const 
   }
 }
 
-// Joins the partitions of each row tile: O = sum_p w_p O_p / (sum_p w_p + e^(sink - M)),
-// w_p = e^(lse_p - M). A row with nothing visible and no sink gets O = 0, LSE = -inf.
-extern "C" __global__ void __launch_bounds__(128) fk_merge(const FkArgs a) {
+// Joins the partitions of one row (grid: row tiles x kv heads x FK_ROWS; 256 threads):
+// O = sum_p w_p O_p / (sum_p w_p + e^(sink - M)), w_p = e^(lse_p - M), M the largest of the
+// partition LSEs and the sink. The weights are reduced across the block, then each warp takes
+// every 8th partition and the warps' sums meet in shared memory, so a row with hundreds of
+// partitions (one long sequence) is joined in a few microseconds. A row with nothing visible and
+// no sink gets O = 0, LSE = -inf.
+constexpr int FK_MERGE_WARPS = 8;
+constexpr int FK_MAX_PARTS = 4096;
+extern "C" __global__ void __launch_bounds__(FK_MERGE_WARPS * 32) fk_merge(const FkArgs a) {
+  __shared__ float s_w[FK_MAX_PARTS];
+  __shared__ float s_o[FK_MERGE_WARPS][FK_DV];
+  __shared__ float s_red[FK_MERGE_WARPS];
   const uint4 t = ((const uint4*)(a.step + a.off_tiles))[blockIdx.x];
   const i64 kvh = blockIdx.y;
+  const int r = blockIdx.z;
   const FkSeq sq = fk_seq(a, t.x);
   const i64 G = a.group, hq = a.num_kv_heads * G;
+  const i64 R = (i64)t.y * FK_ROWS + r, qi = R / G, head = kvh * G + R % G;
+  if (qi >= sq.q_len) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const u32 parts = t.w;
   const float* sinks = (const float*)(a.step + a.off_sinks);
-  for (int r = 0; r < FK_ROWS; ++r) {
-    const i64 R = (i64)t.y * FK_ROWS + r, qi = R / G, head = kvh * G + R % G;
-    if (qi >= sq.q_len) break;
-    float M = a.has_sinks ? sinks[head] : FK_NEG_INF;
-    for (u32 p = 0; p < t.w; ++p)
-      M = fmaxf(M, a.part_lse[((u64)(t.z + p) * a.num_kv_heads + kvh) * FK_ROWS + r]);
-    float total = 0.f;
-    if (M != FK_NEG_INF) {
-      total = a.has_sinks && sinks[head] != FK_NEG_INF ? expf(sinks[head] - M) : 0.f;
-      for (u32 p = 0; p < t.w; ++p) {
-        const float l = a.part_lse[((u64)(t.z + p) * a.num_kv_heads + kvh) * FK_ROWS + r];
-        total += l == FK_NEG_INF ? 0.f : expf(l - M);
-      }
-    }
-    const i64 token = sq.q_start + qi;
-    for (int d = threadIdx.x; d < FK_DV; d += blockDim.x) {
-      float o = 0.f;
-      if (M != FK_NEG_INF) {
-        for (u32 p = 0; p < t.w; ++p) {
-          const u64 row = ((u64)(t.z + p) * a.num_kv_heads + kvh) * FK_ROWS + r;
-          const float l = a.part_lse[row];
-          if (l != FK_NEG_INF) o = fmaf(expf(l - M), a.part_o[row * FK_DV + d], o);
-        }
-        o /= total;
-      }
-      a.out[(token * hq + head) * FK_DV + d] = o;
-    }
-    if (threadIdx.x == 0 && a.has_lse)
-      a.lse[token * hq + head] = M == FK_NEG_INF ? FK_NEG_INF : M + logf(total);
+  const float sink = a.has_sinks ? sinks[head] : FK_NEG_INF;
+  auto row = [&](u32 p) { return ((u64)(t.z + p) * a.num_kv_heads + kvh) * FK_ROWS + r; };
+  // M over the partitions and the sink.
+  float m = FK_NEG_INF;
+  for (u32 p = threadIdx.x; p < parts; p += blockDim.x) m = fmaxf(m, a.part_lse[row(p)]);
+  m = fk_warp_max(m);
+  if (lane == 0) s_red[warp] = m;
+  __syncthreads();
+  float M = sink;
+  for (int w = 0; w < FK_MERGE_WARPS; ++w) M = fmaxf(M, s_red[w]);
+  __syncthreads();
+  // Weights and their sum.
+  float sum = 0.f;
+  for (u32 p = threadIdx.x; p < parts; p += blockDim.x) {
+    const float l = a.part_lse[row(p)];
+    const float w = (M == FK_NEG_INF || l == FK_NEG_INF) ? 0.f : expf(l - M);
+    s_w[p] = w;
+    sum += w;
   }
+  sum = fk_warp_sum(sum);
+  if (lane == 0) s_red[warp] = sum;
+  __syncthreads();
+  float total = (M == FK_NEG_INF || sink == FK_NEG_INF) ? 0.f : expf(sink - M);
+  for (int w = 0; w < FK_MERGE_WARPS; ++w) total += s_red[w];
+  // Weighted sum of the partial outputs: warp w takes partitions w, w + 8, ...
+  for (int d = lane; d < FK_DV; d += 32) {
+    float o = 0.f;
+    for (u32 p = warp; p < parts; p += FK_MERGE_WARPS) {
+      const float w = s_w[p];
+      if (w != 0.f) o = fmaf(w, a.part_o[row(p) * FK_DV + d], o);
+    }
+    s_o[warp][d] = o;
+  }
+  __syncthreads();
+  const i64 token = sq.q_start + qi;
+  for (int d = threadIdx.x; d < FK_DV; d += blockDim.x) {
+    float o = 0.f;
+    for (int w = 0; w < FK_MERGE_WARPS; ++w) o += s_o[w][d];
+    a.out[(token * hq + head) * FK_DV + d] = M == FK_NEG_INF ? 0.f : o / total;
+  }
+  if (threadIdx.x == 0 && a.has_lse)
+    a.lse[token * hq + head] = M == FK_NEG_INF ? FK_NEG_INF : M + logf(total);
 }

@@ -16,7 +16,16 @@ use std::sync::Arc;
 const COMMON: &str = include_str!("../kernels/fk_common.cuh");
 const ATTENTION: &str = include_str!("../kernels/attention.cu");
 const ATTENTION_ASYNC: &str = include_str!("../kernels/attention_async.cu");
-const NWARPS: usize = 4;
+/// Threads of the merge kernel (`FK_MERGE_WARPS` warps).
+const MERGE_THREADS: u32 = 256;
+
+/// Warps per attention block: `FLEXKERN_CUDA_WARPS` (4 or 8) for tuning runs, else 4.
+pub fn warps() -> usize {
+    match std::env::var("FLEXKERN_CUDA_WARPS").ok().as_deref() {
+        Some("8") => 8,
+        _ => 4,
+    }
+}
 
 /// Q: element (seq, token i, head h, d) at `seq_base[seq] + i * tok_stride + h * head_stride + d`.
 pub struct QInput<'a> {
@@ -118,15 +127,17 @@ pub struct KernelConfig {
     pub stages: usize,
     /// log2 of a power-of-two page size (-1: strided, or pages of another size).
     pub page_shift: i32,
+    pub nwarps: usize,
 }
 
 /// The cp.async pipeline's shape: `FLEXKERN_CUDA_ASYNC=tile,stages` (or `0` for the register
-/// path) overrides the default (32 keys, 4 stages) for tuning runs.
+/// path) overrides the default (32 keys, 3 stages: the best of 32x3, 32x4, 32x6, 64x3, 64x4 on an
+/// H100, PERFORMANCE.md) for tuning runs.
 pub fn async_shape() -> (usize, usize) {
     match std::env::var("FLEXKERN_CUDA_ASYNC").ok().as_deref().map(|s| s.split(',').map(|x| x.trim().parse::<usize>().unwrap_or(0)).collect::<Vec<_>>()) {
         Some(v) if v.first() == Some(&0) => (0, 0),
         Some(v) if v.len() == 2 && [32, 64, 128].contains(&v[0]) && (2..=8).contains(&v[1]) => (v[0], v[1]),
-        _ => (32, 4),
+        _ => (32, 3),
     }
 }
 
@@ -160,10 +171,11 @@ impl KernelConfig {
             String::new()
         };
         format!(
-            "attn_{}{pages}_q{}_{kv}_{hd}_r{}{pipe}",
+            "attn_{}{pages}_q{}_{kv}_{hd}_r{}w{}{pipe}",
             if self.paged { "paged" } else { "strided" },
             N[self.qt as usize],
-            self.rows
+            self.rows,
+            self.nwarps
         )
     }
 
@@ -172,9 +184,9 @@ impl KernelConfig {
         let defines = format!(
             "#define FK_QT {}\n#define FK_KT {}\n#define FK_VT {}\n#define FK_DK {}\n#define FK_DV {}\n\
              #define FK_VK {}\n#define FK_VV {}\n#define FK_ROWS {}\n#define FK_PAGED {}\n\
-             #define FK_TILE {TILE}\n#define FK_NWARPS {NWARPS}\n#define FK_ASYNC {}\n\
+             #define FK_TILE {TILE}\n#define FK_NWARPS {}\n#define FK_ASYNC {}\n\
              #define FK_ASYNC_TILE {}\n#define FK_STAGES {}\n#define FK_PAGE_SHIFT {}\n",
-            self.qt, self.kt, self.vt, self.dk, self.dv, self.vk, self.vv, self.rows, self.paged as u8,
+            self.qt, self.kt, self.vt, self.dk, self.dv, self.vk, self.vv, self.rows, self.paged as u8, self.nwarps,
             (self.async_tile > 0) as u8, self.async_tile.max(32), self.stages.max(2), self.page_shift
         );
         let common = COMMON.replace("#pragma once", "");
@@ -428,8 +440,8 @@ pub struct Prepared {
     f_merge: cudarc::driver::sys::CUfunction,
     args: FkArgs,
     smem_attn: u32,
-    grid_attn: (u32, u32),
-    grid_merge: (u32, u32),
+    grid_attn: (u32, u32, u32),
+    grid_merge: (u32, u32, u32),
     _bufs: [DeviceBuf; 3],
     pub config: KernelConfig,
     pub plan: WorkPlan,
@@ -453,8 +465,9 @@ impl Prepared {
 
     pub fn launch(&self) -> Result<()> {
         let mut args = self.args;
-        launch(&self.dev, self.f_attn, self.grid_attn, self.smem_attn, &mut args)?;
-        launch(&self.dev, self.f_merge, self.grid_merge, 0, &mut args)
+        let threads = (self.config.nwarps * 32) as u32;
+        launch(&self.dev, self.f_attn, self.grid_attn, threads, self.smem_attn, &mut args)?;
+        launch(&self.dev, self.f_merge, self.grid_merge, MERGE_THREADS, 0, &mut args)
     }
 }
 
@@ -475,13 +488,27 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
     }
     let (mut cfg, k_dtype, v_dtype) = config(c, rows)?;
     let (tile, stages) = async_shape();
-    if tile > 0 && cfg.vk * k_dtype.size() == 16 && cfg.vv * v_dtype.size() == 16 && dk.max(dv) <= 256 {
+    cfg.nwarps = warps();
+    // The cp.async path: whole 16-byte vectors, head sizes up to 256, and at most one row per
+    // lane group after the score reduction (rows <= lanes per key).
+    let lanes_per_key = (dk / cfg.vk.max(1)).next_power_of_two().min(32);
+    if tile > 0
+        && cfg.vk * k_dtype.size() == 16
+        && cfg.vv * v_dtype.size() == 16
+        && dk.max(dv) <= 256
+        && rows <= lanes_per_key
+        && tile % (cfg.nwarps * 32 / lanes_per_key) == 0
+        && tile % (cfg.nwarps * 32 / (dv / cfg.vv.max(1)).next_power_of_two().min(32)) == 0
+    {
         (cfg.async_tile, cfg.stages) = (tile, stages);
         // Leave room for the static shared memory (scores, running max / sum).
         let limit = dev.props.smem_per_block_optin.saturating_sub(rows * (tile + 3) * 4 + 1024);
         if cfg.stage_bytes(k_dtype, v_dtype) > limit {
             (cfg.async_tile, cfg.stages) = (0, 0);
         }
+    }
+    if cfg.async_tile == 0 {
+        cfg.nwarps = 4; // the register path's tile of 128 keys assumes 4 warps
     }
     let hooks = codegen::generate(c.variant);
     let src = cfg.source(&hooks.source, flexkern::variant::lowered::fnv1a(hooks.key.as_bytes()));
@@ -594,8 +621,8 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         f_merge,
         args,
         smem_attn,
-        grid_attn: (plan.items.len() as u32, hkv as u32),
-        grid_merge: (plan.tiles.len() as u32, hkv as u32),
+        grid_attn: (plan.items.len() as u32, hkv as u32, 1),
+        grid_merge: (plan.tiles.len() as u32, hkv as u32, rows as u32),
         _bufs: [step_buf, part_o, part_lse],
         config: cfg,
         plan,
@@ -605,7 +632,8 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
 fn launch(
     dev: &Device,
     f: cudarc::driver::sys::CUfunction,
-    grid: (u32, u32),
+    grid: (u32, u32, u32),
+    threads: u32,
     smem: u32,
     args: &mut FkArgs,
 ) -> Result<()> {
@@ -616,8 +644,8 @@ fn launch(
     unsafe {
         launch_kernel(
             f,
-            (grid.0, grid.1, 1),
-            ((NWARPS * 32) as u32, 1, 1),
+            grid,
+            (threads, 1, 1),
             smem,
             dev.stream(),
             &mut params,
@@ -656,6 +684,7 @@ fn config(c: &AttnCall, rows: usize) -> Result<(KernelConfig, DType, DType)> {
             KvInput::Paged { page_size, .. } if page_size.is_power_of_two() => page_size.trailing_zeros() as i32,
             _ => -1,
         },
+        nwarps: 4,
     };
     Ok((cfg, kd, vd))
 }
@@ -749,6 +778,7 @@ mod tests {
                 async_tile,
                 stages,
                 page_shift: if paged { 4 } else { -1 },
+                nwarps: 4,
             };
             let src = k.source(&hooks.source, 0);
             let t = std::time::Instant::now();
@@ -779,8 +809,9 @@ mod tests {
             async_tile: 32,
             stages: 4,
             page_shift: 4,
+            nwarps: 4,
         };
-        assert_eq!(k.name(), "attn_paged16_qbf16_bf16_hd128_r4_a32x4");
+        assert_eq!(k.name(), "attn_paged16_qbf16_bf16_hd128_r4w4_a32x4");
         let s = k.source("/*hooks*/", 0xabcd);
         assert!(s.name.ends_with("_vabcd"));
         assert!(s.source.contains("#define FK_DK 128") && s.source.contains("fk_attention"));

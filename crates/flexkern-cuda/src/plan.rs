@@ -48,6 +48,8 @@ pub const TILE: usize = 128;
 /// Partition length in deterministic mode: fixed, so a sequence's partitions (and hence its
 /// rounding) never depend on what else is in the batch.
 pub const DETERMINISTIC_CHUNK: usize = 1024;
+/// Most partitions one row tile is split into (`FK_MAX_PARTS`, the merge's shared weights).
+pub const MAX_PARTS: usize = 4096;
 /// Smallest partition the planner makes (shorter ones cost more in merging than they gain).
 pub const MIN_CHUNK: usize = 512;
 
@@ -98,6 +100,9 @@ pub fn plan_work(
     let mut tiles = Vec::new();
     for s in 0..lens.num_seqs() {
         let kl = lens.kv_len(s);
+        // The merge holds at most MAX_PARTS weights per row; a sequence's own length decides
+        // (so deterministic mode stays independent of the batch).
+        let chunk = chunk.max(kl.div_ceil(MAX_PARTS).div_ceil(TILE) * TILE);
         let parts = kl.div_ceil(chunk).max(1);
         for rt in 0..row_tiles(s) {
             tiles.push([s as u32, rt as u32, items.len() as u32, parts as u32]);
@@ -150,6 +155,16 @@ mod tests {
                     "{b}x{l}: {blocks} blocks"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn very_long_sequences_stay_within_the_merge_limit() {
+        let lens = SeqLens::uniform(1, 1, 10_000_000);
+        for det in [false, true] {
+            let p = plan_work(&lens, 4, 8, 4, 132, det);
+            covers(&p, &lens, 4);
+            assert!(p.tiles.iter().all(|t| t[3] as usize <= MAX_PARTS));
         }
     }
 
