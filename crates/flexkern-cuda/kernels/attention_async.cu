@@ -157,11 +157,15 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_async(
           float s = FK_NEG_INF;
           if (j < n && qi < sq.q_len && pos >= visible0) {
             s = part[0] * kscale;
-            FkVars V;
-            V.b = seq; V.h = kvh * G + R % G; V.q_pos = sq.q_pos0 + qi; V.kv_pos = pos;
-            V.q_len = sq.q_len; V.kv_len = sq.kv_len; V.q_token = sq.q_start + qi;
-            s = fk_score(P, V, s);
-            if (!mask_true && !fk_mask(P, V)) s = FK_NEG_INF;
+            // The hooks' variables are built only where a hook runs (decode under a mask the
+            // planner proved true skips them).
+            if (FK_HAS_SCORE || (FK_HAS_MASK && !mask_true)) {
+              FkVars V;
+              V.b = seq; V.h = kvh * G + R % G; V.q_pos = sq.q_pos0 + qi; V.kv_pos = pos;
+              V.q_len = sq.q_len; V.kv_len = sq.kv_len; V.q_token = sq.q_start + qi;
+              s = fk_score(P, V, s);
+              if (!mask_true && !fk_mask(P, V)) s = FK_NEG_INF;
+            }
           }
           s_p[r][j] = s;
         }
@@ -205,14 +209,10 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_async(
     for (int i = 0; i < FK_AVITERS; ++i) {
       const int j = i * FK_VSTEP + warp * FK_VPW + vgrp;
       if (j >= n) continue;
+      // V is already in shared memory: no per-key skip test (it would cost more than it saves).
       float p[FK_ROWS];
-      bool live = false;
 #pragma unroll
-      for (int r = 0; r < FK_ROWS; ++r) {
-        p[r] = s_p[r][j];
-        live |= p[r] != 0.f;
-      }
-      if (!live) continue;
+      for (int r = 0; r < FK_ROWS; ++r) p[r] = s_p[r][j];
 #pragma unroll
       for (int c = 0; c < FK_CPV; ++c) {
         const int vec = vsub + c * FK_TPV;

@@ -9,6 +9,7 @@ pub mod attention;
 pub mod bench;
 pub mod codegen;
 pub mod error;
+pub mod host;
 pub mod plan;
 pub mod runtime;
 pub mod verify;

@@ -55,7 +55,7 @@ pub struct AttnArgs {
     /// Seed of the shuffled page order.
     #[arg(long, default_value_t = 1)]
     pub page_seed: u64,
-    /// Device: cpu.
+    /// Device: cpu | cuda.
     #[arg(long, default_value = "cpu")]
     pub device: String,
 }
@@ -112,11 +112,8 @@ fn view<'a>(a: &'a Npy, name: &'static str) -> Result<TensorView<'a>> {
 }
 
 pub fn run_attn(a: &AttnArgs) -> Result<()> {
-    if a.device != "cpu" {
-        bail!(
-            "--device {}: only `cpu` is available in this build",
-            a.device
-        );
+    if a.device != "cpu" && a.device != "cuda" {
+        bail!("--device {}: expected cpu or cuda", a.device);
     }
     let (q, k, v) = (npy::read(&a.q)?, npy::read(&a.k)?, npy::read(&a.v)?);
     // Mixed f16/f32 inputs are widened to f32 so every operand has one dtype.
@@ -162,6 +159,17 @@ pub fn run_attn(a: &AttnArgs) -> Result<()> {
     let mut o = vec![0f32; tokens * hq * dv];
     let mut lse = vec![0f32; tokens * hq];
     match (a.page_size, &a.kv_dtype) {
+        (_, Some(_)) if a.page_size.is_none() => bail!("--kv-dtype needs --page-size"),
+        _ if a.device == "cuda" => {
+            let paged = match a.page_size {
+                Some(ps) => {
+                    let dt = a.kv_dtype.as_deref().map(super::paged::parse_kv_dtype).transpose()?;
+                    Some((ps, dt.unwrap_or(flexkern::DType::F32), a.page_seed))
+                }
+                None => None,
+            };
+            (o, lse) = super::cuda::attention(&args, paged)?;
+        }
         (Some(ps), dt) => {
             let dt = dt
                 .as_deref()

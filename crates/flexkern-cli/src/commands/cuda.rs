@@ -157,3 +157,12 @@ pub fn bench_attn(a: &super::bench::AttnBenchArgs) -> Result<()> {
     println!("{}", module_report(&dev));
     Ok(())
 }
+
+/// `flexkern attn --device cuda`: the same arguments, run on GPU 0.
+pub fn attention(
+    args: &flexkern::AttentionArgs,
+    paged: Option<(usize, flexkern::DType, u64)>,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let dev = open("attn")?;
+    Ok(flexkern_cuda::host::attention_host(&dev, args, paged)?)
+}

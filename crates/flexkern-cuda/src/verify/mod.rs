@@ -191,7 +191,7 @@ pub(crate) struct PagedPool {
     pub scales: Vec<f32>,
 }
 
-fn encode(dtype: DType, x: f32, scale: f32) -> (Vec<u8>, f32) {
+pub(crate) fn encode(dtype: DType, x: f32, scale: f32) -> (Vec<u8>, f32) {
     match dtype {
         DType::F32 => (x.to_le_bytes().to_vec(), x),
         DType::F16 => {
@@ -218,7 +218,7 @@ fn encode(dtype: DType, x: f32, scale: f32) -> (Vec<u8>, f32) {
 }
 
 /// Poison of one element: NaN where the type has one, else the largest code.
-fn poison(dtype: DType) -> Vec<u8> {
+pub(crate) fn poison(dtype: DType) -> Vec<u8> {
     match dtype {
         DType::F32 => vec![0xff; 4],
         DType::F16 | DType::BF16 => vec![0xff; 2],
