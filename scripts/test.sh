@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-target}
+echo "== cargo fmt --check, cargo clippy -D warnings"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -q -- -D warnings
 echo "== cargo test (workspace; the dev profile is optimized)"
 cargo test --workspace --all-targets 2>&1
 echo "== flexkern verify --quick (every attention variant against the f64 oracle, CPU)"

@@ -5,7 +5,8 @@ use crate::attention::{self, AttnCall, KvInput, KvOperand, QInput};
 use crate::error::{invalid, Result};
 use crate::runtime::{DeviceBuf, Device};
 use crate::verify::{encode, poison};
-use flexkern::attention::kv::KvSource;
+use flexkern::attention::kv::{Bound, KvSource, StridedKv};
+use flexkern::attention::problem::{KvLayout, Layout};
 use flexkern::kv_cache::quant::max_code;
 use flexkern::verify::Rng;
 use flexkern::{AttentionArgs, DType, HostData};
@@ -19,19 +20,27 @@ fn upload(dev: &Arc<Device>, d: &HostData) -> Result<DeviceBuf> {
     }
 }
 
-fn operand<'a>(buf: &'a DeviceBuf, o: &'a flexkern::attention::problem::Operand) -> KvOperand<'a> {
-    KvOperand { buf, dtype: o.data.dtype(), seq_base: &o.seq_base, tok_stride: o.tok_stride, head_stride: o.head_stride }
+fn operand<'a>(buf: &'a DeviceBuf, o: &'a Layout) -> KvOperand<'a> {
+    KvOperand { buf, dtype: o.dtype, seq_base: &o.seq_base, tok_stride: o.tok_stride, head_stride: o.head_stride }
 }
 
 /// (O `[tokens, Hq, Dv]`, LSE `[tokens, Hq]`) of `args` computed on `dev`. `paged`: page size,
 /// storage type (per-kv-head scales from each head's largest magnitude), page-order seed.
 pub fn attention_host(dev: &Arc<Device>, args: &AttentionArgs, paged: Option<(usize, DType, u64)>) -> Result<(Vec<f32>, Vec<f32>)> {
-    let (p, kvs) = args.prepare()?;
+    let p = args.prepare()?;
+    let KvLayout::Strided { k: kl, v: vl } = &p.kv else {
+        return Err(invalid("k", "strided arguments give a strided layout"));
+    };
+    let kvs = StridedKv {
+        k: Bound { layout: kl, data: args.k.data },
+        v: Bound { layout: vl, data: args.v.data },
+        lens: &p.lens,
+    };
     let (hq, hkv, dk, dv) = (p.num_q_heads, p.num_kv_heads, p.head_dim, p.head_dim_v);
     let total = p.total_q();
     let (out, lse) = (dev.alloc((total * hq * dv).max(1) * 4)?, dev.alloc((total * hq).max(1) * 4)?);
-    let qb = upload(dev, &p.q.data)?;
-    let q = QInput { buf: &qb, dtype: p.q.data.dtype(), seq_base: &p.q.seq_base, tok_stride: p.q.tok_stride, head_stride: p.q.head_stride };
+    let qb = upload(dev, &args.q.data)?;
+    let q = QInput { buf: &qb, dtype: p.q.dtype, seq_base: &p.q.seq_base, tok_stride: p.q.tok_stride, head_stride: p.q.head_stride };
     let n = p.lens.num_seqs();
     let run = |kv: KvInput, ks: &[f32], vs: &[f32]| -> Result<(Vec<f32>, Vec<f32>)> {
         let call = AttnCall {
@@ -58,8 +67,8 @@ pub fn attention_host(dev: &Arc<Device>, args: &AttentionArgs, paged: Option<(us
         Ok((o, l))
     };
     let Some((ps, dtype, seed)) = paged else {
-        let (kb, vb) = (upload(dev, &kvs.k.data)?, upload(dev, &kvs.v.data)?);
-        let kv = KvInput::Strided { k: operand(&kb, &kvs.k), v: operand(&vb, &kvs.v) };
+        let (kb, vb) = (upload(dev, &args.k.data)?, upload(dev, &args.v.data)?);
+        let kv = KvInput::Strided { k: operand(&kb, kl), v: operand(&vb, vl) };
         return run(kv, &[], &[]);
     };
     if ps == 0 || ps > 256 {

@@ -1,14 +1,21 @@
 //! The llama-family forward pass, generic over the backend: every kernel goes through
-//! `TensorOps` (and attention through `TensorOps::causal_attention`). A call with many tokens is
-//! a batched prefill; a call with one token is a decode step.
+//! `TensorOps` and `Backend::attention`, on buffers the backend owns. A step sends one upload
+//! (token ids, positions, KV slots and page tables packed together) and brings back one
+//! download (the logits). A call with many tokens is a batched prefill; one token, a decode
+//! step.
 
 use crate::config::Config;
 use crate::error::{ModelError, Result};
 use crate::kv::KvCache;
-use crate::weights::{Layer, Weights};
-use flexkern::attention::paged::paged_attention;
+use crate::prepared::{Prepared, PreparedLayer};
+use crate::weights::Weights;
+use flexkern::attention::paged::{paged_bufs, prepare_buffers};
+use flexkern::attention::plan::{plan, Plan};
+use flexkern::attention::problem::Problem;
 use flexkern::backend::tensor_ops::{Rope, TensorOps};
-use flexkern::{builtins, Backend, TensorView, Variant};
+use flexkern::backend::{to_device, AttnIo, Buffer, Slice};
+use flexkern::kv_cache::PageTables;
+use flexkern::{builtins, DType, Variant};
 use flexkern_gguf::GgufFile;
 
 /// Which positions get logits.
@@ -20,45 +27,71 @@ pub enum Logits {
     All,
 }
 
-pub struct Model<'a, B> {
+pub struct Model<'a, B: TensorOps + 'a> {
     pub config: Config,
+    /// The file's tensors (the f64 reference reads these).
     pub weights: Weights<'a>,
+    prepared: Prepared<'a, B>,
     backend: B,
     rope: Rope,
+    inv_freq: B::Buffer,
     causal: Variant,
 }
 
-/// Scratch buffers of one forward call.
-struct Scratch {
-    h: Vec<f32>,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    att: Vec<f32>,
-    proj: Vec<f32>,
-    ff: Vec<f32>,
+/// Activation buffers of one forward call (`m` rows each).
+struct Scratch<Buf> {
+    x: Buf,
+    h: Buf,
+    q: Buf,
+    k: Buf,
+    v: Buf,
+    att: Buf,
+    proj: Buf,
+    ff: Buf,
 }
 
-impl<'a, B: Backend + TensorOps> Model<'a, B> {
-    /// Reads the configuration and wraps every tensor of `f`; `progress(done, total)` reports
-    /// loading.
+/// The packed step upload: where each array sits.
+struct Step {
+    m: usize,
+    tokens: usize,
+    positions: usize,
+    slots: usize,
+    tables: usize,
+}
+
+impl<'a, B: TensorOps + 'a> Model<'a, B> {
+    /// Reads the configuration and the tensors of `f` and prepares them on `backend`;
+    /// `progress(done, total)` reports loading.
     pub fn load(f: &'a GgufFile, backend: B, progress: impl FnMut(usize, usize)) -> Result<Self> {
         let config = Config::from_gguf(f)?;
-        let weights = Weights::load(f, &config, progress)?;
-        Self::new(config, weights, backend)
+        let weights = Weights::load(f, &config, |_, _| {})?;
+        Self::with_progress(config, weights, backend, progress)
     }
 
     /// Fails when the weights' RoPE frequency factors do not fit the configuration.
     pub fn new(config: Config, weights: Weights<'a>, backend: B) -> Result<Self> {
+        Self::with_progress(config, weights, backend, |_, _| {})
+    }
+
+    fn with_progress(
+        config: Config,
+        weights: Weights<'a>,
+        backend: B,
+        progress: impl FnMut(usize, usize),
+    ) -> Result<Self> {
         let mut rope = config.rope()?;
         if let Some(ff) = &weights.rope_freqs {
             rope = rope.with_freq_factors(ff)?;
         }
+        let prepared = Prepared::new(&backend, &weights, progress)?;
+        let inv_freq = to_device(&backend, &rope.inv_freq)?;
         Ok(Model {
             config,
             weights,
+            prepared,
             backend,
             rope,
+            inv_freq,
             causal: Variant::full().mask(builtins::causal()),
         })
     }
@@ -67,20 +100,30 @@ impl<'a, B: Backend + TensorOps> Model<'a, B> {
         &self.backend
     }
 
-    /// An empty KV cache holding up to `max_len` positions (at most the context length).
-    pub fn new_cache(&self, max_len: usize) -> Result<KvCache> {
-        KvCache::new(&self.config, max_len.min(self.config.context_length))
+    /// An empty f32 KV cache holding up to `max_len` positions (at most the context length).
+    pub fn new_cache(&self, max_len: usize) -> Result<KvCache<B>> {
+        self.new_cache_with(max_len, DType::F32)
     }
 
     /// As `new_cache`, storing K and V as `dtype` (f32, f16 or bf16).
-    pub fn new_cache_with(&self, max_len: usize, dtype: flexkern::DType) -> Result<KvCache> {
-        KvCache::with_dtype(&self.config, max_len.min(self.config.context_length), dtype)
+    pub fn new_cache_with(&self, max_len: usize, dtype: DType) -> Result<KvCache<B>> {
+        KvCache::new(
+            &self.backend,
+            &self.config,
+            max_len.min(self.config.context_length),
+            dtype,
+        )
     }
 
     /// Runs `tokens` after the positions already in `cache`, appends their K/V, and returns
     /// logits (`[vocab]` for `Logits::Last`, `[tokens, vocab]` for `Logits::All`). On error
     /// the cache is left as it was.
-    pub fn forward(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>> {
+    pub fn forward(
+        &self,
+        cache: &mut KvCache<B>,
+        tokens: &[u32],
+        which: Logits,
+    ) -> Result<Vec<f32>> {
         let c = &self.config;
         if let Some(&id) = tokens.iter().find(|&&t| t as usize >= c.vocab) {
             return Err(ModelError::TokenOutOfRange { id, vocab: c.vocab });
@@ -98,59 +141,123 @@ impl<'a, B: Backend + TensorOps> Model<'a, B> {
                 msg: "no tokens to run".into(),
             });
         }
-        cache.begin()?;
-        let r = self.run(cache, tokens, which);
-        match r {
-            Ok(_) => cache.commit(tokens.len()),
-            Err(_) => cache.abort(),
+        let old = cache.len();
+        let (writes, tables) = cache.begin(tokens.len())?;
+        let r = (|| {
+            // Copy-on-write of a shared partial page (a forked sequence), in every layer.
+            for &(src, dst, n) in &writes.copies {
+                for i in 0..self.config.n_layer {
+                    cache.store_mut(i).copy_slots(&self.backend, src, dst, n)?;
+                }
+            }
+            self.run(cache, tokens, old, &writes.slots, &tables, which)
+        })();
+        if r.is_err() {
+            cache.abort(old);
         }
         r
     }
 
-    fn run(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>> {
-        let (c, b, w) = (&self.config, &self.backend, &self.weights);
+    /// The step's one upload: `tokens ++ positions ++ slots ++ packed page tables`.
+    fn upload_step(
+        &self,
+        tokens: &[u32],
+        pos0: usize,
+        slots: &[u32],
+        tables: &PageTables,
+    ) -> Result<(B::Buffer, Step)> {
         let m = tokens.len();
-        let (d, qd, kvd) = (c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
-        let positions: Vec<usize> = (cache.len()..cache.len() + m).collect();
-        let mut x = vec![0.0f32; m * d];
-        b.embedding(&w.tok_embd, tokens, &mut x)?;
-        let mut s = Scratch {
-            h: vec![0.0; m * d],
-            q: vec![0.0; m * qd],
-            k: vec![0.0; m * kvd],
-            v: vec![0.0; m * kvd],
-            att: vec![0.0; m * qd],
-            proj: vec![0.0; m * d],
-            ff: vec![0.0; m * c.n_ff],
+        let mut words = Vec::with_capacity(3 * m + tables.offsets().len);
+        words.extend_from_slice(tokens);
+        words.extend((pos0..pos0 + m).map(|p| p as u32));
+        words.extend_from_slice(slots);
+        words.extend_from_slice(&tables.packed());
+        let step = Step {
+            m,
+            tokens: 0,
+            positions: m,
+            slots: 2 * m,
+            tables: 3 * m,
         };
-        for (i, layer) in w.layers.iter().enumerate() {
-            self.attention_block(i, layer, cache, &positions, &mut x, &mut s)?;
-            self.ffn_block(layer, &mut x, &mut s)?;
-        }
-        let rows = match which {
-            Logits::Last => &x[(m - 1) * d..],
-            Logits::All => &x[..],
-        };
-        let n = rows.len() / d;
-        let mut h = vec![0.0f32; rows.len()];
-        b.rms_norm(rows, &w.output_norm, c.rms_eps, &mut h)?;
-        let mut logits = vec![0.0f32; n * c.vocab];
-        b.matmul(&w.output, &h, n, &mut logits)?;
-        Ok(logits)
+        Ok((to_device(&self.backend, &words)?, step))
     }
 
+    fn run(
+        &self,
+        cache: &mut KvCache<B>,
+        tokens: &[u32],
+        pos0: usize,
+        slots: &[u32],
+        tables: &PageTables,
+        which: Logits,
+    ) -> Result<Vec<f32>> {
+        let (c, b, w) = (&self.config, &self.backend, &self.prepared);
+        let m = tokens.len();
+        if c.n_layer == 0 || pos0 > u32::MAX as usize - m {
+            return Err(ModelError::InvalidArgument {
+                arg: "tokens",
+                msg: "positions overflow 32 bits".into(),
+            });
+        }
+        let (d, qd, kvd) = (c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
+        let (words, st) = self.upload_step(tokens, pos0, slots, tables)?;
+        let f32s = |n: usize| b.alloc(DType::F32, n);
+        let mut s = Scratch {
+            x: f32s(m * d)?,
+            h: f32s(m * d)?,
+            q: f32s(m * qd)?,
+            k: f32s(m * kvd)?,
+            v: f32s(m * kvd)?,
+            att: f32s(m * qd)?,
+            proj: f32s(m * d)?,
+            ff: f32s(m * c.n_ff)?,
+        };
+        b.embedding(&w.tok_embd, slice(&words, st.tokens, m), &mut s.x)?;
+        // Every layer's cache has the same layout and tables: one problem, one plan per step.
+        let layout = cache.store(0).layout.clone();
+        let cu_q = [0, m as u64];
+        let p = prepare_buffers(
+            DType::F32,
+            c.n_head,
+            &cu_q,
+            &layout,
+            tables,
+            None,
+            &self.causal,
+        )?;
+        let pl = plan(&p, &b.caps(), None)?;
+        for (i, layer) in w.layers.iter().enumerate() {
+            self.attention_block(i, layer, cache, &words, &st, tables, (&p, &pl), &mut s)?;
+            self.ffn_block(layer, m, &mut s)?;
+        }
+        let (rows, at) = match which {
+            Logits::Last => (1, (m - 1) * d),
+            Logits::All => (m, 0),
+        };
+        b.copy(&s.x, at, &mut s.h, 0, rows * d)?;
+        b.rms_norm(&s.h, rows, &w.output_norm, c.rms_eps, &mut s.proj)?;
+        let mut logits = f32s(rows * c.vocab)?;
+        b.matmul(&w.output, &s.proj, rows, &mut logits)?;
+        let mut out = vec![0f32; rows * c.vocab];
+        b.download(&logits, 0, bytemuck::cast_slice_mut(&mut out))?;
+        Ok(out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn attention_block(
         &self,
         i: usize,
-        l: &Layer,
-        cache: &mut KvCache,
-        positions: &[usize],
-        x: &mut [f32],
-        s: &mut Scratch,
+        l: &PreparedLayer<'a, B>,
+        cache: &mut KvCache<B>,
+        words: &B::Buffer,
+        st: &Step,
+        tables: &PageTables,
+        (p, pl): (&Problem, &Plan),
+        s: &mut Scratch<B::Buffer>,
     ) -> Result<()> {
         let (c, b) = (&self.config, &self.backend);
-        let m = positions.len();
-        b.rms_norm(x, &l.attn_norm, c.rms_eps, &mut s.h)?;
+        let m = st.m;
+        b.rms_norm(&s.x, m, &l.attn_norm, c.rms_eps, &mut s.h)?;
         b.matmul_many(
             &[&l.wq, &l.wk, &l.wv],
             &s.h,
@@ -159,37 +266,55 @@ impl<'a, B: Backend + TensorOps> Model<'a, B> {
         )?;
         for (y, bias) in [(&mut s.q, &l.bq), (&mut s.k, &l.bk), (&mut s.v, &l.bv)] {
             if let Some(bias) = bias {
-                b.add_bias(y, bias)?;
+                b.add_bias(y, m, bias)?;
             }
         }
-        b.rope(&mut s.q, c.n_head, c.head_dim, positions, &self.rope)?;
-        b.rope(&mut s.k, c.n_head_kv, c.head_dim, positions, &self.rope)?;
-        let kv = cache.append(i, &s.k, &s.v)?;
-        let q = TensorView::contiguous(&s.q[..], &[m, c.n_head, c.head_dim]);
-        let cu_q = [0, m as u64];
-        paged_attention(
-            b,
-            &q,
-            &cu_q,
-            &kv,
-            None,
-            &self.causal,
-            None,
-            &mut s.att,
-            None,
+        let positions = slice(words, st.positions, m);
+        b.rope(
+            &mut s.q,
+            c.n_head,
+            c.head_dim,
+            positions,
+            &self.rope,
+            &self.inv_freq,
         )?;
+        b.rope(
+            &mut s.k,
+            c.n_head_kv,
+            c.head_dim,
+            positions,
+            &self.rope,
+            &self.inv_freq,
+        )?;
+        b.kv_write(cache.store_mut(i), slice(words, st.slots, m), &s.k, &s.v)?;
+        let store = cache.store(i);
+        let io = AttnIo {
+            q: &s.q,
+            kv: paged_bufs(tables, &store.k, &store.v, words, st.tables),
+            out: &mut s.att,
+            lse: None,
+        };
+        b.attention(p, pl, io)?;
         b.matmul(&l.wo, &s.att, m, &mut s.proj)?;
-        b.add(x, &s.proj)?;
+        b.add(&mut s.x, &s.proj, m * c.n_embd)?;
         Ok(())
     }
 
-    fn ffn_block(&self, l: &Layer, x: &mut [f32], s: &mut Scratch) -> Result<()> {
+    fn ffn_block(
+        &self,
+        l: &PreparedLayer<'a, B>,
+        m: usize,
+        s: &mut Scratch<B::Buffer>,
+    ) -> Result<()> {
         let (c, b) = (&self.config, &self.backend);
-        let m = x.len() / c.n_embd;
-        b.rms_norm(x, &l.ffn_norm, c.rms_eps, &mut s.h)?;
+        b.rms_norm(&s.x, m, &l.ffn_norm, c.rms_eps, &mut s.h)?;
         b.swiglu(&l.gate, &l.up, &s.h, m, &mut s.ff)?;
         b.matmul(&l.down, &s.ff, m, &mut s.proj)?;
-        b.add(x, &s.proj)?;
+        b.add(&mut s.x, &s.proj, m * c.n_embd)?;
         Ok(())
     }
+}
+
+fn slice<Buf: Buffer>(buf: &Buf, start: usize, len: usize) -> Slice<'_, Buf> {
+    Slice { buf, start, len }
 }

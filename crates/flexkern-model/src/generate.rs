@@ -6,7 +6,6 @@ use crate::forward::{Logits, Model};
 use crate::kv::KvCache;
 use crate::sampler::Sampler;
 use flexkern::backend::tensor_ops::TensorOps;
-use flexkern::Backend;
 use std::time::Instant;
 
 /// Token counts and wall times of one generation.
@@ -38,9 +37,9 @@ pub enum Flow {
 /// `on_token` with each (generation stops when it returns `Flow::Stop` or the context is
 /// full). Returns the generated tokens and timings. Decode time counts the forward steps that
 /// produced the generated tokens after the first (the first comes from the prefill's logits).
-pub fn generate<B: Backend + TensorOps>(
+pub fn generate<B: TensorOps>(
     model: &Model<'_, B>,
-    cache: &mut KvCache,
+    cache: &mut KvCache<B>,
     prompt: &[u32],
     max_new: usize,
     sampler: &mut Sampler,

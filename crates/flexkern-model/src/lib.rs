@@ -9,6 +9,7 @@ pub mod error;
 pub mod forward;
 pub mod generate;
 pub mod kv;
+pub mod prepared;
 pub mod reference;
 pub mod sampler;
 pub mod weights;

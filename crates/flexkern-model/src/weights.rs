@@ -1,6 +1,7 @@
-//! The model's tensors, borrowed from the memory-mapped GGUF file and wrapped as `QuantMatrix`
-//! (GGUF dims are `[k, n]`: dims[0] varies fastest), repacked for GEMV where the format allows.
-//! Vectors (norms, biases) are widened to f32.
+//! The model's tensors as the file holds them: borrowed from the memory-mapped GGUF file and
+//! wrapped as `QuantMatrix` (GGUF dims are `[k, n]`: dims[0] varies fastest); vectors (norms,
+//! biases) widened to f32. The f64 reference forward reads these; the forward pass reads the
+//! copies a backend prepared from them (`prepared.rs`).
 
 use crate::config::Config;
 use crate::error::{ModelError, Result};
@@ -63,12 +64,10 @@ fn raw<'a>(f: &'a GgufFile, name: &str, dims: &[usize]) -> Result<(Format, &'a [
 /// A `[n, k]` matrix stored as GGUF dims `[k, n]`.
 pub fn matrix<'a>(f: &'a GgufFile, name: &str, n: usize, k: usize) -> Result<QuantMatrix<'a>> {
     let (format, bytes) = raw(f, name, &[k, n])?;
-    let q = QuantMatrix::new(format, n, k, bytes).map_err(|e| ModelError::UnsupportedType {
+    QuantMatrix::new(format, n, k, bytes).map_err(|e| ModelError::UnsupportedType {
         name: name.to_string(),
         ty: format!("{format}: {e}"),
-    })?;
-    // The 8-row interleaved copy where the format has one: the same bytes, faster GEMV.
-    Ok(q.repacked().unwrap_or(q))
+    })
 }
 
 /// A vector of `len` elements, widened to f32.

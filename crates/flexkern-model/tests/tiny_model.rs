@@ -425,3 +425,49 @@ fn bad_arguments_leave_the_cache_intact() {
     let again = model.forward(&mut cache, &toks, Logits::Last).unwrap();
     assert_eq!(again, before);
 }
+
+/// The forward pass keeps activations, KV and weights in backend buffers: after loading, a
+/// prefill or decode step makes exactly one upload (token ids, positions, KV slots and page
+/// tables packed together) and one download (the logits), and the logits equal the plain
+/// CPU backend's.
+#[test]
+fn decode_step_host_transfers_are_one_upload_and_one_download() {
+    use flexkern::backend::counting::Counting;
+    let s = Spec::new("llama", Format::Q8_0);
+    let f = open(&s);
+    let model = Model::load(&f, Counting::new(cpu()), |_, _| {}).unwrap();
+    let plain = Model::load(&f, cpu(), |_, _| {}).unwrap();
+    let b = model.backend();
+    let loaded = b.transfers();
+    assert!(loaded.uploads > 0, "weights' vectors were uploaded at load");
+    let mut cache = model.new_cache(64).unwrap();
+    let mut want_cache = plain.new_cache(64).unwrap();
+    assert_eq!(b.transfers(), loaded, "a new cache moves nothing");
+    let toks = tokens(9);
+    let mut before = b.transfers();
+    for (i, chunk) in [&toks[..5], &toks[5..6], &toks[6..7], &toks[7..9]]
+        .into_iter()
+        .enumerate()
+    {
+        let got = model.forward(&mut cache, chunk, Logits::Last).unwrap();
+        let want = plain.forward(&mut want_cache, chunk, Logits::Last).unwrap();
+        assert_eq!(got, want, "step {i}");
+        let now = b.transfers();
+        assert_eq!(now.uploads - before.uploads, 1, "step {i}: uploads");
+        assert_eq!(now.downloads - before.downloads, 1, "step {i}: downloads");
+        assert_eq!(
+            now.download_bytes - before.download_bytes,
+            (VOCAB * 4) as u64,
+            "step {i}: only the logits come back"
+        );
+        // Token ids, positions and slots (3 words a token), the page table (2 offsets, 1 first
+        // page, one index per 16 positions).
+        let pages = cache.len().div_ceil(16) as u64;
+        assert_eq!(
+            now.upload_bytes - before.upload_bytes,
+            4 * (3 * chunk.len() as u64 + 3 + pages),
+            "step {i}: upload size"
+        );
+        before = now;
+    }
+}

@@ -30,6 +30,27 @@ pub fn huge_zeroed<T: bytemuck::Zeroable>(n: usize) -> Vec<T> {
     v
 }
 
+/// As `huge_zeroed`, but a size that overflows or an allocation the system refuses is an
+/// error carrying the bytes asked for, never an abort.
+pub fn try_huge_zeroed<T: bytemuck::Zeroable>(n: usize) -> Result<Vec<T>, u128> {
+    let bytes = n as u128 * std::mem::size_of::<T>() as u128;
+    if std::mem::size_of::<T>() == 0 || n == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<T>(n).map_err(|_| bytes)?;
+    // SAFETY: a non-zero layout; the zeroed bytes are valid `T`s (Zeroable), and the Vec takes
+    // ownership of exactly this allocation with capacity `n`.
+    let v = unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout) as *mut T;
+        if ptr.is_null() {
+            return Err(bytes);
+        }
+        Vec::from_raw_parts(ptr, n, n)
+    };
+    advise_huge_pages(&v);
+    Ok(v)
+}
+
 /// A vector of `n` values `f(i)` whose pages were advised huge before the first write.
 pub fn huge_vec<T: bytemuck::Zeroable>(n: usize, mut f: impl FnMut(usize) -> T) -> Vec<T> {
     let mut v = huge_zeroed(n);
@@ -41,6 +62,16 @@ pub fn huge_vec<T: bytemuck::Zeroable>(n: usize, mut f: impl FnMut(usize) -> T) 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn impossible_sizes_are_errors_not_aborts() {
+        assert_eq!(
+            super::try_huge_zeroed::<u64>(usize::MAX / 4),
+            Err((usize::MAX / 4) as u128 * 8)
+        );
+        assert!(super::try_huge_zeroed::<f32>(1 << 60).is_err());
+        assert_eq!(super::try_huge_zeroed::<u32>(3).unwrap(), vec![0, 0, 0]);
+    }
+
     #[test]
     fn huge_vec_holds_its_values() {
         let v = super::huge_vec(5 << 20, |i| i as u32);

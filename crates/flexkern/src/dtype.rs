@@ -13,14 +13,21 @@ pub enum DType {
     Fp8E5M2,
     /// Symmetric int8 with a separate scale.
     I8,
+    /// Raw bytes.
+    U8,
+    /// Index arrays: page indices, page-table offsets, token ids, positions, KV slots.
+    U32,
+    /// 64-bit offsets.
+    U64,
 }
 
 impl DType {
     pub fn size(self) -> usize {
         match self {
-            DType::F32 => 4,
+            DType::U64 => 8,
+            DType::F32 | DType::U32 => 4,
             DType::F16 | DType::BF16 => 2,
-            DType::Fp8E4M3 | DType::Fp8E5M2 | DType::I8 => 1,
+            DType::Fp8E4M3 | DType::Fp8E5M2 | DType::I8 | DType::U8 => 1,
         }
     }
 
@@ -32,7 +39,15 @@ impl DType {
             DType::Fp8E4M3 => "fp8e4m3",
             DType::Fp8E5M2 => "fp8e5m2",
             DType::I8 => "int8",
+            DType::U8 => "u8",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
         }
+    }
+
+    /// Floating-point types an activation or KV value can take (the rest are codes or indices).
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F16 | DType::BF16)
     }
 
     pub fn from_name(s: &str) -> Option<DType> {
@@ -43,6 +58,9 @@ impl DType {
             "fp8e4m3" => DType::Fp8E4M3,
             "fp8e5m2" => DType::Fp8E5M2,
             "int8" | "i8" => DType::I8,
+            "u8" => DType::U8,
+            "u32" => DType::U32,
+            "u64" => DType::U64,
             _ => return None,
         })
     }
@@ -205,3 +223,15 @@ mod tests {
         }
     }
 }
+
+/// An element type a backend buffer can hold, with its bytes (uploads and downloads move
+/// `bytemuck` views of slices of these).
+pub trait Scalar: bytemuck::Pod + Send + Sync + 'static {
+    /// The dtype a buffer of these has (u8 buffers may also be tagged fp8).
+    const DTYPE: DType;
+}
+
+macro_rules! scalar {
+    ($($t:ty => $d:ident),*) => {$(impl Scalar for $t { const DTYPE: DType = DType::$d; })*};
+}
+scalar!(f32 => F32, f16 => F16, bf16 => BF16, i8 => I8, u8 => U8, u32 => U32, u64 => U64);

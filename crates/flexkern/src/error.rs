@@ -26,6 +26,9 @@ pub enum Error {
     /// The KV cache has no free page; every sequence is left as it was.
     #[error("KV cache out of pages: need {needed}, {free} free")]
     OutOfPages { needed: usize, free: usize },
+    /// An allocation sized by the input could not be made (checked before allocating).
+    #[error("out of memory: {what} needs {bytes} bytes")]
+    OutOfMemory { what: String, bytes: u128 },
     /// A backend cannot run this problem (e.g. not compiled in, no device).
     #[error("backend `{backend}`: {msg}")]
     Backend { backend: &'static str, msg: String },

@@ -1,12 +1,14 @@
 //! flexkern: attention (every FlexAttention-style variant, ragged and paged batches) and
 //! quantized GEMV kernels for LLM inference, on the CPU today and behind one backend trait.
 //!
-//! Data flow: [`attention::AttentionArgs`] → validated [`attention::problem::Problem`] →
-//! [`attention::plan::plan`] (kernel choice, tiles, [`variant::BlockMask`]) →
-//! [`backend::Backend::attention`]. The f64 [`reference`] oracle checks every kernel.
+//! Data flow: [`attention::AttentionArgs`] → validated [`attention::problem::Problem`] (shapes
+//! and layouts, no data) → [`attention::plan::plan`] with the device's [`device::Caps`]
+//! (kernel choice, tiles, [`variant::BlockMask`]; plain data) → [`backend::Backend::attention`]
+//! over buffers the backend owns. The f64 [`reference`] oracle checks every kernel.
 
 pub mod attention;
 pub mod backend;
+pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod kv_cache;
@@ -22,7 +24,8 @@ pub mod verify;
 
 pub use attention::{attention, AttentionArgs};
 pub use backend::cpu::CpuBackend;
-pub use backend::Backend;
+pub use backend::{Backend, Buffer};
+pub use device::Caps;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use flexkern_quant as quant;

@@ -2,9 +2,11 @@
 //! `flexkern verify`, usable with any backend.
 
 use crate::attention::{attention, AttentionArgs};
-use crate::backend::Backend;
+use crate::backend::host::HostBuffer;
+use crate::backend::{Backend, Buffer};
 use crate::builtins::*;
 use crate::expr::{int, kv_pos, q_pos};
+use crate::kv_cache::{PagedBinding, PagedKv};
 use crate::reference;
 use crate::tensor::TensorView;
 use crate::variant::Variant;
@@ -232,7 +234,7 @@ pub fn rel_err(got: &[f32], want: &[f64]) -> f64 {
 }
 
 /// Runs one case on `backend` and compares with the oracle on the same rounded inputs.
-pub fn run_case(backend: &dyn Backend, c: &Case, seed: u64) -> Outcome {
+pub fn run_case<B: Backend + ?Sized>(backend: &B, c: &Case, seed: u64) -> Outcome {
     let mut rng = Rng::new(seed);
     let total_q: usize = c.seqs.iter().map(|s| s.0).sum();
     let total_kv: usize = c.seqs.iter().map(|s| s.1).sum();
@@ -254,14 +256,26 @@ pub fn run_case(backend: &dyn Backend, c: &Case, seed: u64) -> Outcome {
     .variant(c.variant.clone());
     let tol = tolerance(c.dtype);
     let fail = |note: String| Outcome::failed(c.name.clone(), c.dtype, tol, note);
-    let (p, kvs) = match args.prepare() {
-        Ok(x) => x,
+    let want = match reference::of_args(&args) {
+        Ok((_, r)) => r,
         Err(e) => return fail(format!("prepare: {e}")),
     };
-    let want = reference::attention(&p, &kvs);
     judge(c.name.clone(), c.dtype, tol, &want, |o, lse| {
         attention(backend, &args, None, o, Some(lse))
     })
+}
+
+/// The store's K and V pages as host buffers.
+fn host_pages<B: Backend + ?Sized>(
+    backend: &B,
+    kv: &PagedBinding<'_, B::Buffer>,
+) -> crate::error::Result<(HostBuffer, HostBuffer)> {
+    let get = |b: &B::Buffer| -> crate::error::Result<HostBuffer> {
+        let mut h = HostBuffer::zeros(b.dtype(), b.len())?;
+        backend.download(b, 0, h.bytes_mut())?;
+        Ok(h)
+    };
+    Ok((get(&kv.store.k)?, get(&kv.store.v)?))
 }
 
 /// One paged verification case: a standard case run through a shuffled paged cache.
@@ -310,7 +324,7 @@ pub fn paged_cases(quick: bool) -> Vec<PagedCase> {
 }
 
 /// Runs one paged case and compares with the oracle reading the same (dequantized) cache.
-pub fn run_paged_case(backend: &dyn Backend, pc: &PagedCase, seed: u64) -> Outcome {
+pub fn run_paged_case<B: Backend + ?Sized>(backend: &B, pc: &PagedCase, seed: u64) -> Outcome {
     use crate::attention::paged::{paged_attention, prepare};
     use crate::kv_cache::{quant::max_code, CacheConfig, KvCache, Scales};
     let c = &pc.case;
@@ -340,7 +354,7 @@ pub fn run_paged_case(backend: &dyn Backend, pc: &PagedCase, seed: u64) -> Outco
         v_scales: scales,
         window: None,
     };
-    let mut cache = match KvCache::new(cfg) {
+    let mut cache = match KvCache::new(backend, cfg) {
         Ok(x) => x,
         Err(e) => return fail(format!("cache: {e}")),
     };
@@ -356,6 +370,7 @@ pub fn run_paged_case(backend: &dyn Backend, pc: &PagedCase, seed: u64) -> Outco
             .map(|_| rng.uniform() * 2.0)
             .collect();
         if let Err(e) = cache.append(
+            backend,
             id,
             &TensorView::contiguous(k.as_slice(), &[kl, c.hkv, c.dk]),
             &TensorView::contiguous(v.as_slice(), &[kl, c.hkv, c.dv]),
@@ -370,11 +385,32 @@ pub fn run_paged_case(backend: &dyn Backend, pc: &PagedCase, seed: u64) -> Outco
         Err(e) => return fail(format!("view: {e}")),
     };
     let qv = q.view(&[total_q, c.hq, c.dk]);
-    let p = match prepare(&qv, &cu_q, &kv, None, &c.variant) {
+    let p = match prepare(&qv, &cu_q, &kv.store.layout, &kv.tables, None, &c.variant) {
         Ok(x) => x,
         Err(e) => return fail(format!("prepare: {e}")),
     };
-    let want = reference::attention(&p, &kv);
+    // The oracle reads the pages the backend holds, copied to the host.
+    let want = match host_pages(backend, &kv) {
+        Ok((hk, hv)) => {
+            let t = &kv.tables;
+            let bound = (|| {
+                PagedKv::bind(
+                    &kv.store.layout,
+                    hk.page_buf("k_pages")?,
+                    hv.page_buf("v_pages")?,
+                    &t.cu_pages,
+                    &t.first_page,
+                    &t.page_indices,
+                    &p.lens,
+                )
+            })();
+            match bound {
+                Ok(hkv) => reference::attention(&p, qv.data, &hkv),
+                Err(e) => return fail(format!("bind: {e}")),
+            }
+        }
+        Err(e) => return fail(format!("download: {e}")),
+    };
     judge(name, c.dtype, tol, &want, |o, lse| {
         paged_attention(
             backend,

@@ -109,21 +109,23 @@ fn check(c: &Case, seed: u64) {
     )
     .ragged(&cq, &ck)
     .variant(c.variant.clone());
-    let (p, kv) = args.prepare().unwrap();
-    let r = reference::attention(&p, &kv);
+    let (p, r) = reference::of_args(&args).unwrap();
     let bm = c
         .blocks
         .map(|(bq, bk)| BlockMask::build(p.variant.mask.as_ref(), &p.lens, c.hq, bq, bk).unwrap());
     let tol = if c.dtype == DType::F32 { 1e-5 } else { 1e-2 };
-    let backends: [(&str, &dyn Backend); 2] = [("cpu", &CpuBackend), ("scalar", &ScalarCpuBackend)];
-    for (name, b) in backends {
+    for name in ["cpu", "scalar"] {
+        let run = |out: &mut [f32], lse: Option<&mut [f32]>| match name {
+            "cpu" => flexkern::attention(&CpuBackend, &args, bm.as_ref(), out, lse),
+            _ => flexkern::attention(&ScalarCpuBackend, &args, bm.as_ref(), out, lse),
+        };
         let mut out = vec![f32::NAN; tq * c.hq * c.dv];
         let mut lse = vec![f32::NAN; tq * c.hq];
-        flexkern::attention(b, &args, bm.as_ref(), &mut out, Some(&mut lse)).unwrap();
+        run(&mut out, Some(&mut lse)).unwrap();
         compare(&out, &lse, &r, tol, &format!("{name} seed {seed}"));
         // Without LSE the output is the same.
         let mut out2 = vec![f32::NAN; out.len()];
-        flexkern::attention(b, &args, bm.as_ref(), &mut out2, None).unwrap();
+        run(&mut out2, None).unwrap();
         assert!(
             out.iter().zip(&out2).all(|(a, b)| a == b),
             "{name}: O without LSE"
@@ -365,13 +367,27 @@ fn malformed_arguments_are_errors() {
     let lens = flexkern::attention::problem::SeqLens::single(40, 12);
     let bm = BlockMask::build(None, &lens, 2, 16, 16).unwrap();
     assert!(flexkern::attention(&b, &args, Some(&bm), &mut out, None).is_err());
-    // The backend checks the KV source against the problem.
-    let (p, kv) = args.prepare().unwrap();
-    let plan = flexkern::attention::plan::plan(&p, &kv, &b.caps(), None).unwrap();
-    let mut short = kv.clone();
-    short.kv_lens[0] = 11;
-    assert!(b.attention(&p, &short, &plan, &mut out, None).is_err());
-    assert_eq!(kv.kv_len(0), 12);
+    // The backend checks its buffers against the problem's layouts.
+    let p = args.prepare().unwrap();
+    let plan = flexkern::attention::plan::plan(&p, &b.caps(), None).unwrap();
+    let q = flexkern::attention::upload_data(&b, &args.q.data).unwrap();
+    let k = flexkern::attention::upload_data(&b, &args.k.data).unwrap();
+    let short = flexkern::backend::to_device(&b, &[0f32; 11 * 8]).unwrap();
+    let mut o = b.alloc(DType::F32, out.len()).unwrap();
+    use flexkern::backend::{host::HostBuffer, AttnIo, KvBufs};
+    let mut run = |v: &HostBuffer| {
+        let io = AttnIo {
+            q: &q,
+            kv: KvBufs::Strided { k: &k, v },
+            out: &mut o,
+            lse: None,
+        };
+        b.attention(&p, &plan, io)
+    };
+    assert!(run(&short).is_err(), "V shorter than its layout");
+    let halfs = flexkern::backend::to_device(&b, &[f16::ZERO; 12 * 8]).unwrap();
+    assert!(run(&halfs).is_err(), "V of another dtype");
+    assert!(run(&k).is_ok());
     assert!(flexkern::attention(&b, &args, None, &mut out, None).is_ok());
 }
 
@@ -473,15 +489,19 @@ fn scattered_kv_rows_and_head_major_layouts() {
         )
         .ragged(&cq, &ck)
         .variant(v);
-        let (p, _) = args.prepare().unwrap();
-        let r = reference::attention(&p, &kv);
-        let backends: [&dyn Backend; 2] = [&CpuBackend, &ScalarCpuBackend];
-        for b in backends {
-            let plan = flexkern::attention::plan::plan(&p, &kv, &b.caps(), None).unwrap();
+        let p = args.prepare().unwrap();
+        let r = reference::attention(&p, args.q.data, &kv);
+        for scalar in [false, true] {
+            let plan = flexkern::attention::plan::plan(&p, &CpuBackend.caps(), None).unwrap();
             let mut out = vec![f32::NAN; tq * hq * d];
             let mut lse = vec![f32::NAN; tq * hq];
-            b.attention(&p, &kv, &plan, &mut out, Some(&mut lse))
-                .unwrap();
+            let lo = Some(&mut lse[..]);
+            if scalar {
+                ScalarCpuBackend.attention_source(&p, args.q.data, &kv, &plan, &mut out, lo)
+            } else {
+                CpuBackend.attention_source(&p, args.q.data, &kv, &plan, &mut out, lo)
+            }
+            .unwrap();
             compare(&out, &lse, &r, 1e-5, "scattered");
         }
     }
@@ -504,14 +524,19 @@ fn scattered_kv_rows_and_head_major_layouts() {
         TensorView::strided(&vd[..], &[b, kvl, hkv, d], &st),
     )
     .variant(causal());
-    let (p, kv) = args.prepare().unwrap();
-    let r = reference::attention(&p, &kv);
-    let plan = flexkern::attention::plan::plan(&p, &kv, &CpuBackend.caps(), None).unwrap();
+    let (p, r) = reference::of_args(&args).unwrap();
+    let plan = flexkern::attention::plan::plan(&p, &CpuBackend.caps(), None).unwrap();
     assert!(plan.items.iter().all(|it| it.kv_heads == 1));
-    for be in [&CpuBackend as &dyn Backend, &ScalarCpuBackend] {
+    for scalar in [false, true] {
         let mut out = vec![f32::NAN; b * s * hq * d];
         let mut lse = vec![f32::NAN; b * s * hq];
-        flexkern::attention(be, &args, None, &mut out, Some(&mut lse)).unwrap();
+        let lo = Some(&mut lse[..]);
+        if scalar {
+            flexkern::attention(&ScalarCpuBackend, &args, None, &mut out, lo)
+        } else {
+            flexkern::attention(&CpuBackend, &args, None, &mut out, lo)
+        }
+        .unwrap();
         compare(&out, &lse, &r, 1e-5, "head-major");
     }
 }

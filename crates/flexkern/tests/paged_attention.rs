@@ -4,13 +4,20 @@
 
 use flexkern::attention::kv::{KvRow, KvSource};
 use flexkern::attention::paged::{paged_attention, prepare};
+use flexkern::backend::host::{HostBuffer, HostStore};
 use flexkern::builtins::{causal, sliding_window, softcap, tree};
 use flexkern::expr::{int, kv_pos, q_pos};
-use flexkern::kv_cache::{CacheConfig, KvCache, PageBuf, PageLayout, PagedKv, Scales, SeqId};
+use flexkern::kv_cache::{
+    kv_lens_from_last_page, CacheConfig, PageStore, PageTables, PagedBinding, Scales, SeqId,
+};
+use flexkern::reference::Reference;
 use flexkern::DType;
 use flexkern::{
     reference, AttentionArgs, Backend, BlockMask, CpuBackend, Error, TensorView, Variant,
 };
+
+type KvCache = flexkern::kv_cache::KvCache<CpuBackend>;
+type Binding<'a> = PagedBinding<'a, HostBuffer>;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 const HQ: usize = 4;
@@ -66,7 +73,7 @@ impl Batch {
     }
     /// A cache holding every sequence, appended in chunks of `chunk` tokens into shuffled pages.
     fn cache(&self, cfg: CacheConfig, chunk: usize, seed: u64) -> (KvCache, Vec<SeqId>) {
-        let mut c = KvCache::new(cfg).unwrap();
+        let mut c = KvCache::new(&backend(), cfg).unwrap();
         c.shuffle_free_pages(seed);
         let mut ids = Vec::new();
         let mut base = 0;
@@ -76,7 +83,7 @@ impl Batch {
             while t < kl {
                 let e = (t + chunk).min(kl);
                 let (k, v) = self.kv_rows(base + t, base + e);
-                c.append(id, &k, &v).unwrap();
+                c.append(&backend(), id, &k, &v).unwrap();
                 t = e;
             }
             base += kl;
@@ -109,23 +116,25 @@ fn lse_ok(a: &[f32], b: &[f64], tol: f64) -> bool {
     })
 }
 
-/// Runs paged attention (outputs poisoned with NaN) and checks it against the oracle read
-/// through `oracle_kv`; returns the output.
-fn run_and_check(
-    b: &Batch,
-    kv: &PagedKv,
-    oracle_kv: &dyn KvSource,
-    variant: &Variant,
-    tol: f64,
-) -> Vec<f32> {
-    run_and_check_on(&backend(), b, kv, oracle_kv, variant, tol)
+/// What a paged run is checked against.
+enum Oracle<'a> {
+    /// The f64 result on the original (unpaged) data.
+    Contiguous(&'a Reference),
+    /// The oracle reading the same (dequantized) pages.
+    Pages,
 }
 
-fn run_and_check_on(
-    be: &dyn Backend,
+/// Runs paged attention (outputs poisoned with NaN) and checks it against the oracle; returns
+/// the output.
+fn run_and_check(b: &Batch, kv: &Binding, oracle: Oracle, variant: &Variant, tol: f64) -> Vec<f32> {
+    run_and_check_on(&backend(), b, kv, oracle, variant, tol)
+}
+
+fn run_and_check_on<B: Backend<Buffer = HostBuffer>>(
+    be: &B,
     b: &Batch,
-    kv: &PagedKv,
-    oracle_kv: &dyn KvSource,
+    kv: &Binding,
+    oracle: Oracle,
     variant: &Variant,
     tol: f64,
 ) -> Vec<f32> {
@@ -146,29 +155,46 @@ fn run_and_check_on(
         Some(&mut lse),
     )
     .unwrap();
-    let p = prepare(&q, &cu_q, kv, Some(0.3), variant).unwrap();
-    let r = reference::attention(&p, oracle_kv);
+    let own;
+    let r = match oracle {
+        Oracle::Contiguous(r) => r,
+        Oracle::Pages => {
+            own = pages_oracle(b, kv, variant);
+            &own
+        }
+    };
     let e = rel_err(&out, &r.o);
     assert!(e <= tol, "output error {e} > {tol}");
     assert!(lse_ok(&lse, &r.lse, tol * 10.0), "lse differs");
     out
 }
 
-/// The contiguous KV of a batch, for the oracle on the original (unpaged) data.
-fn contiguous<'a>(
-    b: &'a Batch,
-    cu_q: &'a [u64],
-    cu_kv: &'a [u64],
-    v: &Variant,
-) -> impl KvSource + 'a {
+/// The oracle (scale 0.3) reading the cache's own pages.
+fn pages_oracle(b: &Batch, kv: &Binding, variant: &Variant) -> Reference {
+    let q = b.q_view();
+    let p = prepare(
+        &q,
+        &b.cu(|l| l.0),
+        &kv.store.layout,
+        &kv.tables,
+        Some(0.3),
+        variant,
+    )
+    .unwrap();
+    reference::attention(&p, q.data, &kv.host_kv().unwrap())
+}
+
+/// The oracle (scale 0.3) on the batch's contiguous (unpaged) data.
+fn contiguous(b: &Batch, cu_q: &[u64], cu_kv: &[u64], v: &Variant) -> Reference {
     let args = AttentionArgs::new(
         b.q_view(),
         TensorView::contiguous(&b.k[..], &[b.k.len() / (HKV * D), HKV, D]),
         TensorView::contiguous(&b.v[..], &[b.v.len() / (HKV * D), HKV, D]),
     )
     .ragged(cu_q, cu_kv)
+    .scale(0.3)
     .variant(v.clone());
-    args.prepare().unwrap().1
+    reference::of_args(&args).unwrap().1
 }
 
 /// Prefill chunks, decode tokens, an empty query and an empty sequence in one batch.
@@ -194,7 +220,8 @@ fn paged_rows_equal_contiguous_rows_for_every_page_size() {
     for ps in [1, 16, 64, 256, 24, 3] {
         let cfg = CacheConfig::new(pages_for(MIXED, ps) + 3, ps, HKV, D);
         let (cache, ids) = b.cache(cfg, 13, ps as u64);
-        let kv = cache.view(&ids).unwrap();
+        let binding = cache.view(&ids).unwrap();
+        let kv = binding.host_kv().unwrap();
         let mut base = 0;
         for (s, &(_, kl)) in MIXED.iter().enumerate() {
             assert_eq!(kv.kv_len(s), kl);
@@ -259,7 +286,7 @@ fn paged_attention_matches_contiguous_oracle_on_shuffled_pages() {
         for (name, var) in variants() {
             let ckv = contiguous(&b, &cu_q, &cu_kv, &var);
             eprintln!("page size {ps}, {name}");
-            run_and_check(&b, &kv, &ckv, &var, 1e-5);
+            run_and_check(&b, &kv, Oracle::Contiguous(&ckv), &var, 1e-5);
         }
     }
 }
@@ -269,10 +296,15 @@ fn tv(x: &[f32]) -> TensorView<'_> {
 }
 
 /// All K rows (head 0 and 1) of sequence `s` of a view, widened.
-fn k_rows(kv: &PagedKv, s: usize) -> Vec<f32> {
-    (0..kv.kv_len(s))
-        .flat_map(|p| (0..HKV).flat_map(move |h| row_f32(kv.k_row(s, h, p))))
-        .collect()
+fn k_rows(kv: &Binding, s: usize) -> Vec<f32> {
+    let kv = kv.host_kv().unwrap();
+    let mut out = Vec::new();
+    for p in 0..kv.kv_len(s) {
+        for h in 0..HKV {
+            out.extend(row_f32(kv.k_row(s, h, p)));
+        }
+    }
+    out
 }
 
 #[test]
@@ -283,23 +315,24 @@ fn fork_shares_prefix_pages_and_copies_a_shared_partial_page() {
         rand_vec(&mut rng, 7 * HKV * D),
         rand_vec(&mut rng, 30 * HKV * D),
     );
-    let mut c = KvCache::new(CacheConfig::new(10, 16, HKV, D)).unwrap();
+    let be = backend();
+    let mut c = KvCache::new(&be, CacheConfig::new(10, 16, HKV, D)).unwrap();
     c.shuffle_free_pages(5);
     let a = c.add_seq();
-    c.append(a, &tv(&prefix), &tv(&prefix)).unwrap();
+    c.append(&be, a, &tv(&prefix), &tv(&prefix)).unwrap();
     let b = c.fork(a).unwrap();
     assert_eq!(c.page_table(a).unwrap(), c.page_table(b).unwrap());
     assert_eq!(c.num_free_pages(), 8);
     let shared = c.page_table(a).unwrap().to_vec();
     assert!(shared.iter().all(|&p| c.pool().refcount(p) == 2));
     // a writes into the shared partial page 1: it gets its own copy, page 0 stays shared.
-    c.append(a, &tv(&a_tail), &tv(&a_tail)).unwrap();
+    c.append(&be, a, &tv(&a_tail), &tv(&a_tail)).unwrap();
     let ta = c.page_table(a).unwrap().to_vec();
     assert_eq!(ta[0], shared[0]);
     assert_ne!(ta[1], shared[1]);
     assert_eq!(c.pool().refcount(shared[1]), 1);
     // b now owns page 1 alone: no copy needed.
-    c.append(b, &tv(&b_tail), &tv(&b_tail)).unwrap();
+    c.append(&be, b, &tv(&b_tail), &tv(&b_tail)).unwrap();
     let tb = c.page_table(b).unwrap().to_vec();
     assert_eq!(tb[..2], shared[..]);
     assert_eq!(tb.len(), 4);
@@ -319,9 +352,10 @@ fn fork_shares_prefix_pages_and_copies_a_shared_partial_page() {
 fn exhaustion_and_bad_appends_leave_every_sequence_intact() {
     let mut rng = StdRng::seed_from_u64(4);
     let x = rand_vec(&mut rng, 40 * HKV * D);
-    let mut c = KvCache::new(CacheConfig::new(3, 16, HKV, D)).unwrap();
+    let be = backend();
+    let mut c = KvCache::new(&be, CacheConfig::new(3, 16, HKV, D)).unwrap();
     let a = c.add_seq();
-    c.append(a, &tv(&x[..20 * HKV * D]), &tv(&x[..20 * HKV * D]))
+    c.append(&be, a, &tv(&x[..20 * HKV * D]), &tv(&x[..20 * HKV * D]))
         .unwrap();
     let b = c.fork(a).unwrap();
     let before = (
@@ -329,14 +363,14 @@ fn exhaustion_and_bad_appends_leave_every_sequence_intact() {
         k_rows(&c.view(&[a]).unwrap(), 0),
     );
     // 20 + 40 tokens need 4 pages (one a CoW copy): 1 free.
-    let err = c.append(a, &tv(&x), &tv(&x)).unwrap_err();
+    let err = c.append(&be, a, &tv(&x), &tv(&x)).unwrap_err();
     assert_eq!(err, Error::OutOfPages { needed: 3, free: 1 });
     let wrong = TensorView::contiguous(&x[..], &[40, HKV * D, 1]);
-    assert!(c.append(b, &wrong, &wrong).is_err());
+    assert!(c.append(&be, b, &wrong, &wrong).is_err());
     assert!(c
-        .append(b, &tv(&x[..HKV * D]), &tv(&x[..2 * HKV * D]))
+        .append(&be, b, &tv(&x[..HKV * D]), &tv(&x[..2 * HKV * D]))
         .is_err());
-    assert!(c.append(SeqId(99), &tv(&x), &tv(&x)).is_err());
+    assert!(c.append(&be, SeqId(99), &tv(&x), &tv(&x)).is_err());
     for id in [a, b] {
         assert_eq!(c.len(id).unwrap(), 20);
         assert_eq!(c.page_table(id).unwrap(), &before.0[..]);
@@ -344,7 +378,7 @@ fn exhaustion_and_bad_appends_leave_every_sequence_intact() {
     }
     assert_eq!(c.num_free_pages(), 1);
     // Exactly enough: the CoW copy takes the last page.
-    c.append(b, &tv(&x[..4 * HKV * D]), &tv(&x[..4 * HKV * D]))
+    c.append(&be, b, &tv(&x[..4 * HKV * D]), &tv(&x[..4 * HKV * D]))
         .unwrap();
     assert_eq!(c.num_free_pages(), 0);
     assert_eq!(k_rows(&c.view(&[a]).unwrap(), 0), before.1);
@@ -369,13 +403,13 @@ fn window_evicts_pages_and_attention_matches_the_unevicted_oracle() {
         );
     }
     let kv = cache.view(&ids).unwrap();
-    assert!(kv.first_retained(0) > 0);
+    assert!(kv.tables.first_retained(0, ps) > 0);
     let (cu_q, cu_kv) = (b.cu(|l| l.0), b.cu(|l| l.1));
     let var = Variant::full()
         .mask(causal())
         .mask(sliding_window(w as i64));
     let ckv = contiguous(&b, &cu_q, &cu_kv, &var);
-    run_and_check(&b, &kv, &ckv, &var, 1e-5);
+    run_and_check(&b, &kv, Oracle::Contiguous(&ckv), &var, 1e-5);
     // A mask that reaches evicted positions is refused before anything runs.
     let mut out = vec![0f32; 13 * HQ * D];
     for bad in [
@@ -428,7 +462,7 @@ fn quantized_kv_matches_the_oracle_on_the_dequantized_cache() {
         let kv = cache.view(&ids).unwrap();
         eprintln!("{kt:?} / {vt:?}, per head {per_head}");
         // The kernel against the oracle on the same dequantized cache...
-        let out = run_and_check(&b, &kv, &kv, &var, 1e-2);
+        let out = run_and_check(&b, &kv, Oracle::Pages, &var, 1e-2);
         // ...and the dequantized rows near the originals (format precision).
         let step = |t: DType| match t {
             DType::Fp8E5M2 => 0.13,
@@ -443,10 +477,7 @@ fn quantized_kv_matches_the_oracle_on_the_dequantized_cache() {
             .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
         assert!(e <= step(kt), "{kt:?} K rows off by {e}");
         // The quantization error on the output stays small against the f32 truth.
-        let q = b.q_view();
-        let p = prepare(&q, &cu_q, &kv, Some(0.3), &var).unwrap();
-        let truth = reference::attention(&p, &ckv);
-        assert!(rel_err(&out, &truth.o) < 0.2);
+        assert!(rel_err(&out, &ckv.o) < 0.2);
     }
 }
 
@@ -455,7 +486,7 @@ fn quantized_cache_without_scales_and_raw_bad_input_are_typed_errors() {
     let mut cfg = CacheConfig::new(4, 4, HKV, D);
     cfg.v_dtype = DType::I8;
     assert!(matches!(
-        KvCache::new(cfg),
+        KvCache::new(&backend(), cfg),
         Err(Error::InvalidArgument {
             arg: "v_scales",
             ..
@@ -463,68 +494,49 @@ fn quantized_cache_without_scales_and_raw_bad_input_are_typed_errors() {
     ));
 
     let (ps, np) = (4usize, 6usize);
-    let k = vec![0.5f32; np * ps * HKV * D];
-    let codes = vec![1i8; np * ps * HKV * D];
-    let layout = PageLayout {
-        page_size: ps,
-        num_kv_heads: HKV,
-        head_dim: D,
-        head_dim_v: D,
-        k_scales: None,
-        v_scales: None,
-    };
-    let raw = |idx: &[u32], cu: &[u64], lens: &[u64]| {
-        PagedKv::from_raw(PageBuf::F32(&k), PageBuf::F32(&k), &layout, idx, cu, lens)
-    };
+    let n = np * ps * HKV * D;
+    let floats = |n: usize| HostBuffer::from_store(HostStore::F32(vec![0.5f32; n]));
+    let codes = || HostBuffer::from_store(HostStore::I8(vec![1i8; n]));
+    let cfg = CacheConfig::new(np, ps, HKV, D);
+    let raw = |idx: &[u32], cu: &[u64], lens: &[u64]| PageTables::from_raw(idx, cu, lens, np, ps);
     // Sharing a page across sequences is legal; within one table it is not.
     assert!(raw(&[0, 1, 1, 2], &[0, 2, 4], &[8, 5]).is_ok());
-    let arg = |r: Result<PagedKv, Error>| match r {
-        Err(Error::InvalidArgument { arg, .. }) => arg,
-        Err(Error::Mismatch { a, .. }) => a,
-        other => panic!("expected an error, got {other:?}"),
-    };
+    fn arg<T: std::fmt::Debug>(r: Result<T, Error>) -> &'static str {
+        match r {
+            Err(Error::InvalidArgument { arg, .. }) => arg,
+            Err(Error::Mismatch { a, .. }) => a,
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
     assert_eq!(arg(raw(&[0, 6], &[0, 2], &[5])), "page_indices");
     assert_eq!(arg(raw(&[3, 3], &[0, 2], &[5])), "page_indices");
     assert_eq!(arg(raw(&[0, 1], &[0, 2], &[9])), "kv_lens");
     assert_eq!(arg(raw(&[0, 1], &[0, 3], &[5])), "cu_pages");
     assert_eq!(arg(raw(&[0, 1], &[0, 2], &[5, 1])), "cu_pages");
     assert_eq!(arg(raw(&[0, 1], &[1, 2], &[5])), "cu_pages");
-    let v_short = PagedKv::from_raw(
-        PageBuf::F32(&k),
-        PageBuf::F32(&k[1..]),
-        &layout,
-        &[0],
-        &[0, 1],
-        &[1],
-    );
-    assert_eq!(arg(v_short), "k_pages");
-    let no_scale = PagedKv::from_raw(
-        PageBuf::F32(&k),
-        PageBuf::I8(&codes),
-        &layout,
-        &[0],
-        &[0, 1],
-        &[1],
-    );
-    assert_eq!(arg(no_scale), "v_scales");
-    let with = PageLayout {
-        v_scales: Some(Scales::PerHead(vec![0.1, 0.2])),
-        ..layout.clone()
-    };
-    let kv = PagedKv::from_raw(
-        PageBuf::F32(&k),
-        PageBuf::I8(&codes),
-        &with,
-        &[4, 2],
-        &[0, 2],
-        &[6],
-    )
-    .unwrap();
-    assert_eq!(row_f32(kv.v_row(0, 1, 5)), vec![0.2f32; D]);
-    // Last-page lengths (FlashInfer style) beyond the page size are refused.
-    assert!(flexkern::kv_cache::paged::kv_lens_from_last_page(&[0, 2], &[5], ps).is_err());
+    let v_short = PageStore::from_buffers(&cfg, floats(n), floats(n - 1));
+    assert_eq!(arg(v_short), "v_pages");
+    let mut icfg = cfg.clone();
+    icfg.v_dtype = DType::I8;
     assert_eq!(
-        flexkern::kv_cache::paged::kv_lens_from_last_page(&[0, 2, 2], &[3, 0], ps).unwrap(),
+        arg(PageStore::from_buffers(&icfg, floats(n), codes())),
+        "v_scales"
+    );
+    icfg.v_scales = Some(Scales::PerHead(vec![0.1, 0.2]));
+    assert_eq!(
+        arg(PageStore::from_buffers(&icfg, floats(n), floats(n))),
+        "v_pages"
+    );
+    let store = PageStore::from_buffers(&icfg, floats(n), codes()).unwrap();
+    let kv = PagedBinding::new(&store, raw(&[4, 2], &[0, 2], &[6]).unwrap()).unwrap();
+    assert_eq!(
+        row_f32(kv.host_kv().unwrap().v_row(0, 1, 5)),
+        vec![0.2f32; D]
+    );
+    // Last-page lengths (FlashInfer style) beyond the page size are refused.
+    assert!(kv_lens_from_last_page(&[0, 2], &[5], ps).is_err());
+    assert_eq!(
+        kv_lens_from_last_page(&[0, 2, 2], &[3, 0], ps).unwrap(),
         vec![7, 0]
     );
 
@@ -557,28 +569,15 @@ fn raw_sglang_arrays_give_the_same_attention_as_the_cache_view() {
         9,
     );
     let kv = cache.view(&ids).unwrap();
-    let layout = PageLayout {
-        page_size: ps,
-        num_kv_heads: HKV,
-        head_dim: D,
-        head_dim_v: D,
-        k_scales: None,
-        v_scales: None,
-    };
-    let cu: Vec<u64> = kv.cu_pages().iter().map(|&x| x as u64).collect();
+    let t = &kv.tables;
+    let cu: Vec<u64> = t.cu_pages.iter().map(|&x| x as u64).collect();
     let lens: Vec<u64> = MIXED.iter().map(|l| l.1 as u64).collect();
-    let raw = PagedKv::from_raw(
-        cache.pool().k_pages(),
-        cache.pool().v_pages(),
-        &layout,
-        kv.page_indices(),
-        &cu,
-        &lens,
-    )
-    .unwrap();
+    let np = cache.config().num_pages;
+    let tables = PageTables::from_raw(&t.page_indices, &cu, &lens, np, ps).unwrap();
+    let raw = PagedBinding::new(cache.store(), tables).unwrap();
     let var = Variant::full().mask(causal());
-    let a = run_and_check(&b, &kv, &kv, &var, 1e-5);
-    let r = run_and_check(&b, &raw, &kv, &var, 1e-5);
+    let a = run_and_check(&b, &kv, Oracle::Pages, &var, 1e-5);
+    let r = run_and_check(&b, &raw, Oracle::Pages, &var, 1e-5);
     assert_eq!(a, r);
 }
 
@@ -589,9 +588,18 @@ fn logical_block_mask_maps_to_physical_pages() {
     let (cache, ids) = b.cache(CacheConfig::new(pages_for(MIXED, ps), ps, HKV, D), 16, 21);
     let kv = cache.view(&ids).unwrap();
     let var = Variant::full().mask(causal()).mask(sliding_window(40));
-    let p = prepare(&b.q_view(), &b.cu(|l| l.0), &kv, None, &var).unwrap();
+    let p = prepare(
+        &b.q_view(),
+        &b.cu(|l| l.0),
+        &kv.store.layout,
+        &kv.tables,
+        None,
+        &var,
+    )
+    .unwrap();
     let bm = BlockMask::build(p.variant.mask.as_ref(), &p.lens, HQ, 8, ps).unwrap();
-    let phys = kv.physical_blocks(&bm).unwrap();
+    let host = kv.host_kv().unwrap();
+    let phys = host.physical_blocks(&bm).unwrap();
     assert_eq!(phys.kv_pages.len(), bm.kv_indices.len());
     assert_eq!(phys.full_kv_pages.len(), bm.full_kv_indices.len());
     // Walk the rows the same way and check each page through the table.
@@ -639,10 +647,10 @@ fn logical_block_mask_maps_to_physical_pages() {
         None,
     )
     .unwrap();
-    let r = reference::attention(&p, &kv);
+    let r = reference::attention(&p, b.q_view().data, &host);
     assert!(rel_err(&o1, &r.o) <= 1e-5 && rel_err(&o2, &r.o) <= 1e-5);
     let other = BlockMask::build(None, &p.lens, HQ, 8, 32).unwrap();
-    assert!(kv.physical_blocks(&other).is_err());
+    assert!(host.physical_blocks(&other).is_err());
 }
 
 #[test]
@@ -659,7 +667,7 @@ fn long_decode_split_into_partitions_matches_the_oracle() {
             Variant::full().mask(causal()).mask(sliding_window(1000)),
         ] {
             let ckv = contiguous(&b, &cu_q, &cu_kv, &var);
-            run_and_check(&b, &kv, &ckv, &var, 1e-5);
+            run_and_check(&b, &kv, Oracle::Contiguous(&ckv), &var, 1e-5);
         }
     }
 }
@@ -681,7 +689,11 @@ fn portable_kernels_on_paged_and_quantized_kv() {
         for (_, var) in variants() {
             let tol = if dt == DType::F32 { 1e-5 } else { 1e-2 };
             let ckv = contiguous(&b, &cu_q, &cu_kv, &var);
-            let oracle: &dyn KvSource = if dt == DType::F32 { &ckv } else { &kv };
+            let oracle = if dt == DType::F32 {
+                Oracle::Contiguous(&ckv)
+            } else {
+                Oracle::Pages
+            };
             run_and_check_on(&scalar, &b, &kv, oracle, &var, tol);
         }
     }
@@ -714,7 +726,7 @@ fn decode_reads_every_kv_format_in_place() {
         let (cache, ids) = b.cache(cfg, 50, 5);
         let kv = cache.view(&ids).unwrap();
         eprintln!("{kt:?} / {vt:?}");
-        run_and_check(&b, &kv, &kv, &var, 1e-4);
+        run_and_check(&b, &kv, Oracle::Pages, &var, 1e-4);
     }
 }
 
@@ -750,7 +762,7 @@ fn decode_e4m3_keys_with_small_and_huge_queries() {
             Some(&mut lse),
         )
         .unwrap();
-        let r = reference::attention(&prepare(&q, &cu_q, &kv, Some(0.3), &var).unwrap(), &kv);
+        let r = pages_oracle(&b, &kv, &var);
         let e = rel_err(&out, &r.o);
         assert!(e <= 1e-4, "q scale {q_scale}: output error {e}");
         // Scores grow with Q: the LSE is checked relative to its size.
@@ -762,31 +774,20 @@ fn decode_e4m3_keys_with_small_and_huge_queries() {
 
 /// Decode of one query over `n` positions of fp8 pages `k`, `v` (logical pages 0, 1, 2 at
 /// physical 2, 0, 1) with per-head scales.
-fn fp8_decode(k: PageBuf, v: PageBuf, ps: usize, q: &[f32], n: usize) -> Vec<f32> {
-    let layout = PageLayout {
-        page_size: ps,
-        num_kv_heads: HKV,
-        head_dim: D,
-        head_dim_v: D,
-        k_scales: Some(Scales::PerHead(vec![0.01, 0.02])),
-        v_scales: Some(Scales::PerHead(vec![0.03, 0.04])),
-    };
-    let kv = PagedKv::from_raw(k, v, &layout, &[2, 0, 1], &[0, 3], &[n as u64]).unwrap();
+fn fp8_decode(dtype: DType, k: &[u8], v: &[u8], ps: usize, q: &[f32], n: usize) -> Vec<f32> {
+    let mut cfg = CacheConfig::new(3, ps, HKV, D);
+    (cfg.k_dtype, cfg.v_dtype) = (dtype, dtype);
+    cfg.k_scales = Some(Scales::PerHead(vec![0.01, 0.02]));
+    cfg.v_scales = Some(Scales::PerHead(vec![0.03, 0.04]));
+    let be = backend();
+    let buf = |x: &[u8]| flexkern::backend::to_device_as(&be, dtype, x).unwrap();
+    let store = PageStore::from_buffers(&cfg, buf(k), buf(v)).unwrap();
+    let tables = PageTables::from_raw(&[2, 0, 1], &[0, 3], &[n as u64], 3, ps).unwrap();
+    let kv = PagedBinding::new(&store, tables).unwrap();
     let qv = TensorView::contiguous(q, &[1, HQ, D]);
     let mut out = vec![0f32; HQ * D];
     let full = Variant::full();
-    paged_attention(
-        &backend(),
-        &qv,
-        &[0, 1],
-        &kv,
-        None,
-        &full,
-        None,
-        &mut out,
-        None,
-    )
-    .unwrap();
+    paged_attention(&be, &qv, &[0, 1], &kv, None, &full, None, &mut out, None).unwrap();
     out
 }
 
@@ -801,7 +802,7 @@ fn decode_keeps_fp8_e4m3_nan_codes_nan() {
     let mut kc: Vec<u8> = (0..len).map(|_| rng.gen::<u8>() & !1).collect();
     let vc: Vec<u8> = (0..len).map(|_| rng.gen::<u8>() & !1).collect();
     let q: Vec<f32> = rand_vec(&mut rng, HQ * D);
-    let run = |kc: &[u8]| fp8_decode(PageBuf::Fp8E4M3(kc), PageBuf::Fp8E4M3(&vc), ps, &q, n);
+    let run = |kc: &[u8]| fp8_decode(DType::Fp8E4M3, kc, &vc, ps, &q, n);
     let clean = run(&kc);
     assert!(clean.iter().all(|x| x.is_finite()));
     // Position 5 (logical page 0 = physical page 2), kv head 0.
@@ -832,8 +833,7 @@ fn decode_keeps_fp8_e5m2_inf_and_nan_codes() {
     let kc: Vec<u8> = (0..len).map(|_| rng.gen::<u8>() & !0x40).collect();
     let vc: Vec<u8> = (0..len).map(|_| rng.gen::<u8>() & !0x40).collect();
     let q: Vec<f32> = rand_vec(&mut rng, HQ * D);
-    let run =
-        |kc: &[u8], vc: &[u8]| fp8_decode(PageBuf::Fp8E5M2(kc), PageBuf::Fp8E5M2(vc), ps, &q, n);
+    let run = |kc: &[u8], vc: &[u8]| fp8_decode(DType::Fp8E5M2, kc, vc, ps, &q, n);
     let clean = run(&kc, &vc);
     assert!(clean.iter().all(|x| x.is_finite()));
     let g = HQ / HKV;

@@ -55,9 +55,8 @@ pub struct AttnArgs {
     /// Seed of the shuffled page order.
     #[arg(long, default_value_t = 1)]
     pub page_seed: u64,
-    /// Device: cpu | cuda.
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    #[arg(long, value_enum, default_value_t)]
+    pub device: super::device::Device,
 }
 
 /// Parses repeated `--mask` flags into one ANDed mask.
@@ -112,9 +111,6 @@ fn view<'a>(a: &'a Npy, name: &'static str) -> Result<TensorView<'a>> {
 }
 
 pub fn run_attn(a: &AttnArgs) -> Result<()> {
-    if a.device != "cpu" && a.device != "cuda" {
-        bail!("--device {}: expected cpu or cuda", a.device);
-    }
     let (q, k, v) = (npy::read(&a.q)?, npy::read(&a.k)?, npy::read(&a.v)?);
     // Mixed f16/f32 inputs are widened to f32 so every operand has one dtype.
     let widen = |x: &Npy| -> Npy {
@@ -160,7 +156,7 @@ pub fn run_attn(a: &AttnArgs) -> Result<()> {
     let mut lse = vec![0f32; tokens * hq];
     match (a.page_size, &a.kv_dtype) {
         (_, Some(_)) if a.page_size.is_none() => bail!("--kv-dtype needs --page-size"),
-        _ if a.device == "cuda" => {
+        _ if a.device == super::device::Device::Cuda => {
             let paged = match a.page_size {
                 Some(ps) => {
                     let dt = a.kv_dtype.as_deref().map(super::paged::parse_kv_dtype).transpose()?;
@@ -175,7 +171,15 @@ pub fn run_attn(a: &AttnArgs) -> Result<()> {
                 .as_deref()
                 .map(super::paged::parse_kv_dtype)
                 .transpose()?;
-            super::paged::attention_paged(&args, ps, dt, a.page_seed, &mut o, Some(&mut lse))?;
+            super::paged::attention_paged(
+                &CpuBackend,
+                &args,
+                ps,
+                dt,
+                a.page_seed,
+                &mut o,
+                Some(&mut lse),
+            )?;
         }
         (None, Some(_)) => bail!("--kv-dtype needs --page-size"),
         (None, None) => flexkern::attention(&CpuBackend, &args, None, &mut o, Some(&mut lse))?,

@@ -4,10 +4,15 @@
 use super::limits::{fma_peak_gflops, median, median_secs, read_bandwidth_gbs, BandwidthProbe};
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use flexkern::attention::problem::SeqLens;
+use flexkern::attention::plan::{plan, Plan};
+use flexkern::attention::problem::{Problem, SeqLens};
+use flexkern::attention::upload_data;
+use flexkern::backend::host::HostBuffer;
+use flexkern::backend::{AttnIo, KvBufs};
 use flexkern::builtins::{causal, sliding_window};
 use flexkern::mem::huge_vec;
 use flexkern::verify::{Input, Rng};
+use flexkern::Backend;
 use flexkern::{AttentionArgs, BlockMask, CpuBackend, DType, Variant};
 use std::io::Write;
 use std::time::Instant;
@@ -38,9 +43,9 @@ pub struct AttnBenchArgs {
     /// Also append the rows to this CSV file.
     #[arg(long)]
     pub csv: Option<std::path::PathBuf>,
-    /// Device: cpu | cuda (decode shapes of issue 13 beside the card's copy bandwidth).
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    /// cuda: the decode shapes of issue 13 beside the card's copy bandwidth.
+    #[arg(long, value_enum, default_value_t)]
+    pub device: super::device::Device,
     /// Deterministic split-KV partitions (cuda).
     #[arg(long)]
     pub deterministic: bool,
@@ -99,17 +104,21 @@ fn random(n: usize, dtype: DType, seed: u64) -> Input {
     }
 }
 
-/// One attention problem on its inputs, timed call by call.
-struct Timed<'a> {
-    args: AttentionArgs<'a>,
-    bm: BlockMask,
-    o: Vec<f32>,
+/// One attention problem with its operands in backend buffers and its plan built once (as a
+/// serving engine plans per batch layout), timed call by call.
+struct Timed {
+    p: Problem,
+    plan: Plan<'static>,
+    q: HostBuffer,
+    k: HostBuffer,
+    v: HostBuffer,
+    o: HostBuffer,
     times: Vec<f64>,
 }
 
-impl<'a> Timed<'a> {
+impl Timed {
     /// Q `[q_len, hq, d]`, K/V `[kv_len, hkv, d]`; one untimed call warms caches and pages.
-    fn new(inputs: &'a [Input; 3], shape: [usize; 5], variant: &Variant) -> Result<Timed<'a>> {
+    fn new(inputs: &[Input; 3], shape: [usize; 5], variant: &Variant) -> Result<Timed> {
         let [q_len, kv_len, hq, hkv, d] = shape;
         let [q, k, v] = inputs;
         let args = AttentionArgs::new(
@@ -118,16 +127,20 @@ impl<'a> Timed<'a> {
             v.view(&[kv_len, hkv, d]),
         )
         .variant(variant.clone());
-        // Build the BlockMask once, as a serving engine does per batch layout.
-        let (p, prog) = args.prepare()?;
-        let caps = flexkern::Backend::caps(&CpuBackend);
-        let bm = flexkern::attention::plan::plan(&p, &prog, &caps, None)?
-            .block_mask
-            .into_owned();
+        let p = args.prepare()?;
+        let b = CpuBackend;
+        let pl = plan(&p, &b.caps(), None)?;
+        let plan = Plan {
+            block_mask: std::borrow::Cow::Owned(pl.block_mask.into_owned()),
+            ..pl
+        };
         let mut t = Timed {
-            args,
-            bm,
-            o: vec![0f32; q_len * hq * d],
+            q: upload_data(&b, &args.q.data)?,
+            k: upload_data(&b, &args.k.data)?,
+            v: upload_data(&b, &args.v.data)?,
+            o: b.alloc(DType::F32, q_len * hq * d)?,
+            p,
+            plan,
             times: Vec::new(),
         };
         t.time(1)?;
@@ -138,7 +151,16 @@ impl<'a> Timed<'a> {
     fn time(&mut self, reps: usize) -> Result<()> {
         for _ in 0..reps {
             let t = Instant::now();
-            flexkern::attention(&CpuBackend, &self.args, Some(&self.bm), &mut self.o, None)?;
+            let io = AttnIo {
+                q: &self.q,
+                kv: KvBufs::Strided {
+                    k: &self.k,
+                    v: &self.v,
+                },
+                out: &mut self.o,
+                lse: None,
+            };
+            CpuBackend.attention(&self.p, &self.plan, io)?;
             self.times.push(t.elapsed().as_secs_f64());
         }
         Ok(())
@@ -321,7 +343,7 @@ fn run_attn_bench(a: &AttnBenchArgs) -> Result<()> {
 
 pub fn run_bench(a: &BenchArgs) -> Result<()> {
     match &a.what {
-        Some(BenchWhat::Attn(x)) if x.device == "cuda" => super::cuda::bench_attn(x),
+        Some(BenchWhat::Attn(x)) if x.device == super::device::Device::Cuda => super::cuda::bench_attn(x),
         Some(BenchWhat::Attn(x)) => run_attn_bench(x),
         Some(BenchWhat::Gemv(x)) => super::bench_gemv::run_bench_gemv(x),
         None => {

@@ -55,7 +55,7 @@ pub fn module_report(dev: &Device) -> String {
     )
 }
 
-pub fn verify(quick: bool, seed: u64, mut report: impl FnMut(Outcome)) -> Result<()> {
+pub fn verify(quick: bool, seed: u64, report: &mut dyn FnMut(Outcome)) -> Result<()> {
     let dev = open("verify")?;
     println!(
         "device: {} ({} SMs, sm_{}{}, driver {})",

@@ -3,7 +3,10 @@
 //! quantizes it, then runs `paged_attention`, the same kernels as the contiguous path.
 
 use anyhow::{bail, Context, Result};
-use flexkern::attention::paged::paged_attention;
+use flexkern::attention::paged::{paged_attention, paged_bufs, prepare};
+use flexkern::attention::plan::plan;
+use flexkern::attention::upload_data;
+use flexkern::backend::{to_device, AttnIo, Backend, KvBufs};
 use flexkern::kv_cache::quant::is_quantized;
 use flexkern::kv_cache::{CacheConfig, KvCache, Scales, SeqId};
 use flexkern::{AttentionArgs, CpuBackend, DType, TensorView};
@@ -30,14 +33,15 @@ fn widen(t: &TensorView) -> Vec<f32> {
 /// `cu_kv_lens[s]..cu_kv_lens[s+1]`; one sequence when `None`) into a cache of `page_size`,
 /// allocating pages in an order shuffled by `seed`. `kv_dtype` `None` keeps the input dtype;
 /// quantized types get per-head scales calibrated on the data (largest |x| -> largest code).
-pub fn page_kv(
+pub fn page_kv<B: Backend>(
+    backend: &B,
     k: &TensorView,
     v: &TensorView,
     cu_kv_lens: Option<&[u64]>,
     page_size: usize,
     kv_dtype: Option<DType>,
     seed: u64,
-) -> Result<(KvCache, Vec<SeqId>)> {
+) -> Result<(KvCache<B>, Vec<SeqId>)> {
     if k.rank() != 3 || v.rank() != 3 {
         bail!("--page-size needs K and V as [tokens, Hkv, D]");
     }
@@ -78,14 +82,14 @@ pub fn page_kv(
     cfg.head_dim_v = v.shape[2];
     (cfg.k_dtype, cfg.v_dtype) = (dtype, dtype);
     (cfg.k_scales, cfg.v_scales) = (scales(k)?, scales(v)?);
-    let mut cache = KvCache::new(cfg)?;
+    let mut cache = KvCache::new(backend, cfg)?;
     cache.shuffle_free_pages(seed);
     let mut seqs = Vec::with_capacity(cu.len() - 1);
     for w in cu.windows(2) {
         let (a, b) = (w[0] as usize, w[1] as usize);
         let id = cache.add_seq();
         if b > a {
-            cache.append(id, &rows(k, a, b), &rows(v, a, b))?;
+            cache.append(backend, id, &rows(k, a, b), &rows(v, a, b))?;
         }
         seqs.push(id);
     }
@@ -113,7 +117,8 @@ fn slice_from<'a>(d: &flexkern::HostData<'a>, at: usize) -> flexkern::HostData<'
 /// `flexkern attn --page-size P [--kv-dtype T]`: the same call as `flexkern::attention(args)`
 /// but through a paged (and optionally quantized) cache. `out` `[tokens, Hq, Dv]`, `lse`
 /// `[tokens, Hq]` as in the contiguous path.
-pub fn attention_paged(
+pub fn attention_paged<B: Backend>(
+    backend: &B,
     args: &AttentionArgs,
     page_size: usize,
     kv_dtype: Option<DType>,
@@ -124,13 +129,20 @@ pub fn attention_paged(
     if args.q.rank() != 3 {
         bail!("--page-size needs Q as [tokens, Hq, D]");
     }
-    let (cache, seqs) = page_kv(&args.k, &args.v, args.cu_kv_lens, page_size, kv_dtype, seed)?;
+    let (cache, seqs) = page_kv(
+        backend,
+        &args.k,
+        &args.v,
+        args.cu_kv_lens,
+        page_size,
+        kv_dtype,
+        seed,
+    )?;
     let kv = cache.view(&seqs)?;
     let single = [0, args.q.shape[0] as u64];
     let cu_q = args.cu_q_lens.unwrap_or(&single);
-    let backend = CpuBackend;
     paged_attention(
-        &backend,
+        backend,
         &args.q,
         cu_q,
         &kv,
@@ -188,27 +200,47 @@ pub fn bench_paged_decode(
         other => bail!("activation dtype {} (f32 or bf16)", other.name()),
     }
     .variant(flexkern::Variant::full().mask(flexkern::builtins::causal()));
-    let (cache, seqs) = page_kv(&args.k, &args.v, None, page_size, kv_dtype, 1)?;
+    let b = CpuBackend;
+    let (cache, seqs) = page_kv(&b, &args.k, &args.v, None, page_size, kv_dtype, 1)?;
     let kv = cache.view(&seqs)?;
-    let backend = CpuBackend;
-    let mut out = vec![0f32; hq * d];
+    // Both operands in backend buffers and both plans built once: only the kernels are timed.
+    let pc = args.prepare()?;
+    let plan_c = plan(&pc, &b.caps(), None)?;
+    let pp = prepare(
+        &args.q,
+        &[0, 1],
+        &kv.store.layout,
+        &kv.tables,
+        None,
+        &args.variant,
+    )?;
+    let plan_p = plan(&pp, &b.caps(), None)?;
+    let (qbuf, kbuf, vbuf) = (
+        upload_data(&b, &args.q.data)?,
+        upload_data(&b, &args.k.data)?,
+        upload_data(&b, &args.v.data)?,
+    );
+    let tables = to_device(&b, &kv.tables.packed())?;
+    let mut out = b.alloc(DType::F32, hq * d)?;
     let (mut tc, mut tp) = (Vec::new(), Vec::new());
     for i in 0..=iters {
         let t = Instant::now();
-        flexkern::attention(&backend, &args, None, &mut out, None)?;
+        let io = AttnIo {
+            q: &qbuf,
+            kv: KvBufs::Strided { k: &kbuf, v: &vbuf },
+            out: &mut out,
+            lse: None,
+        };
+        b.attention(&pc, &plan_c, io)?;
         let c = t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
-        paged_attention(
-            &backend,
-            &args.q,
-            &[0, 1],
-            &kv,
-            None,
-            &args.variant,
-            None,
-            &mut out,
-            None,
-        )?;
+        let io = AttnIo {
+            q: &qbuf,
+            kv: paged_bufs(&kv.tables, &kv.store.k, &kv.store.v, &tables, 0),
+            out: &mut out,
+            lse: None,
+        };
+        b.attention(&pp, &plan_p, io)?;
         let p = t.elapsed().as_secs_f64() * 1e3;
         if i > 0 {
             // The first pair warms caches and thread pools.
@@ -262,7 +294,7 @@ mod tests {
         ] {
             let mut got = vec![f32::NAN; n * hq * d];
             let dt = dt.map(|s| parse_kv_dtype(s).unwrap());
-            attention_paged(&args, ps, dt, 3, &mut got, None).unwrap();
+            attention_paged(&backend, &args, ps, dt, 3, &mut got, None).unwrap();
             let e = got
                 .iter()
                 .zip(&want)
@@ -270,7 +302,7 @@ mod tests {
             assert!(e <= tol, "page size {ps} {dt:?}: error {e}");
         }
         assert!(parse_kv_dtype("fp4").is_err());
-        assert!(attention_paged(&args, 0, None, 0, &mut want, None).is_err());
+        assert!(attention_paged(&backend, &args, 0, None, 0, &mut want, None).is_err());
         let t =
             bench_paged_decode((4, 2, 8), 100, 16, DType::BF16, Some(DType::Fp8E4M3), 1).unwrap();
         assert!(t.contiguous_ms >= 0.0 && t.paged_ms >= 0.0);

@@ -2,6 +2,7 @@
 //! prefill and decode speed. Hidden flags serve `bench/llamacpp_compare.py` (token ids as JSON,
 //! last-position logits as .npy, tokenization only).
 
+use super::device::Device;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use flexkern::CpuBackend;
@@ -18,11 +19,6 @@ fn cpu() -> CpuBackend {
 
 /// The default model and where `bench/fetch_model.sh` puts it.
 const DEFAULT_MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum Device {
-    Cpu,
-}
 
 /// Element type of the model's KV cache.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -164,7 +160,7 @@ fn json_str(s: &str) -> String {
 }
 
 pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
-    let Device::Cpu = args.device;
+    args.device.require_cpu("run")?;
     if let Some(t) = args.threads {
         // Fails only if the pool already exists, which leaves the default in place.
         let _ = rayon::ThreadPoolBuilder::new()

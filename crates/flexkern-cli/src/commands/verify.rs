@@ -1,15 +1,15 @@
 //! `flexkern verify`: the oracle comparison table over shapes, dtypes and variants.
 
+use super::device::Device;
 use anyhow::{bail, Result};
 use clap::Args;
 use flexkern::verify::{paged_cases, run_case, run_paged_case, standard_cases, Outcome};
-use flexkern::CpuBackend;
+use flexkern::{Backend, CpuBackend};
 
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// Device: cpu | cuda.
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    #[arg(long, value_enum, default_value_t)]
+    pub device: Device,
     /// A smaller matrix.
     #[arg(long)]
     pub quick: bool,
@@ -19,17 +19,43 @@ pub struct VerifyArgs {
 }
 
 pub fn run_verify(a: &VerifyArgs) -> Result<()> {
-    if a.device != "cpu" && a.device != "cuda" {
-        bail!("--device {}: expected cpu or cuda", a.device);
+    match a.device {
+        Device::Cpu => verify_on(&CpuBackend, a),
+        Device::Cuda => table(a, |quick, seed, report| {
+            super::cuda::verify(quick, seed, report)
+        }),
     }
-    let backend = CpuBackend;
+}
+
+/// The oracle table on any backend.
+pub fn verify_on<B: Backend>(backend: &B, a: &VerifyArgs) -> Result<()> {
+    table(a, |quick, seed, report| {
+        for (i, c) in standard_cases(quick).iter().enumerate() {
+            report(run_case(backend, c, seed.wrapping_add(i as u64)));
+        }
+        for (i, c) in paged_cases(quick).iter().enumerate() {
+            report(run_paged_case(
+                backend,
+                c,
+                seed.wrapping_add(1000 + i as u64),
+            ));
+        }
+        Ok(())
+    })
+}
+
+/// Prints the table of the outcomes `cases` reports, and fails when any failed.
+fn table(
+    a: &VerifyArgs,
+    cases: impl FnOnce(bool, u64, &mut dyn FnMut(Outcome)) -> Result<()>,
+) -> Result<()> {
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
     });
-    println!("flexkern verify --device {} (seed {seed})", a.device);
+    println!("flexkern verify --device {} (seed {seed})", a.device.name());
     println!(
         "{:<30} {:<5} {:>10} {:>10} {:>8}  result",
         "case", "dtype", "err O", "err LSE", "tol"
@@ -56,20 +82,7 @@ pub fn run_verify(a: &VerifyArgs) -> Result<()> {
             fail += 1;
         }
     };
-    if a.device == "cuda" {
-        super::cuda::verify(a.quick, seed, &mut report)?;
-    } else {
-        for (i, c) in standard_cases(a.quick).iter().enumerate() {
-            report(run_case(&backend, c, seed.wrapping_add(i as u64)));
-        }
-        for (i, c) in paged_cases(a.quick).iter().enumerate() {
-            report(run_paged_case(
-                &backend,
-                c,
-                seed.wrapping_add(1000 + i as u64),
-            ));
-        }
-    }
+    cases(a.quick, seed, &mut report)?;
     println!("verify: {pass} passed, {fail} failed");
     if fail > 0 {
         bail!("{fail} verification case(s) failed");

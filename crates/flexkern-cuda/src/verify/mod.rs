@@ -5,8 +5,8 @@
 use crate::attention::{self, AttnCall, KvInput, KvOperand, QInput};
 use crate::runtime::{Device, DeviceBuf};
 use crate::Result;
-use flexkern::attention::problem::{Problem, SeqLens};
-use flexkern::attention::{kv::StridedKv, AttentionArgs};
+use flexkern::attention::problem::{KvLayout, Layout, Problem, SeqLens};
+use flexkern::attention::AttentionArgs;
 use flexkern::dtype::{f32_to_fp8_e4m3, f32_to_fp8_e5m2, fp8_e4m3_to_f32, fp8_e5m2_to_f32};
 use flexkern::kv_cache::quant::max_code;
 use flexkern::reference;
@@ -122,7 +122,7 @@ pub(crate) fn run_problem(
 fn strided<'a>(
     buf: &'a DeviceBuf,
     dtype: DType,
-    o: &'a flexkern::attention::problem::Operand,
+    o: &'a Layout,
 ) -> KvOperand<'a> {
     KvOperand {
         buf,
@@ -161,16 +161,18 @@ pub fn run_case(dev: &Arc<Device>, c: &Case, seed: u64) -> Outcome {
         )
         .ragged(&cu_q, &cu_kv)
         .variant(c.variant.clone());
-        let (p, kvs) = args.prepare()?;
-        let want = reference::attention(&p, &kvs);
+        let (p, want) = reference::of_args(&args)?;
+        let KvLayout::Strided { k: kl, v: vl } = &p.kv else {
+            return Err(crate::error::invalid("k", "strided arguments give a strided layout"));
+        };
         let (qb, kb, vb) = (
             dev.upload(bytes(&q))?,
             dev.upload(bytes(&k))?,
             dev.upload(bytes(&v))?,
         );
         let kv = KvInput::Strided {
-            k: strided(&kb, c.dtype, &kvs.k),
-            v: strided(&vb, c.dtype, &kvs.v),
+            k: strided(&kb, c.dtype, kl),
+            v: strided(&vb, c.dtype, vl),
         };
         run_and_judge(dev, &p, &qb, c.dtype, kv, (&[], &[]), &want, false)
     })();
@@ -214,6 +216,8 @@ pub(crate) fn encode(dtype: DType, x: f32, scale: f32) -> (Vec<u8>, f32) {
             let c = (x / scale).round_ties_even().clamp(-127.0, 127.0) as i8;
             (vec![c as u8], c as f32 * scale)
         }
+        // Index types never store K/V (callers pass KV dtypes only): zeros.
+        DType::U8 | DType::U32 | DType::U64 => (vec![0; dtype.size()], 0.0),
     }
 }
 
@@ -224,6 +228,7 @@ pub(crate) fn poison(dtype: DType) -> Vec<u8> {
         DType::F16 | DType::BF16 => vec![0xff; 2],
         DType::Fp8E4M3 | DType::Fp8E5M2 => vec![0x7f],
         DType::I8 => vec![0x7f],
+        DType::U8 | DType::U32 | DType::U64 => vec![0xff; dtype.size()],
     }
 }
 
@@ -319,8 +324,7 @@ pub fn run_paged_case(dev: &Arc<Device>, pc: &PagedCase, seed: u64) -> Outcome {
         )
         .ragged(&cu_q, &cu_kv)
         .variant(c.variant.clone());
-        let (p, kvs): (Problem, StridedKv) = args.prepare()?;
-        let want = reference::attention(&p, &kvs);
+        let (p, want): (Problem, _) = reference::of_args(&args)?;
         let (qb, kb, vb) = (
             dev.upload(bytes(&q))?,
             dev.upload(&pool.k)?,

@@ -91,19 +91,10 @@ pub use q6_k::BlockQ6K;
 pub use q8_k::BlockQ8K;
 pub use rows8::{BlockQ4Kx8, BlockQ6Kx8};
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 /// Weights per K-quant super-block.
 pub const QK_K: usize = 256;
 /// Bytes of packed 6-bit scales and mins in Q4_K / Q5_K (ggml's `K_SCALE_SIZE`).
 pub const K_SCALE_SIZE: usize = 12;
-
-static FORCE_SCALAR: AtomicBool = AtomicBool::new(false);
-
-/// Forces every K-quant `vec_dot` onto the portable scalar path (for tests and comparisons).
-pub(crate) fn force_scalar(on: bool) {
-    FORCE_SCALAR.store(on, Ordering::Relaxed);
-}
 
 /// Which `vec_dot` implementation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,7 +105,7 @@ pub(crate) enum DotPath {
 
 /// The path `vec_dot` takes now: AVX2+FMA when the CPU has it and scalar is not forced.
 pub(crate) fn dot_path() -> DotPath {
-    if !FORCE_SCALAR.load(Ordering::Relaxed) && avx2_available() {
+    if !crate::cpu::forced_scalar() && avx2_available() {
         DotPath::Avx2
     } else {
         DotPath::Scalar
@@ -243,9 +234,9 @@ mod tests {
 
     #[test]
     fn force_scalar_switch() {
-        force_scalar(true);
+        crate::cpu::set_force_scalar(true);
         assert_eq!(dot_path(), DotPath::Scalar);
-        force_scalar(false);
+        crate::cpu::set_force_scalar(false);
         assert_eq!(dot_path() == DotPath::Avx2, avx2_available());
     }
 

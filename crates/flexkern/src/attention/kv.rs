@@ -1,7 +1,8 @@
 //! Where keys and values come from. Kernels read KV rows through `KvSource`, so contiguous,
 //! strided, paged and quantized caches share one kernel path; mods always see logical positions.
 
-use super::problem::Operand;
+use super::problem::{Layout, SeqLens};
+use crate::tensor::HostData;
 use half::{bf16, f16};
 
 /// One K or V row of one head (`dim` elements), as stored.
@@ -117,58 +118,74 @@ pub trait KvSource: Sync {
     }
 }
 
-/// K and V as strided tensors (contiguous, ragged or batch-major).
-#[derive(Clone, Debug)]
-pub struct StridedKv<'a> {
-    pub k: Operand<'a>,
-    pub v: Operand<'a>,
-    pub kv_lens: Vec<usize>,
+/// One strided operand bound to its data.
+#[derive(Clone, Copy, Debug)]
+pub struct Bound<'a> {
+    pub layout: &'a Layout,
+    pub data: HostData<'a>,
 }
 
-fn row<'a>(o: &Operand<'a>, seq: usize, head: usize, pos: usize) -> KvRow<'a> {
+impl Bound<'_> {
+    #[inline(always)]
+    fn offset(&self, seq: usize, tok: usize, head: usize) -> usize {
+        self.layout.offset(seq, tok, head)
+    }
+}
+
+/// K and V as strided host tensors (contiguous, ragged or batch-major).
+#[derive(Clone, Copy, Debug)]
+pub struct StridedKv<'a> {
+    pub k: Bound<'a>,
+    pub v: Bound<'a>,
+    pub lens: &'a SeqLens,
+}
+
+fn row<'a>(o: &Bound<'a>, seq: usize, head: usize, pos: usize) -> KvRow<'a> {
     let at = o.offset(seq, pos, head);
+    let dim = o.layout.dim;
     match o.data {
-        crate::tensor::HostData::F32(s) => KvRow::F32(&s[at..at + o.dim]),
-        crate::tensor::HostData::F16(s) => KvRow::F16(&s[at..at + o.dim]),
-        crate::tensor::HostData::BF16(s) => KvRow::BF16(&s[at..at + o.dim]),
+        HostData::F32(s) => KvRow::F32(&s[at..at + dim]),
+        HostData::F16(s) => KvRow::F16(&s[at..at + dim]),
+        HostData::BF16(s) => KvRow::BF16(&s[at..at + dim]),
     }
 }
 
 /// A sequence's rows from `pos` on, up to `max` positions (never past its length).
-fn run<'a>(o: &Operand<'a>, len: usize, seq: usize, pos: usize, max: usize) -> Option<KvRun<'a>> {
+fn run<'a>(o: &Bound<'a>, len: usize, seq: usize, pos: usize, max: usize) -> Option<KvRun<'a>> {
     let n = max.min(len.checked_sub(pos)?);
     if n == 0 {
         return None;
     }
+    let l = o.layout;
     let (at, end) = (
         o.offset(seq, pos, 0),
-        o.offset(seq, pos + n - 1, o.heads - 1) + o.dim,
+        o.offset(seq, pos + n - 1, l.heads - 1) + l.dim,
     );
     let first = match o.data {
-        crate::tensor::HostData::F32(s) => KvRow::F32(&s[at..end]),
-        crate::tensor::HostData::F16(s) => KvRow::F16(&s[at..end]),
-        crate::tensor::HostData::BF16(s) => KvRow::BF16(&s[at..end]),
+        HostData::F32(s) => KvRow::F32(&s[at..end]),
+        HostData::F16(s) => KvRow::F16(&s[at..end]),
+        HostData::BF16(s) => KvRow::BF16(&s[at..end]),
     };
     Some(KvRun {
         first,
-        head_stride: o.head_stride,
-        pos_stride: o.tok_stride,
+        head_stride: l.head_stride,
+        pos_stride: l.tok_stride,
         len: n,
     })
 }
 
 impl KvSource for StridedKv<'_> {
     fn num_kv_heads(&self) -> usize {
-        self.k.heads
+        self.k.layout.heads
     }
     fn head_dim(&self) -> usize {
-        self.k.dim
+        self.k.layout.dim
     }
     fn head_dim_v(&self) -> usize {
-        self.v.dim
+        self.v.layout.dim
     }
     fn kv_len(&self, seq: usize) -> usize {
-        self.kv_lens[seq]
+        self.lens.kv_len(seq)
     }
     #[inline]
     fn k_row(&self, seq: usize, head: usize, pos: usize) -> KvRow<'_> {
@@ -179,9 +196,9 @@ impl KvSource for StridedKv<'_> {
         row(&self.v, seq, head, pos)
     }
     fn k_run(&self, seq: usize, pos: usize, max: usize) -> Option<KvRun<'_>> {
-        run(&self.k, self.kv_lens[seq], seq, pos, max)
+        run(&self.k, self.lens.kv_len(seq), seq, pos, max)
     }
     fn v_run(&self, seq: usize, pos: usize, max: usize) -> Option<KvRun<'_>> {
-        run(&self.v, self.kv_lens[seq], seq, pos, max)
+        run(&self.v, self.lens.kv_len(seq), seq, pos, max)
     }
 }

@@ -7,12 +7,12 @@ pub mod paged;
 pub mod plan;
 pub mod problem;
 
-use crate::backend::Backend;
+use crate::backend::{to_device, AttnIo, Backend, Buffer, KvBufs};
+use crate::dtype::DType;
 use crate::error::{invalid, mismatch, Result};
-use crate::tensor::TensorView;
+use crate::tensor::{HostData, TensorView};
 use crate::variant::{BlockMask, Variant};
-use kv::StridedKv;
-use problem::{check_captures, check_geometry, operand, Problem, SeqLens};
+use problem::{layout, KvLayout, Problem, SeqLens};
 
 /// Arguments of one attention call over strided Q/K/V.
 ///
@@ -57,8 +57,8 @@ impl<'a> AttentionArgs<'a> {
         self
     }
 
-    /// Validates every argument and returns the problem and its KV source.
-    pub fn prepare(&self) -> Result<(Problem<'a>, StridedKv<'a>)> {
+    /// Validates every argument and returns the problem (shapes and layouts, no data).
+    pub fn prepare(&self) -> Result<Problem> {
         for (arg, t) in [("q", &self.q), ("k", &self.k), ("v", &self.v)] {
             t.validate(arg)?;
         }
@@ -118,42 +118,27 @@ impl<'a> AttentionArgs<'a> {
                 format!("{} vs {} tokens", self.k.shape[0], self.v.shape[0]),
             ));
         }
-        let (hq, dq) = (self.q.shape[r - 2], self.q.shape[r - 1]);
-        let (hkv, dk) = (self.k.shape[r - 2], self.k.shape[r - 1]);
-        let (hv, dv) = (self.v.shape[r - 2], self.v.shape[r - 1]);
-        if hv != hkv {
-            return Err(mismatch("k", "v", format!("{hkv} vs {hv} heads")));
-        }
-        let scale = self.scale.unwrap_or(1.0 / (dk.max(1) as f32).sqrt());
-        check_geometry(hq, hkv, dk, dv, dq, scale)?;
-        let variant = self.variant.compile()?;
-        check_captures(&variant, &lens, hq)?;
         let n = lens.num_seqs();
         // Rank 3: KV of sequence s starts at cu_kv_lens[s].
         let kv_start: Vec<usize> = match self.cu_kv_lens {
             Some(ck) => ck.iter().map(|&x| x as usize).collect(),
             None => vec![0; n + 1],
         };
-        let q = operand("q", &self.q, n, &|s| lens.q_start(s), &|s| lens.q_len(s))?;
-        let k = operand("k", &self.k, n, &|s| kv_start[s], &|s| lens.kv_len(s))?;
-        let v = operand("v", &self.v, n, &|s| kv_start[s], &|s| lens.kv_len(s))?;
-        let kv_lens = (0..n).map(|s| lens.kv_len(s)).collect();
-        let problem = Problem {
+        let q = layout("q", &self.q, n, &|s| lens.q_start(s), &|s| lens.q_len(s))?;
+        let k = layout("k", &self.k, n, &|s| kv_start[s], &|s| lens.kv_len(s))?;
+        let v = layout("v", &self.v, n, &|s| kv_start[s], &|s| lens.kv_len(s))?;
+        Problem::build(
             lens,
             q,
-            num_q_heads: hq,
-            num_kv_heads: hkv,
-            head_dim: dk,
-            head_dim_v: dv,
-            scale,
-            variant,
-        };
-        Ok((problem, StridedKv { k, v, kv_lens }))
+            KvLayout::Strided { k, v },
+            self.scale,
+            &self.variant,
+        )
     }
 }
 
-/// Checks output buffer sizes against the problem.
-pub(crate) fn check_outputs(p: &Problem, out: &[f32], lse: Option<&[f32]>) -> Result<()> {
+/// Checks output sizes (in elements) against the problem.
+pub(crate) fn check_outputs(p: &Problem, out: usize, lse: Option<usize>) -> Result<()> {
     let rows = p
         .total_q()
         .checked_mul(p.num_q_heads)
@@ -161,12 +146,11 @@ pub(crate) fn check_outputs(p: &Problem, out: &[f32], lse: Option<&[f32]>) -> Re
     let n = rows
         .checked_mul(p.head_dim_v)
         .ok_or_else(|| invalid("out", "size overflows"))?;
-    if out.len() != n {
+    if out != n {
         return Err(invalid(
             "out",
             format!(
-                "length {} but [tokens={}, Hq={}, Dv={}] needs {n}",
-                out.len(),
+                "length {out} but [tokens={}, Hq={}, Dv={}] needs {n}",
                 p.total_q(),
                 p.num_q_heads,
                 p.head_dim_v
@@ -174,27 +158,133 @@ pub(crate) fn check_outputs(p: &Problem, out: &[f32], lse: Option<&[f32]>) -> Re
         ));
     }
     if let Some(l) = lse {
-        if l.len() != rows {
+        if l != rows {
             return Err(invalid(
                 "lse",
-                format!("length {} but [tokens, Hq] needs {rows}", l.len()),
+                format!("length {l} but [tokens, Hq] needs {rows}"),
             ));
         }
     }
     Ok(())
 }
 
-/// Runs attention: validates, plans (building the BlockMask unless one is given), and runs the
-/// backend. `out` is `[tokens, Hq, Dv]` f32; `lse` (natural log) is `[tokens, Hq]`.
-pub fn attention(
-    backend: &dyn Backend,
+/// Checks the buffers of a call against the problem's layouts before any kernel reads them.
+pub fn check_io<B: Buffer>(p: &Problem, io: &AttnIo<'_, B>) -> Result<()> {
+    check_buffer("q", io.q, p.q.dtype, p.q.extent)?;
+    check_buffer("out", io.out, DType::F32, io.out.len())?;
+    check_outputs(p, io.out.len(), io.lse.as_ref().map(|l| l.len()))?;
+    if let Some(l) = &io.lse {
+        check_buffer("lse", *l, DType::F32, l.len())?;
+    }
+    match (&p.kv, &io.kv) {
+        (KvLayout::Strided { k, v }, KvBufs::Strided { k: kb, v: vb }) => {
+            check_buffer("k", *kb, k.dtype, k.extent)?;
+            check_buffer("v", *vb, v.dtype, v.extent)
+        }
+        (KvLayout::Paged(l), KvBufs::Paged { k, v, .. }) => {
+            let rows = l.num_pages * l.page_size * l.num_kv_heads;
+            check_buffer("k_pages", *k, l.k_dtype, rows * l.head_dim)?;
+            if k.len() != rows * l.head_dim {
+                return Err(invalid("k_pages", "length differs from the paged layout"));
+            }
+            check_buffer("v_pages", *v, l.v_dtype, rows * l.head_dim_v)
+        }
+        _ => Err(mismatch(
+            "kv",
+            "problem",
+            "paged buffers for a strided layout or the reverse",
+        )),
+    }
+}
+
+fn check_buffer<B: Buffer>(arg: &'static str, b: &B, dtype: DType, need: usize) -> Result<()> {
+    if b.dtype() != dtype {
+        return Err(invalid(
+            arg,
+            format!(
+                "a {} buffer where {} is needed",
+                b.dtype().name(),
+                dtype.name()
+            ),
+        ));
+    }
+    if b.len() < need {
+        return Err(invalid(
+            arg,
+            format!("buffer of {} elements, the layout reaches {need}", b.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Uploads a host operand into a new buffer of the backend.
+pub fn upload_data<B: Backend + ?Sized>(b: &B, d: &HostData<'_>) -> Result<B::Buffer> {
+    match d {
+        HostData::F32(s) => to_device(b, s),
+        HostData::F16(s) => to_device(b, s),
+        HostData::BF16(s) => to_device(b, s),
+    }
+}
+
+/// Runs attention over host data on any backend: validates, plans (building the BlockMask
+/// unless one is given), uploads Q/K/V, runs, and downloads O (and LSE). `out` is
+/// `[tokens, Hq, Dv]` f32; `lse` (natural log) is `[tokens, Hq]`. For repeated calls keep the
+/// operands in backend buffers and call `Backend::attention` with a plan instead.
+pub fn attention<B: Backend + ?Sized>(
+    backend: &B,
     args: &AttentionArgs,
     block_mask: Option<&BlockMask>,
     out: &mut [f32],
     lse: Option<&mut [f32]>,
 ) -> Result<()> {
-    let (p, kv) = args.prepare()?;
-    check_outputs(&p, out, lse.as_deref())?;
-    let plan = plan::plan(&p, &kv, &backend.caps(), block_mask)?;
-    backend.attention(&p, &kv, &plan, out, lse)
+    let p = args.prepare()?;
+    check_outputs(&p, out.len(), lse.as_ref().map(|l| l.len()))?;
+    let plan = plan::plan(&p, &backend.caps(), block_mask)?;
+    let q = upload_data(backend, &args.q.data)?;
+    let k = upload_data(backend, &args.k.data)?;
+    let v = upload_data(backend, &args.v.data)?;
+    run_and_download(
+        backend,
+        &p,
+        &plan,
+        &q,
+        KvBufs::Strided { k: &k, v: &v },
+        out,
+        lse,
+    )
+}
+
+/// Allocates O (and LSE) holding what `out` and `lse` hold now (callers that poison their
+/// outputs poison the device's), runs, and downloads them into host slices.
+pub(crate) fn run_and_download<B: Backend + ?Sized>(
+    backend: &B,
+    p: &Problem,
+    plan: &plan::Plan,
+    q: &B::Buffer,
+    kv: KvBufs<'_, B::Buffer>,
+    out: &mut [f32],
+    lse: Option<&mut [f32]>,
+) -> Result<()> {
+    let mut o = backend.alloc(DType::F32, out.len())?;
+    backend.upload(&mut o, 0, bytemuck::cast_slice(out))?;
+    let mut l = match &lse {
+        Some(l) => {
+            let mut b = backend.alloc(DType::F32, l.len())?;
+            backend.upload(&mut b, 0, bytemuck::cast_slice(l))?;
+            Some(b)
+        }
+        None => None,
+    };
+    let io = AttnIo {
+        q,
+        kv,
+        out: &mut o,
+        lse: l.as_mut(),
+    };
+    backend.attention(p, plan, io)?;
+    backend.download(&o, 0, bytemuck::cast_slice_mut(out))?;
+    if let (Some(dst), Some(src)) = (lse, &l) {
+        backend.download(src, 0, bytemuck::cast_slice_mut(dst))?;
+    }
+    Ok(())
 }

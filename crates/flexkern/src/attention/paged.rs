@@ -3,85 +3,153 @@
 //! planner and kernels; only the `KvSource` differs, so every variant works unchanged and mods
 //! see logical positions.
 
-use super::problem::{check_captures, check_geometry, operand, Problem, SeqLens};
-use super::{check_outputs, plan};
-use crate::backend::Backend;
-use crate::error::{invalid, mismatch, Result};
-use crate::kv_cache::PagedKv;
+use super::problem::{Layout, PagedLayout, Problem, SeqLens};
+use super::{check_outputs, plan, run_and_download, upload_data};
+use crate::backend::{to_device, Backend, KvBufs, Slice};
+use crate::dtype::DType;
+use crate::error::{invalid, Result};
+use crate::kv_cache::{PageTables, PagedBinding};
 use crate::tensor::TensorView;
 use crate::variant::interval::{classify, Domain, Tri};
 use crate::variant::program::{Program, Scratch, TileCtx};
 use crate::variant::{BlockMask, Variant};
 
-/// Validates `q` `[tokens, Hq, D]` with `cu_q_lens` (n+1 offsets) against the paged KV and
-/// returns the problem (use it with `reference::attention(&p, kv)` to check a kernel).
-/// `scale` defaults to 1/sqrt(D).
-pub fn prepare<'a>(
-    q: &TensorView<'a>,
+/// Validates `q` `[tokens, Hq, D]` with `cu_q_lens` (n+1 offsets) against paged K/V of
+/// `layout` read through `tables`, and returns the problem (use it with
+/// `reference::attention` to check a kernel). `scale` defaults to 1/sqrt(D).
+pub fn prepare(
+    q: &TensorView<'_>,
     cu_q_lens: &[u64],
-    kv: &PagedKv,
+    layout: &PagedLayout,
+    tables: &PageTables,
     scale: Option<f32>,
     variant: &Variant,
-) -> Result<Problem<'a>> {
+) -> Result<Problem> {
     q.validate("q")?;
     if q.rank() != 3 {
         return Err(invalid("q", "paged attention takes q as [tokens, Hq, D]"));
     }
-    if cu_q_lens.len() != kv.num_seqs() + 1 {
-        return Err(mismatch(
+    let lens = lens_of(cu_q_lens, layout, tables)?;
+    let n = lens.num_seqs();
+    let ql = super::problem::layout("q", q, n, &|s| lens.q_start(s), &|s| lens.q_len(s))?;
+    finish(lens, ql, layout, tables, scale, variant)
+}
+
+/// As `prepare`, for Q already in a contiguous `[tokens, q_heads, head_dim]` buffer of `dtype`.
+#[allow(clippy::too_many_arguments)]
+pub fn prepare_buffers(
+    q_dtype: DType,
+    q_heads: usize,
+    cu_q_lens: &[u64],
+    layout: &PagedLayout,
+    tables: &PageTables,
+    scale: Option<f32>,
+    variant: &Variant,
+) -> Result<Problem> {
+    let lens = lens_of(cu_q_lens, layout, tables)?;
+    let d = layout.head_dim;
+    let ql = Layout {
+        dtype: q_dtype,
+        seq_base: (0..lens.num_seqs())
+            .map(|s| lens.q_start(s) * q_heads * d)
+            .collect(),
+        tok_stride: q_heads * d,
+        head_stride: d,
+        heads: q_heads,
+        dim: d,
+        extent: lens.total_q() * q_heads * d,
+    };
+    finish(lens, ql, layout, tables, scale, variant)
+}
+
+fn lens_of(cu_q_lens: &[u64], layout: &PagedLayout, tables: &PageTables) -> Result<SeqLens> {
+    if cu_q_lens.len() != tables.num_seqs() + 1 {
+        return Err(invalid(
             "cu_q_lens",
-            "kv",
             format!(
-                "{} offsets for {} sequences",
+                "{} offsets for {} sequences in the page tables",
                 cu_q_lens.len(),
-                kv.num_seqs()
+                tables.num_seqs()
             ),
         ));
     }
-    use super::kv::KvSource;
-    let kv_lens: Vec<u64> = (0..kv.num_seqs()).map(|s| kv.kv_len(s) as u64).collect();
-    let lens = SeqLens::new(cu_q_lens, &kv_lens)?;
-    let (hq, dq) = (q.shape[1], q.shape[2]);
-    let (hkv, dk, dv) = (kv.num_kv_heads(), kv.head_dim(), kv.head_dim_v());
-    let scale = scale.unwrap_or(1.0 / (dk as f32).sqrt());
-    check_geometry(hq, hkv, dk, dv, dq, scale)?;
-    let variant = variant.compile()?;
-    check_captures(&variant, &lens, hq)?;
-    let n = lens.num_seqs();
-    let q = operand("q", q, n, &|s| lens.q_start(s), &|s| lens.q_len(s))?;
-    let p = Problem {
+    tables.validate(layout.num_pages, layout.page_size)?;
+    SeqLens::new(cu_q_lens, &tables.kv_lens)
+}
+
+fn finish(
+    lens: SeqLens,
+    q: Layout,
+    layout: &PagedLayout,
+    tables: &PageTables,
+    scale: Option<f32>,
+    variant: &Variant,
+) -> Result<Problem> {
+    let p = Problem::build(
         lens,
         q,
-        num_q_heads: hq,
-        num_kv_heads: hkv,
-        head_dim: dk,
-        head_dim_v: dv,
+        super::problem::KvLayout::Paged(layout.clone()),
         scale,
         variant,
-    };
-    check_evicted(&p, kv)?;
+    )?;
+    check_evicted(&p, tables, layout.page_size)?;
     Ok(p)
 }
 
-/// Runs attention of `q` over paged K/V: validates, plans (building the BlockMask on logical
-/// positions unless one is given) and runs the backend. `out` is `[tokens, Hq, Dv]` f32, `lse`
+/// Runs attention of host `q` over the paged K/V of `kv` on any backend: validates, plans
+/// (building the BlockMask on logical positions unless one is given), uploads Q and the page
+/// tables (one copy), runs, and downloads. `out` is `[tokens, Hq, Dv]` f32, `lse`
 /// `[tokens, Hq]` (natural log).
 #[allow(clippy::too_many_arguments)]
-pub fn paged_attention(
-    backend: &dyn Backend,
+pub fn paged_attention<B: Backend + ?Sized>(
+    backend: &B,
     q: &TensorView,
     cu_q_lens: &[u64],
-    kv: &PagedKv,
+    kv: &PagedBinding<'_, B::Buffer>,
     scale: Option<f32>,
     variant: &Variant,
     block_mask: Option<&BlockMask>,
     out: &mut [f32],
     lse: Option<&mut [f32]>,
 ) -> Result<()> {
-    let p = prepare(q, cu_q_lens, kv, scale, variant)?;
-    check_outputs(&p, out, lse.as_deref())?;
-    let plan = plan::plan(&p, kv, &backend.caps(), block_mask)?;
-    backend.attention(&p, kv, &plan, out, lse)
+    let p = prepare(q, cu_q_lens, &kv.store.layout, &kv.tables, scale, variant)?;
+    check_outputs(&p, out.len(), lse.as_ref().map(|l| l.len()))?;
+    let plan = plan::plan(&p, &backend.caps(), block_mask)?;
+    let qb = upload_data(backend, &q.data)?;
+    let tables = to_device(backend, &kv.tables.packed())?;
+    let bufs = paged_bufs(&kv.tables, &kv.store.k, &kv.store.v, &tables, 0);
+    run_and_download(backend, &p, &plan, &qb, bufs, out, lse)
+}
+
+/// The paged bindings of `tables` packed (`PageTables::packed`) at element `at` of `packed`.
+pub fn paged_bufs<'a, Buf>(
+    tables: &PageTables,
+    k: &'a Buf,
+    v: &'a Buf,
+    packed: &'a Buf,
+    at: usize,
+) -> KvBufs<'a, Buf> {
+    let o = tables.offsets();
+    let n = tables.num_seqs();
+    KvBufs::Paged {
+        k,
+        v,
+        cu_pages: Slice {
+            buf: packed,
+            start: at + o.cu_pages,
+            len: n + 1,
+        },
+        first_page: Slice {
+            buf: packed,
+            start: at + o.first_page,
+            len: n,
+        },
+        page_indices: Slice {
+            buf: packed,
+            start: at + o.page_indices,
+            len: tables.page_indices.len(),
+        },
+    }
 }
 
 /// Tile sizes for the eviction check: interval analysis per tile, exact evaluation only for
@@ -91,9 +159,9 @@ const CHECK_COLS: usize = 1024;
 
 /// A window-evicted sequence must never see its evicted positions: proves the mask false on
 /// every (query, evicted position) pair, or names the sequence.
-fn check_evicted(p: &Problem, kv: &PagedKv) -> Result<()> {
+fn check_evicted(p: &Problem, tables: &PageTables, page_size: usize) -> Result<()> {
     for s in 0..p.lens.num_seqs() {
-        let first = kv.first_retained(s).min(p.lens.kv_len(s));
+        let first = tables.first_retained(s, page_size).min(p.lens.kv_len(s));
         if first == 0 || p.lens.q_len(s) == 0 {
             continue;
         }

@@ -1,7 +1,8 @@
 //! The validated description of one attention call: ragged lengths, head geometry, Q access.
 
+use crate::dtype::DType;
 use crate::error::{invalid, mismatch, Error, Result};
-use crate::tensor::{HostData, TensorView};
+use crate::tensor::TensorView;
 use crate::variant::expr::Expr;
 use crate::variant::interval::{check_bounds, Domain};
 use crate::variant::CompiledVariant;
@@ -106,36 +107,83 @@ fn check_cumulative(arg: &'static str, cu: &[u64]) -> Result<Vec<usize>> {
         .collect()
 }
 
-/// Strided access to one operand: element (seq, token i, head, d) lives at
-/// `seq_base[seq] + i * tok_stride + head * head_stride + d`.
-#[derive(Clone, Debug)]
-pub struct Operand<'a> {
-    pub data: HostData<'a>,
+/// Where one strided operand's elements live (elements, not bytes): element (seq, token i,
+/// head, d) sits at `seq_base[seq] + i * tok_stride + head * head_stride + d`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    pub dtype: DType,
     pub seq_base: Vec<usize>,
     pub tok_stride: usize,
     pub head_stride: usize,
     pub heads: usize,
     pub dim: usize,
+    /// Elements the buffer must hold (the largest reachable offset plus one).
+    pub extent: usize,
 }
 
-impl Operand<'_> {
+impl Layout {
     /// Offset of the first element of (seq, token, head).
     #[inline(always)]
     pub fn offset(&self, seq: usize, tok: usize, head: usize) -> usize {
         self.seq_base[seq] + tok * self.tok_stride + head * self.head_stride
     }
+
+    /// Whether head `h + 1`'s row directly follows head `h`'s (a token-major layout).
+    pub fn heads_adjacent(&self) -> bool {
+        self.heads < 2 || self.head_stride == self.dim
+    }
 }
 
-/// Builds an operand from a rank-3 view (ragged: `starts` per sequence) or a rank-4 view
+/// Paged K/V: pages `[num_pages, page_size, Hkv, D]` of each store, per-kv-head scales
+/// (1.0 for float types). The page tables themselves are data bindings (`KvBufs::Paged`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PagedLayout {
+    pub page_size: usize,
+    pub num_pages: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub head_dim_v: usize,
+    pub k_dtype: DType,
+    pub v_dtype: DType,
+    pub k_scales: Vec<f32>,
+    pub v_scales: Vec<f32>,
+}
+
+/// How K and V are laid out: the descriptor kernels and the planner read instead of probing
+/// addresses.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KvLayout {
+    Strided { k: Layout, v: Layout },
+    Paged(PagedLayout),
+}
+
+impl KvLayout {
+    /// Whether one token's rows of every kv head sit side by side (decode can stream them as
+    /// one run).
+    pub fn token_major(&self) -> bool {
+        match self {
+            KvLayout::Strided { k, v } => k.heads_adjacent() && v.heads_adjacent(),
+            KvLayout::Paged(_) => true,
+        }
+    }
+    pub fn dtypes(&self) -> (DType, DType) {
+        match self {
+            KvLayout::Strided { k, v } => (k.dtype, v.dtype),
+            KvLayout::Paged(l) => (l.k_dtype, l.v_dtype),
+        }
+    }
+}
+
+/// Builds the layout of a rank-3 view (ragged: `starts` per sequence) or a rank-4 view
 /// (`[batch, seq, heads, dim]`: one sequence per batch entry). `lens(s)` is the token count the
 /// view must hold for sequence `s`.
-pub(crate) fn operand<'a>(
+pub(crate) fn layout(
     arg: &'static str,
-    v: &TensorView<'a>,
+    v: &TensorView<'_>,
     num_seqs: usize,
     starts: &dyn Fn(usize) -> usize,
     lens: &dyn Fn(usize) -> usize,
-) -> Result<Operand<'a>> {
+) -> Result<Layout> {
     v.validate(arg)?;
     let r = v.rank();
     let (heads, dim) = (v.shape[r - 2], v.shape[r - 1]);
@@ -180,24 +228,28 @@ pub(crate) fn operand<'a>(
             seq_base.push(s * v.strides[0]);
         }
     }
-    Ok(Operand {
-        data: v.data,
+    Ok(Layout {
+        dtype: v.dtype(),
         seq_base,
         tok_stride,
         head_stride,
         heads,
         dim,
+        extent: v.data.len(),
     })
 }
 
 /// Largest head size supported (DeepSeek MLA decode uses 576).
 pub const MAX_HEAD_DIM: usize = 576;
 
-/// Everything a backend needs besides the KV source: lengths, heads, scale, Q, the variant.
+/// The shape of one attention call, host data only (no buffers): lengths, heads, scale, the
+/// variant, and the layouts of Q and K/V. The buffers are bound when it runs
+/// (`Backend::attention`).
 #[derive(Clone, Debug)]
-pub struct Problem<'a> {
+pub struct Problem {
     pub lens: SeqLens,
-    pub q: Operand<'a>,
+    pub q: Layout,
+    pub kv: KvLayout,
     pub num_q_heads: usize,
     pub num_kv_heads: usize,
     pub head_dim: usize,
@@ -207,7 +259,59 @@ pub struct Problem<'a> {
     pub variant: CompiledVariant,
 }
 
-impl Problem<'_> {
+impl Problem {
+    /// The one problem builder of every entry point: checks head geometry against the K/V
+    /// layout, the scale (default 1/sqrt(Dk)), compiles the variant and proves its capture
+    /// loads in bounds.
+    pub fn build(
+        lens: SeqLens,
+        q: Layout,
+        kv: KvLayout,
+        scale: Option<f32>,
+        variant: &crate::variant::Variant,
+    ) -> Result<Problem> {
+        let (hkv, dk, dv) = match &kv {
+            KvLayout::Strided { k, v } => {
+                if k.heads != v.heads {
+                    return Err(mismatch(
+                        "k",
+                        "v",
+                        format!("{} vs {} heads", k.heads, v.heads),
+                    ));
+                }
+                (k.heads, k.dim, v.dim)
+            }
+            KvLayout::Paged(l) => (l.num_kv_heads, l.head_dim, l.head_dim_v),
+        };
+        let hq = q.heads;
+        let scale = scale.unwrap_or(1.0 / (dk.max(1) as f32).sqrt());
+        check_geometry(hq, hkv, dk, dv, q.dim, scale)?;
+        let (kd, vd) = kv.dtypes();
+        if q.dtype != kd && !matches!(kv, KvLayout::Paged(_)) {
+            return Err(mismatch(
+                "q",
+                "k",
+                format!("dtypes {:?} and {:?}", q.dtype, kd),
+            ));
+        }
+        if matches!(kv, KvLayout::Strided { .. }) && kd != vd {
+            return Err(mismatch("k", "v", format!("dtypes {kd:?} and {vd:?}")));
+        }
+        let variant = variant.compile()?;
+        check_captures(&variant, &lens, hq)?;
+        Ok(Problem {
+            lens,
+            q,
+            kv,
+            num_q_heads: hq,
+            num_kv_heads: hkv,
+            head_dim: dk,
+            head_dim_v: dv,
+            scale,
+            variant,
+        })
+    }
+
     /// q heads per kv head.
     pub fn group_size(&self) -> usize {
         self.num_q_heads / self.num_kv_heads

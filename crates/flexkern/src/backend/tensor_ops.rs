@@ -1,10 +1,13 @@
 //! The backend interface for the non-attention kernels of a transformer forward pass:
 //! quantized matrix products, fused SwiGLU, embedding, RMSNorm, RoPE and elementwise adds.
 //!
-//! Activations are row-major f32 `[rows, width]` slices. A model written against
-//! `B: Backend + TensorOps` never calls a CPU function directly, so a device backend plugs in
-//! by implementing both traits.
+//! Activations are row-major f32 `[rows, width]` backend buffers (a buffer may hold more rows
+//! than a call uses: each call names its row count). Weights go through `prepare_weight` once:
+//! the CPU makes its interleaved copy there, a GPU uploads the file's layout. A model written
+//! against `B: TensorOps` never calls a CPU function directly and never touches host memory
+//! inside a step, so a device backend plugs in by implementing the traits.
 
+use super::{Backend, Slice};
 use crate::error::{invalid, Result};
 use flexkern_quant::QuantMatrix;
 
@@ -123,84 +126,82 @@ impl Rope {
     }
 }
 
-/// Head geometry of one causal GQA attention call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AttnShape {
-    pub q_heads: usize,
-    pub kv_heads: usize,
-    pub head_dim: usize,
-}
-
 /// Kernels a transformer forward pass needs besides attention.
-pub trait TensorOps: Sync {
-    /// `y[m, n] = x[m, k] · Wᵀ` for `w` of shape `[n, k]`.
-    fn matmul(&self, w: &QuantMatrix, x: &[f32], m: usize, y: &mut [f32]) -> Result<()>;
+pub trait TensorOps: Backend {
+    /// A weight matrix `[n, k]` prepared for this backend; it may borrow the file's bytes.
+    type Weight<'w>: Send + Sync
+    where
+        Self: 'w;
 
-    /// `ys[i] = x · ws[i]ᵀ` for matrices sharing `k` (Q, K, V). Backends fuse them into one
-    /// launch; the default runs them one by one.
+    /// Makes `w` ready for this backend's GEMV (at load time, once).
+    fn prepare_weight<'w>(&self, w: QuantMatrix<'w>) -> Result<Self::Weight<'w>>;
+
+    /// `(n, k)` of a prepared weight.
+    fn weight_shape(w: &Self::Weight<'_>) -> (usize, usize);
+
+    /// `y[m, n] = x[m, k] · Wᵀ` on the first `m` rows of `x` and `y`.
+    fn matmul(
+        &self,
+        w: &Self::Weight<'_>,
+        x: &Self::Buffer,
+        m: usize,
+        y: &mut Self::Buffer,
+    ) -> Result<()>;
+
+    /// `ys[i] = x · ws[i]ᵀ` for matrices sharing `k` (Q, K, V): one scheduling round / launch.
     fn matmul_many(
         &self,
-        ws: &[&QuantMatrix],
-        x: &[f32],
+        ws: &[&Self::Weight<'_>],
+        x: &Self::Buffer,
         m: usize,
-        ys: &mut [&mut [f32]],
-    ) -> Result<()> {
-        if ws.len() != ys.len() {
-            return Err(crate::error::invalid(
-                "ys",
-                format!("{} outputs for {} matrices", ys.len(), ws.len()),
-            ));
-        }
-        for (w, y) in ws.iter().zip(ys.iter_mut()) {
-            self.matmul(w, x, m, y)?;
-        }
-        Ok(())
-    }
+        ys: &mut [&mut Self::Buffer],
+    ) -> Result<()>;
 
     /// `out[m, n] = silu(x · gateᵀ) * (x · upᵀ)`, both matrices `[n, k]`, one pass.
     fn swiglu(
         &self,
-        gate: &QuantMatrix,
-        up: &QuantMatrix,
-        x: &[f32],
+        gate: &Self::Weight<'_>,
+        up: &Self::Weight<'_>,
+        x: &Self::Buffer,
         m: usize,
-        out: &mut [f32],
+        out: &mut Self::Buffer,
     ) -> Result<()>;
 
-    /// Rows `ids` of `table` (`[vocab, dim]`), dequantized into `out` (`[ids.len(), dim]`).
-    fn embedding(&self, table: &QuantMatrix, ids: &[u32], out: &mut [f32]) -> Result<()>;
+    /// Rows `ids` (U32) of `table` (`[vocab, dim]`), dequantized into the first rows of `out`.
+    fn embedding(
+        &self,
+        table: &Self::Weight<'_>,
+        ids: Slice<'_, Self::Buffer>,
+        out: &mut Self::Buffer,
+    ) -> Result<()>;
 
-    /// Row-wise `out = x / sqrt(mean(x²) + eps) * weight`; rows have `weight.len()` elements.
-    fn rms_norm(&self, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) -> Result<()>;
+    /// Row-wise `out = x / sqrt(mean(x²) + eps) * weight` over `rows` rows of `weight.len()`.
+    fn rms_norm(
+        &self,
+        x: &Self::Buffer,
+        rows: usize,
+        weight: &Self::Buffer,
+        eps: f32,
+        out: &mut Self::Buffer,
+    ) -> Result<()>;
 
-    /// Rotates `x` (`[positions.len(), heads, head_dim]`) in place; row `t` sits at
-    /// `positions[t]`.
+    /// Rotates the first `positions.len` rows of `x` (`[rows, heads, head_dim]`) in place; row
+    /// `t` sits at position `positions[t]` (U32). `inv_freq` holds `rope.inv_freq` (f32).
     fn rope(
         &self,
-        x: &mut [f32],
+        x: &mut Self::Buffer,
         heads: usize,
         head_dim: usize,
-        positions: &[usize],
+        positions: Slice<'_, Self::Buffer>,
         rope: &Rope,
+        inv_freq: &Self::Buffer,
     ) -> Result<()>;
 
-    /// `acc += x`.
-    fn add(&self, acc: &mut [f32], x: &[f32]) -> Result<()>;
+    /// `acc[..len] += x[..len]`.
+    fn add(&self, acc: &mut Self::Buffer, x: &Self::Buffer, len: usize) -> Result<()>;
 
-    /// Adds `bias` to every row of `x` (rows of `bias.len()` elements).
-    fn add_bias(&self, x: &mut [f32], bias: &[f32]) -> Result<()>;
-
-    /// Causal GQA attention of the last `m` positions of one sequence: `q` is
-    /// `[m, q_heads, head_dim]`, `k` and `v` are `[n, kv_heads, head_dim]` with `n >= m`
-    /// (query `t` sits at position `n - m + t`), `out` is `[m, q_heads, head_dim]`.
-    fn causal_attention(
-        &self,
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
-        shape: AttnShape,
-        out: &mut [f32],
-    ) -> Result<()>;
+    /// Adds `bias` to each of the first `rows` rows of `x` (rows of `bias.len()` elements).
+    fn add_bias(&self, x: &mut Self::Buffer, rows: usize, bias: &Self::Buffer) -> Result<()>;
 }
 
 #[cfg(test)]

@@ -1,11 +1,10 @@
-//! `PagedKv`: a read-only view of paged K/V for a batch of sequences, implementing `KvSource`.
+//! `PagedKv`: the CPU's read-only view of paged K/V in host memory, implementing `KvSource`.
 //! Logical position `pos` of sequence `s` lives in page `table_s[pos / page_size]` (a shift for
 //! powers of two) at slot `pos % page_size`; kernels and mods only ever see `pos`.
 
-use super::pool::{check_scales, PageBuf, PagePool};
-use super::quant::Scales;
+use super::pool::PageBuf;
 use crate::attention::kv::{KvRow, KvRun, KvSource};
-use crate::attention::problem::MAX_HEAD_DIM;
+use crate::attention::problem::{PagedLayout, SeqLens, MAX_HEAD_DIM};
 use crate::error::{invalid, mismatch, Result};
 use crate::variant::BlockMask;
 
@@ -13,26 +12,14 @@ use crate::variant::BlockMask;
 /// reads them, and `paged_attention` rejects variants that could see them.
 static ZEROS: [f32; MAX_HEAD_DIM] = [0.0; MAX_HEAD_DIM];
 
-/// Geometry of raw page buffers `[num_pages, page_size, Hkv, D]`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PageLayout {
-    pub page_size: usize,
-    pub num_kv_heads: usize,
-    pub head_dim: usize,
-    pub head_dim_v: usize,
-    /// Required exactly for quantized K / V.
-    pub k_scales: Option<Scales>,
-    pub v_scales: Option<Scales>,
-}
-
-/// Paged K/V of a batch of sequences.
+/// Paged K/V of a batch of sequences, bound to host page storage.
 #[derive(Clone, Debug)]
 pub struct PagedKv<'a> {
     k: PageBuf<'a>,
     v: PageBuf<'a>,
     /// Per kv head (1.0 for float types).
-    k_scale: Vec<f32>,
-    v_scale: Vec<f32>,
+    k_scale: &'a [f32],
+    v_scale: &'a [f32],
     page_size: usize,
     /// `Some(log2(page_size))` for powers of two.
     shift: Option<u32>,
@@ -40,177 +27,96 @@ pub struct PagedKv<'a> {
     dk: usize,
     dv: usize,
     num_pages: usize,
-    page_indices: Vec<u32>,
+    page_indices: &'a [u32],
     /// Sequence `s` owns `page_indices[cu_pages[s]..cu_pages[s + 1]]`.
-    cu_pages: Vec<usize>,
-    kv_lens: Vec<usize>,
+    cu_pages: &'a [u32],
+    kv_lens: &'a SeqLens,
     /// Logical index of each sequence's first listed page.
-    first_page: Vec<usize>,
+    first_page: &'a [u32],
     /// `(cu_pages[s], first_page[s])` side by side: the per-row lookup touches one cache line.
     lookup: Vec<(usize, usize)>,
 }
 
-fn expand(s: Option<&Scales>, heads: usize) -> Vec<f32> {
-    (0..heads).map(|h| s.map_or(1.0, |s| s.get(h))).collect()
-}
-
 impl<'a> PagedKv<'a> {
-    /// From a cache's own tables (already consistent: no validation needed).
-    pub(crate) fn from_cache(
-        pool: &'a PagePool,
-        page_indices: Vec<u32>,
-        cu_pages: Vec<usize>,
-        kv_lens: Vec<usize>,
-        first_page: Vec<usize>,
-    ) -> PagedKv<'a> {
-        let c = pool.config();
-        let lookup = lookup_of(&cu_pages, &first_page);
-        PagedKv {
-            lookup,
-            k: pool.k_pages(),
-            v: pool.v_pages(),
-            k_scale: expand(c.k_scales.as_ref(), c.num_kv_heads),
-            v_scale: expand(c.v_scales.as_ref(), c.num_kv_heads),
-            page_size: c.page_size,
-            shift: shift_of(c.page_size),
-            heads: c.num_kv_heads,
-            dk: c.head_dim,
-            dv: c.head_dim_v,
-            num_pages: c.num_pages,
-            page_indices,
-            cu_pages,
-            kv_lens,
-            first_page,
-        }
-    }
-
-    /// From raw SGLang-style arrays: page buffers `[num_pages, page_size, Hkv, D]`, the flat
-    /// `page_indices` of every sequence, `cu_pages` (n+1 offsets into it) and `kv_lens`. Checks
-    /// every index, that no table lists a page twice, and that the pages hold each kv length.
-    pub fn from_raw(
+    /// Binds page storage and index arrays to `layout` and the problem's lengths. Checks what
+    /// reading needs (every index in the pool, offsets inside the index array, pages holding
+    /// each length), so bad tables give an error, never an out-of-bounds read.
+    pub fn bind(
+        layout: &'a PagedLayout,
         k: PageBuf<'a>,
         v: PageBuf<'a>,
-        layout: &PageLayout,
-        page_indices: &[u32],
-        cu_pages: &[u64],
-        kv_lens: &[u64],
+        cu_pages: &'a [u32],
+        first_page: &'a [u32],
+        page_indices: &'a [u32],
+        lens: &'a SeqLens,
     ) -> Result<PagedKv<'a>> {
         let l = layout;
-        if !(1..=256).contains(&l.page_size) {
-            return Err(invalid(
-                "page_size",
-                format!("{} is outside 1..=256", l.page_size),
-            ));
-        }
-        if l.num_kv_heads == 0 {
-            return Err(invalid("num_kv_heads", "must be positive"));
-        }
-        for (arg, d) in [("head_dim", l.head_dim), ("head_dim_v", l.head_dim_v)] {
-            if d == 0 || d > MAX_HEAD_DIM {
-                return Err(invalid(arg, format!("{d} is outside 1..={MAX_HEAD_DIM}")));
-            }
-        }
-        check_scales("k_scales", k.dtype(), l.k_scales.as_ref(), l.num_kv_heads)?;
-        check_scales("v_scales", v.dtype(), l.v_scales.as_ref(), l.num_kv_heads)?;
-        let page_k = l.page_size * l.num_kv_heads * l.head_dim;
-        let page_v = l.page_size * l.num_kv_heads * l.head_dim_v;
-        if !k.len().is_multiple_of(page_k) {
-            return Err(invalid(
-                "k_pages",
-                format!(
-                    "length {} is not a multiple of the page size {page_k}",
-                    k.len()
-                ),
-            ));
-        }
-        let num_pages = k.len() / page_k;
-        if v.len() != num_pages * page_v {
-            return Err(mismatch(
-                "k_pages",
-                "v_pages",
-                format!(
-                    "{num_pages} K pages need {} V elements, got {}",
-                    num_pages * page_v,
-                    v.len()
-                ),
-            ));
-        }
-        if cu_pages.len() != kv_lens.len() + 1 {
+        let n = lens.num_seqs();
+        if cu_pages.len() != n + 1 || first_page.len() != n {
             return Err(mismatch(
                 "cu_pages",
-                "kv_lens",
-                format!("{} offsets for {} sequences", cu_pages.len(), kv_lens.len()),
-            ));
-        }
-        if cu_pages[0] != 0 || cu_pages.windows(2).any(|w| w[1] < w[0]) {
-            return Err(invalid("cu_pages", "must start at 0 and never decrease"));
-        }
-        if *cu_pages.last().unwrap() != page_indices.len() as u64 {
-            return Err(mismatch(
-                "cu_pages",
-                "page_indices",
+                "cu_q_lens",
                 format!(
-                    "ends at {} but {} indices",
-                    cu_pages.last().unwrap(),
-                    page_indices.len()
+                    "{} offsets and {} first pages for {n} sequences",
+                    cu_pages.len(),
+                    first_page.len()
                 ),
             ));
         }
-        if let Some(i) = page_indices.iter().position(|&p| p as usize >= num_pages) {
+        if cu_pages[0] != 0
+            || cu_pages.windows(2).any(|w| w[1] < w[0])
+            || cu_pages[n] as usize > page_indices.len()
+        {
             return Err(invalid(
-                "page_indices",
-                format!("entry {i} is page {} of {num_pages}", page_indices[i]),
+                "cu_pages",
+                "must start at 0, never decrease and stay inside page_indices",
             ));
         }
-        // A page twice in one table would alias two positions of one sequence.
-        let mut seen = vec![usize::MAX; num_pages];
-        for s in 0..kv_lens.len() {
-            let table = &page_indices[cu_pages[s] as usize..cu_pages[s + 1] as usize];
-            for &p in table {
-                if seen[p as usize] == s {
-                    return Err(invalid(
-                        "page_indices",
-                        format!("sequence {s} lists page {p} twice"),
-                    ));
-                }
-                seen[p as usize] = s;
-            }
-            let cap = table.len() as u64 * l.page_size as u64;
-            if kv_lens[s] > cap {
+        if let Some(i) = page_indices.iter().position(|&p| p as usize >= l.num_pages) {
+            return Err(invalid(
+                "page_indices",
+                format!("entry {i} is page {} of {}", page_indices[i], l.num_pages),
+            ));
+        }
+        for s in 0..n {
+            let held = first_page[s] as u64 + (cu_pages[s + 1] - cu_pages[s]) as u64;
+            if lens.kv_len(s) as u64 > held * l.page_size as u64 {
                 return Err(mismatch(
                     "kv_lens",
                     "page_indices",
-                    format!(
-                        "sequence {s} has {} tokens but {} pages hold {cap}",
-                        kv_lens[s],
-                        table.len()
-                    ),
+                    format!("sequence {s} has {} tokens in {held} pages", lens.kv_len(s)),
                 ));
             }
         }
-        let cu_pages: Vec<usize> = cu_pages.iter().map(|&x| x as usize).collect();
-        let first_page = vec![0; kv_lens.len()];
+        if l.k_scales.len() != l.num_kv_heads || l.v_scales.len() != l.num_kv_heads {
+            return Err(invalid("k_scales", "one scale per kv head"));
+        }
+        let lookup = cu_pages
+            .iter()
+            .zip(first_page)
+            .map(|(&c, &f)| (c as usize, f as usize))
+            .collect();
         Ok(PagedKv {
-            lookup: lookup_of(&cu_pages, &first_page),
+            lookup,
             k,
             v,
-            k_scale: expand(l.k_scales.as_ref(), l.num_kv_heads),
-            v_scale: expand(l.v_scales.as_ref(), l.num_kv_heads),
+            k_scale: &l.k_scales,
+            v_scale: &l.v_scales,
             page_size: l.page_size,
             shift: shift_of(l.page_size),
             heads: l.num_kv_heads,
             dk: l.head_dim,
             dv: l.head_dim_v,
-            num_pages,
-            page_indices: page_indices.to_vec(),
+            num_pages: l.num_pages,
+            page_indices,
             cu_pages,
-            kv_lens: kv_lens.iter().map(|&x| x as usize).collect(),
+            kv_lens: lens,
             first_page,
         })
     }
 
     pub fn num_seqs(&self) -> usize {
-        self.kv_lens.len()
+        self.kv_lens.num_seqs()
     }
     pub fn page_size(&self) -> usize {
         self.page_size
@@ -220,21 +126,17 @@ impl<'a> PagedKv<'a> {
     }
     /// Flat page indices of every sequence (SGLang-JAX's `page_indices`).
     pub fn page_indices(&self) -> &[u32] {
-        &self.page_indices
-    }
-    /// Offsets of each sequence's pages in `page_indices` (n+1 entries).
-    pub fn cu_pages(&self) -> &[usize] {
-        &self.cu_pages
+        self.page_indices
     }
     /// First logical position still stored (evicted positions before it read as zeros).
     pub fn first_retained(&self, seq: usize) -> usize {
-        self.first_page[seq] * self.page_size
+        self.first_page[seq] as usize * self.page_size
     }
 
     /// Physical page of logical page `lp` of `seq`; `None` if evicted or beyond the table.
     pub fn physical_page(&self, seq: usize, lp: usize) -> Option<u32> {
-        let i = lp.checked_sub(self.first_page[seq])? + self.cu_pages[seq];
-        (i < self.cu_pages[seq + 1]).then(|| self.page_indices[i])
+        let i = lp.checked_sub(self.first_page[seq] as usize)? + self.cu_pages[seq] as usize;
+        (i < self.cu_pages[seq + 1] as usize).then(|| self.page_indices[i])
     }
 
     /// Element offset of (seq, head, pos) in a buffer of rows of `dim`, or `None` if evicted.
@@ -242,7 +144,7 @@ impl<'a> PagedKv<'a> {
     fn locate(&self, seq: usize, head: usize, pos: usize, dim: usize) -> Option<usize> {
         // Past kv_len a table may run on into the next sequence's pages: a caller bug.
         debug_assert!(
-            pos < self.kv_lens[seq],
+            pos < self.kv_lens.kv_len(seq),
             "KV position {pos} beyond the sequence"
         );
         let (lp, slot) = match self.shift {
@@ -265,7 +167,7 @@ impl<'a> PagedKv<'a> {
         max: usize,
         dim: usize,
     ) -> Option<KvRun<'a>> {
-        let n = max.min(self.kv_lens[seq].checked_sub(pos)?);
+        let n = max.min(self.kv_lens.kv_len(seq).checked_sub(pos)?);
         let slot = match self.shift {
             Some(_) => pos & (self.page_size - 1),
             None => pos % self.page_size,
@@ -296,7 +198,7 @@ impl<'a> PagedKv<'a> {
         }
         let fits = bm.num_seqs() == self.num_seqs()
             && (0..self.num_seqs())
-                .all(|s| bm.kv_blocks(s) == self.kv_lens[s].div_ceil(self.page_size));
+                .all(|s| bm.kv_blocks(s) == self.kv_lens.kv_len(s).div_ceil(self.page_size));
         if !fits {
             return Err(mismatch("block_mask", "kv", "built for other kv lengths"));
         }
@@ -336,54 +238,6 @@ pub struct PhysicalBlocks {
     pub full_kv_pages: Vec<u32>,
 }
 
-/// Per-sequence KV lengths from FlashInfer-style last-page lengths: a sequence with `n > 0`
-/// pages holds `(n - 1) * page_size + last` tokens, `1 <= last <= page_size`; with none, 0.
-pub fn kv_lens_from_last_page(
-    cu_pages: &[u64],
-    last_page_lens: &[u64],
-    page_size: usize,
-) -> Result<Vec<u64>> {
-    if cu_pages.len() != last_page_lens.len() + 1 {
-        return Err(mismatch(
-            "cu_pages",
-            "last_page_lens",
-            format!(
-                "{} offsets for {} sequences",
-                cu_pages.len(),
-                last_page_lens.len()
-            ),
-        ));
-    }
-    let ps = page_size as u64;
-    let mut out = Vec::with_capacity(last_page_lens.len());
-    for (s, (w, &last)) in cu_pages.windows(2).zip(last_page_lens).enumerate() {
-        let n = w[1]
-            .checked_sub(w[0])
-            .ok_or_else(|| invalid("cu_pages", "decreases"))?;
-        let ok = if n == 0 {
-            last == 0
-        } else {
-            (1..=ps).contains(&last)
-        };
-        if !ok {
-            return Err(invalid(
-                "last_page_lens",
-                format!("sequence {s}: last page holds {last} tokens, page size {ps}, {n} pages"),
-            ));
-        }
-        out.push(n.saturating_sub(1) * ps + last);
-    }
-    Ok(out)
-}
-
-fn lookup_of(cu_pages: &[usize], first_page: &[usize]) -> Vec<(usize, usize)> {
-    cu_pages
-        .iter()
-        .copied()
-        .zip(first_page.iter().copied())
-        .collect()
-}
-
 fn shift_of(page_size: usize) -> Option<u32> {
     page_size
         .is_power_of_two()
@@ -401,7 +255,7 @@ impl KvSource for PagedKv<'_> {
         self.dv
     }
     fn kv_len(&self, seq: usize) -> usize {
-        self.kv_lens[seq]
+        self.kv_lens.kv_len(seq)
     }
     #[inline]
     fn k_row(&self, seq: usize, head: usize, pos: usize) -> KvRow<'_> {

@@ -1,8 +1,10 @@
-//! Page storage: K and V as `[num_pages, page_size, Hkv, D]` in any KV dtype, a free list and
-//! per-page reference counts (pages are shared between forked sequences).
+//! The cache's configuration, the host-side page pool (free list and per-page reference
+//! counts: pages are shared between forked sequences), and `PageBuf`, the CPU's typed view of
+//! page storage.
 
-use super::quant::{encode_fp8, encode_i8, is_quantized, Scales};
+use super::quant::{is_quantized, Scales};
 use crate::attention::kv::KvRow;
+use crate::attention::problem::PagedLayout;
 use crate::dtype::DType;
 use crate::error::{invalid, Error, Result};
 use half::{bf16, f16};
@@ -55,70 +57,6 @@ impl<'a> PageBuf<'a> {
     }
 }
 
-/// Owned page storage.
-#[derive(Clone, Debug)]
-enum Store {
-    F32(Vec<f32>),
-    F16(Vec<f16>),
-    BF16(Vec<bf16>),
-    Fp8E4M3(Vec<u8>),
-    Fp8E5M2(Vec<u8>),
-    I8(Vec<i8>),
-}
-
-impl Store {
-    fn new(dtype: DType, n: usize) -> Store {
-        // Huge pages, untouched until pages are written: decode walks the pages in shuffled
-        // order.
-        use crate::mem::huge_zeroed;
-        match dtype {
-            DType::F32 => Store::F32(huge_zeroed(n)),
-            DType::F16 => Store::F16(huge_zeroed(n)),
-            DType::BF16 => Store::BF16(huge_zeroed(n)),
-            DType::Fp8E4M3 => Store::Fp8E4M3(huge_zeroed(n)),
-            DType::Fp8E5M2 => Store::Fp8E5M2(huge_zeroed(n)),
-            DType::I8 => Store::I8(huge_zeroed(n)),
-        }
-    }
-    fn buf(&self) -> PageBuf<'_> {
-        match self {
-            Store::F32(s) => PageBuf::F32(s),
-            Store::F16(s) => PageBuf::F16(s),
-            Store::BF16(s) => PageBuf::BF16(s),
-            Store::Fp8E4M3(s) => PageBuf::Fp8E4M3(s),
-            Store::Fp8E5M2(s) => PageBuf::Fp8E5M2(s),
-            Store::I8(s) => PageBuf::I8(s),
-        }
-    }
-    /// Encodes `src` at element `at`.
-    fn write(&mut self, at: usize, src: &[f32], scale: f32) {
-        let n = src.len();
-        match self {
-            Store::F32(s) => s[at..at + n].copy_from_slice(src),
-            Store::F16(s) => s[at..at + n]
-                .iter_mut()
-                .zip(src)
-                .for_each(|(d, &x)| *d = f16::from_f32(x)),
-            Store::BF16(s) => s[at..at + n]
-                .iter_mut()
-                .zip(src)
-                .for_each(|(d, &x)| *d = bf16::from_f32(x)),
-            Store::Fp8E4M3(s) => encode_fp8(true, src, scale, &mut s[at..at + n]),
-            Store::Fp8E5M2(s) => encode_fp8(false, src, scale, &mut s[at..at + n]),
-            Store::I8(s) => encode_i8(src, scale, &mut s[at..at + n]),
-        }
-    }
-    fn copy_within(&mut self, src: std::ops::Range<usize>, dst: usize) {
-        match self {
-            Store::F32(s) => s.copy_within(src, dst),
-            Store::F16(s) => s.copy_within(src, dst),
-            Store::BF16(s) => s.copy_within(src, dst),
-            Store::Fp8E4M3(s) | Store::Fp8E5M2(s) => s.copy_within(src, dst),
-            Store::I8(s) => s.copy_within(src, dst),
-        }
-    }
-}
-
 /// Geometry and types of a KV cache.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CacheConfig {
@@ -152,6 +90,26 @@ impl CacheConfig {
             k_scales: None,
             v_scales: None,
             window: None,
+        }
+    }
+
+    /// The layout kernels read (per-head scales expanded, 1.0 for float types).
+    pub fn layout(&self) -> PagedLayout {
+        let expand = |s: Option<&Scales>| {
+            (0..self.num_kv_heads)
+                .map(|h| s.map_or(1.0, |s| s.get(h)))
+                .collect()
+        };
+        PagedLayout {
+            page_size: self.page_size,
+            num_pages: self.num_pages,
+            num_kv_heads: self.num_kv_heads,
+            head_dim: self.head_dim,
+            head_dim_v: self.head_dim_v,
+            k_dtype: self.k_dtype,
+            v_dtype: self.v_dtype,
+            k_scales: expand(self.k_scales.as_ref()),
+            v_scales: expand(self.v_scales.as_ref()),
         }
     }
 
@@ -213,12 +171,11 @@ pub(crate) fn check_scales(
     }
 }
 
-/// The pages, their free list and reference counts.
+/// Which pages are free and how many owners each has; the pages themselves live in a
+/// backend's `PageStore`.
 #[derive(Clone, Debug)]
 pub struct PagePool {
     cfg: CacheConfig,
-    k: Store,
-    v: Store,
     refs: Vec<u32>,
     /// Popped from the back.
     free: Vec<u32>,
@@ -227,19 +184,20 @@ pub struct PagePool {
 impl PagePool {
     pub fn new(cfg: CacheConfig) -> Result<PagePool> {
         cfg.check()?;
-        let size = |d: usize| {
-            cfg.num_pages
-                .checked_mul(cfg.page_size * cfg.num_kv_heads * d)
-                .ok_or_else(|| invalid("num_pages", "cache size overflows"))
-        };
-        let (nk, nv) = (size(cfg.head_dim)?, size(cfg.head_dim_v)?);
-        Ok(PagePool {
-            k: Store::new(cfg.k_dtype, nk),
-            v: Store::new(cfg.v_dtype, nv),
-            refs: vec![0; cfg.num_pages],
-            free: (0..cfg.num_pages as u32).rev().collect(),
-            cfg,
-        })
+        let bytes = cfg.num_pages as u128 * 8;
+        let mut refs = Vec::new();
+        let mut free = Vec::new();
+        if refs.try_reserve_exact(cfg.num_pages).is_err()
+            || free.try_reserve_exact(cfg.num_pages).is_err()
+        {
+            return Err(Error::OutOfMemory {
+                what: format!("the page table of {} pages", cfg.num_pages),
+                bytes,
+            });
+        }
+        refs.resize(cfg.num_pages, 0);
+        free.extend((0..cfg.num_pages as u32).rev());
+        Ok(PagePool { cfg, refs, free })
     }
 
     pub fn config(&self) -> &CacheConfig {
@@ -250,12 +208,6 @@ impl PagePool {
     }
     pub fn refcount(&self, page: u32) -> u32 {
         self.refs[page as usize]
-    }
-    pub fn k_pages(&self) -> PageBuf<'_> {
-        self.k.buf()
-    }
-    pub fn v_pages(&self) -> PageBuf<'_> {
-        self.v.buf()
     }
 
     /// Permutes the free list (deterministic in `seed`), so allocation order is scattered: tests
@@ -300,33 +252,6 @@ impl PagePool {
         *r -= 1;
         if *r == 0 {
             self.free.push(page);
-        }
-    }
-
-    /// Copies the first `slots` token slots of page `src` into page `dst` (K and V).
-    pub(crate) fn copy_slots(&mut self, src: u32, dst: u32, slots: usize) {
-        let c = &self.cfg;
-        for (store, d) in [(&mut self.k, c.head_dim), (&mut self.v, c.head_dim_v)] {
-            let page = c.page_size * c.num_kv_heads * d;
-            let n = slots * c.num_kv_heads * d;
-            let s = src as usize * page;
-            store.copy_within(s..s + n, dst as usize * page);
-        }
-    }
-
-    /// Writes one token's K and V (`[Hkv * D]` each, f32) into `slot` of `page`, quantizing.
-    pub(crate) fn write_token(&mut self, page: u32, slot: usize, k: &[f32], v: &[f32]) {
-        let c = &self.cfg;
-        let stores = [
-            (&mut self.k, c.head_dim, c.k_scales.as_ref(), k),
-            (&mut self.v, c.head_dim_v, c.v_scales.as_ref(), v),
-        ];
-        for (store, d, scales, src) in stores {
-            let base = (page as usize * c.page_size + slot) * c.num_kv_heads * d;
-            for h in 0..c.num_kv_heads {
-                let scale = scales.map_or(1.0, |s| s.get(h));
-                store.write(base + h * d, &src[h * d..][..d], scale);
-            }
         }
     }
 }

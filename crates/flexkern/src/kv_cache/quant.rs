@@ -84,7 +84,7 @@ pub fn max_code(dtype: DType) -> Option<f32> {
         DType::Fp8E4M3 => Some(448.0),
         DType::Fp8E5M2 => Some(57344.0),
         DType::I8 => Some(127.0),
-        DType::F32 | DType::F16 | DType::BF16 => None,
+        _ => None,
     }
 }
 

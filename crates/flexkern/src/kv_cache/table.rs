@@ -1,14 +1,16 @@
-//! Per-sequence page tables over a shared pool: append (vLLM's reshape_and_cache), fork with
-//! shared prefix pages and copy-on-write of a shared partial page, free, and sliding-window
-//! eviction at page granularity. Every mutation validates and counts pages before it changes
-//! anything, so an error (out of pages included) leaves every sequence as it was.
+//! The host-side page-table manager: per-sequence page tables over a shared pool, append
+//! (which slots vLLM's reshape_and_cache writes), fork with shared prefix pages and
+//! copy-on-write of a shared partial page, free, truncate, and sliding-window eviction at page
+//! granularity. It touches no device memory: `append` returns the slots to write and the page
+//! copies to make, and `tables` the index arrays attention reads. Every mutation validates and
+//! counts pages before it changes anything, so an error (out of pages included) leaves every
+//! sequence as it was.
 
-use super::paged::PagedKv;
 use super::pool::{CacheConfig, PagePool};
-use crate::error::{invalid, mismatch, Error, Result};
-use crate::tensor::TensorView;
+use super::tables::PageTables;
+use crate::error::{invalid, Error, Result};
 
-/// A sequence of a `KvCache`. Ids are never reused, so a stale id is an error, not an alias.
+/// A sequence of a `PageTable`. Ids are never reused, so a stale id is an error, not an alias.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SeqId(pub usize);
 
@@ -21,16 +23,25 @@ struct Seq {
     len: usize,
 }
 
-/// A paged KV cache: the pool plus the page table of every live sequence.
+/// What an append asks of the page store, in order: copy-on-write copies, then token writes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Writes {
+    /// `(src page, dst page, slots)`: copy the first `slots` token slots.
+    pub copies: Vec<(u32, u32, usize)>,
+    /// Slot (`page * page_size + offset`) of each appended token, in order.
+    pub slots: Vec<u32>,
+}
+
+/// The pool plus the page table of every live sequence.
 #[derive(Clone, Debug)]
-pub struct KvCache {
+pub struct PageTable {
     pool: PagePool,
     seqs: Vec<Option<Seq>>,
 }
 
-impl KvCache {
-    pub fn new(cfg: CacheConfig) -> Result<KvCache> {
-        Ok(KvCache {
+impl PageTable {
+    pub fn new(cfg: CacheConfig) -> Result<PageTable> {
+        Ok(PageTable {
             pool: PagePool::new(cfg)?,
             seqs: Vec::new(),
         })
@@ -101,30 +112,26 @@ impl KvCache {
         Ok(())
     }
 
-    /// Appends `k` `[n, Hkv, D]` and `v` `[n, Hkv, Dv]` (any activation dtype, any strides) to
-    /// sequence `id`, quantizing to the cache's types. In window mode, pages wholly before
-    /// position `len + 1 - window` (the oldest any query of this append can see) are released.
-    pub fn append(&mut self, id: SeqId, k: &TensorView, v: &TensorView) -> Result<()> {
-        let c = self.pool.config().clone();
-        let n = check_rows("k", k, c.num_kv_heads, c.head_dim)?;
-        let nv = check_rows("v", v, c.num_kv_heads, c.head_dim_v)?;
-        if n != nv {
-            return Err(mismatch("k", "v", format!("{n} vs {nv} tokens")));
-        }
+    /// Appends `n` tokens to sequence `id` and returns where they go. In window mode, pages
+    /// wholly before position `len + 1 - window` (the oldest any query of this append can see)
+    /// are released.
+    pub fn append(&mut self, id: SeqId, n: usize) -> Result<Writes> {
+        let ps = self.pool.config().page_size;
+        let window = self.pool.config().window;
         let s = self.seq(id)?;
         if n == 0 {
-            return Ok(());
+            return Ok(Writes::default());
         }
-        let ps = c.page_size;
         let old = s.len;
         let new = old
             .checked_add(n)
-            .ok_or_else(|| invalid("k", "sequence length overflows"))?;
+            .filter(|&x| x.div_ceil(ps) <= u32::MAX as usize)
+            .ok_or_else(|| invalid("n", "sequence length overflows"))?;
         let held = s.first_page + s.pages.len();
         let grow = new.div_ceil(ps) - held;
         // Writing into a shared partial last page must not touch the other owners' copy.
         let cow = old % ps != 0 && self.pool.refcount(*s.pages.last().expect("partial")) > 1;
-        let keep_page = match c.window {
+        let keep_page = match window {
             Some(w) => ((old + 1).saturating_sub(w) / ps).max(s.first_page),
             None => s.first_page,
         };
@@ -139,6 +146,7 @@ impl KvCache {
             return Err(Error::OutOfPages { needed, free });
         }
         // Validated and counted: from here on nothing fails.
+        let mut w = Writes::default();
         let mut s = self.seqs[id.0].take().expect("checked live");
         for p in s.pages.drain(..evict) {
             self.pool.release(p);
@@ -147,58 +155,57 @@ impl KvCache {
         if cow {
             let shared = s.pages.pop().expect("partial");
             let copy = self.pool.alloc(1)?[0];
-            self.pool.copy_slots(shared, copy, old % ps);
+            w.copies.push((shared, copy, old % ps));
             self.pool.release(shared);
             s.pages.push(copy);
         }
         let fresh = self.pool.alloc(grow)?;
         s.pages.extend(fresh);
-        let mut kb = vec![0f32; c.num_kv_heads * c.head_dim];
-        let mut vb = vec![0f32; c.num_kv_heads * c.head_dim_v];
-        for t in 0..n {
-            gather(k, t, c.head_dim, &mut kb);
-            gather(v, t, c.head_dim_v, &mut vb);
-            let pos = old + t;
-            let page = s.pages[pos / ps - s.first_page];
-            self.pool.write_token(page, pos % ps, &kb, &vb);
-        }
+        w.slots = (old..new)
+            .map(|pos| s.pages[pos / ps - s.first_page] * ps as u32 + (pos % ps) as u32)
+            .collect();
         s.len = new;
+        self.seqs[id.0] = Some(s);
+        Ok(w)
+    }
+
+    /// Shortens sequence `id` to `len` tokens (undoing an append whose writes failed), releasing
+    /// the pages past it. Evicted pages do not come back.
+    pub fn truncate(&mut self, id: SeqId, len: usize) -> Result<()> {
+        let ps = self.pool.config().page_size;
+        let s = self.seq(id)?;
+        if len > s.len {
+            return Err(invalid(
+                "len",
+                format!("{len} is longer than the sequence ({})", s.len),
+            ));
+        }
+        let keep = len.div_ceil(ps).saturating_sub(s.first_page);
+        let mut s = self.seqs[id.0].take().expect("checked live");
+        for p in s.pages.drain(keep.min(s.pages.len())..) {
+            self.pool.release(p);
+        }
+        s.len = len;
         self.seqs[id.0] = Some(s);
         Ok(())
     }
 
-    /// A read-only view of sequences `ids` (batch order) for `paged_attention`.
-    pub fn view(&self, ids: &[SeqId]) -> Result<PagedKv<'_>> {
-        let mut indices = Vec::new();
-        let mut cu = Vec::with_capacity(ids.len() + 1);
-        cu.push(0);
-        let (mut lens, mut first) = (Vec::new(), Vec::new());
+    /// The index arrays of sequences `ids` (batch order), as attention reads them.
+    pub fn tables(&self, ids: &[SeqId]) -> Result<PageTables> {
+        let mut t = PageTables {
+            cu_pages: Vec::with_capacity(ids.len() + 1),
+            first_page: Vec::with_capacity(ids.len()),
+            page_indices: Vec::new(),
+            kv_lens: Vec::with_capacity(ids.len()),
+        };
+        t.cu_pages.push(0);
         for &id in ids {
             let s = self.seq(id)?;
-            indices.extend_from_slice(&s.pages);
-            cu.push(indices.len());
-            lens.push(s.len);
-            first.push(s.first_page);
+            t.page_indices.extend_from_slice(&s.pages);
+            t.cu_pages.push(t.page_indices.len() as u32);
+            t.kv_lens.push(s.len as u64);
+            t.first_page.push(s.first_page as u32);
         }
-        Ok(PagedKv::from_cache(&self.pool, indices, cu, lens, first))
-    }
-}
-
-/// A rank-3 `[n, heads, dim]` view; returns n.
-fn check_rows(arg: &'static str, t: &TensorView, heads: usize, dim: usize) -> Result<usize> {
-    t.validate(arg)?;
-    if t.rank() != 3 || t.shape[1] != heads || t.shape[2] != dim {
-        return Err(invalid(
-            arg,
-            format!("shape {:?}, expected [n, {heads}, {dim}]", t.shape),
-        ));
-    }
-    Ok(t.shape[0])
-}
-
-/// Token `t` of a validated `[n, H, D]` view, all heads, widened to f32.
-fn gather(t: &TensorView, tok: usize, dim: usize, dst: &mut [f32]) {
-    for (h, d) in dst.chunks_exact_mut(dim).enumerate() {
-        t.data.read_f32(tok * t.strides[0] + h * t.strides[1], d);
+        Ok(t)
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::attention::kv::KvSource;
 use crate::attention::problem::Problem;
+use crate::tensor::HostData;
 use crate::variant::program::{Scratch, TileCtx};
 use rayon::prelude::*;
 
@@ -12,8 +13,9 @@ pub struct Reference {
     pub lse: Vec<f64>,
 }
 
-/// Computes attention in f64 from the same (already rounded) inputs the kernel reads.
-pub fn attention(p: &Problem, kv: &dyn KvSource) -> Reference {
+/// Computes attention in f64 from the same (already rounded) inputs the kernel reads: `q` laid
+/// out as `p.q` says, K/V through `kv`.
+pub fn attention(p: &Problem, q: HostData<'_>, kv: &dyn KvSource) -> Reference {
     let (hq, dk, dv) = (p.num_q_heads, p.head_dim, p.head_dim_v);
     let total = p.total_q();
     let mut o = vec![0f64; total * hq * dv];
@@ -32,7 +34,7 @@ pub fn attention(p: &Problem, kv: &dyn KvSource) -> Reference {
                 for h in 0..hq {
                     let kh = h / p.group_size();
                     let qo = p.q.offset(s, i, h);
-                    let q: Vec<f64> = (0..dk).map(|d| p.q.data.get_f32(qo + d) as f64).collect();
+                    let q: Vec<f64> = (0..dk).map(|d| q.get_f32(qo + d) as f64).collect();
                     let mut sc = vec![0f64; kl];
                     for (j, x) in sc.iter_mut().enumerate() {
                         kv.k_row(s, kh, j).to_f32(&mut rowbuf[..dk]);
@@ -100,4 +102,30 @@ pub fn attention(p: &Problem, kv: &dyn KvSource) -> Reference {
         lse[t * hq..][..hq].copy_from_slice(&rl);
     }
     Reference { o, lse }
+}
+
+/// The oracle of an attention call over host data: validates `args` as `attention` does and
+/// returns the problem with the f64 result.
+pub fn of_args(
+    args: &crate::attention::AttentionArgs,
+) -> crate::error::Result<(Problem, Reference)> {
+    use crate::attention::kv::{Bound, StridedKv};
+    use crate::attention::problem::KvLayout;
+    let p = args.prepare()?;
+    let KvLayout::Strided { k, v } = &p.kv else {
+        unreachable!("strided arguments give a strided layout")
+    };
+    let kv = StridedKv {
+        k: Bound {
+            layout: k,
+            data: args.k.data,
+        },
+        v: Bound {
+            layout: v,
+            data: args.v.data,
+        },
+        lens: &p.lens,
+    };
+    let r = attention(&p, args.q.data, &kv);
+    Ok((p, r))
 }

@@ -1,16 +1,22 @@
 //! The CPU backend: rayon over the plan's work list, AVX2/FMA kernels chosen at run time.
 
+mod pages;
 mod run;
 pub(crate) mod simd;
 mod tensor_ops;
 mod tile;
 mod tile_mask;
 
-use crate::attention::kv::KvSource;
+use crate::attention::check_io;
+use crate::attention::kv::{Bound, KvSource, StridedKv};
 use crate::attention::plan::Plan;
-use crate::attention::problem::Problem;
-use crate::backend::{Backend, Caps};
+use crate::attention::problem::{KvLayout, Problem};
+use crate::backend::host::HostBuffer;
+use crate::backend::{AttnIo, Backend, KvBufs, Slice};
+use crate::device::{Caps, DeviceKind, TilePolicy};
+use crate::dtype::DType;
 use crate::error::Result;
+use crate::kv_cache::{PageStore, PagedKv};
 use simd::Isa;
 use std::sync::OnceLock;
 
@@ -37,52 +43,165 @@ impl CpuBackend {
     }
 }
 
-fn isa() -> Isa {
+/// The kernel set of the whole process: the fastest this CPU has, unless
+/// `FLEXKERN_FORCE_SCALAR=1` forces the portable kernels. Every CPU kernel (attention, GEMV,
+/// the model's tensor ops) follows this one switch.
+pub(crate) fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
-    *ISA.get_or_init(|| {
-        let force = std::env::var_os("FLEXKERN_FORCE_SCALAR").is_some_and(|v| v != "0");
-        Isa::detect(force)
-    })
+    *ISA.get_or_init(|| Isa::detect(flexkern_quant::cpu::env_forces_portable()))
 }
 
 fn caps(isa: Isa) -> Caps {
+    let cores = rayon::current_num_threads();
     Caps {
-        name: "cpu",
-        workers: rayon::current_num_threads(),
-        simd_lanes: if isa.name == "scalar" { 1 } else { 8 },
+        name: "cpu".into(),
+        kind: DeviceKind::Cpu {
+            cores,
+            l2_bytes: 1 << 20,
+            simd_lanes: if isa.name == "scalar" { 1 } else { 8 },
+        },
+        workers: cores,
+        tiles: TilePolicy::cpu(),
     }
 }
 
-impl Backend for ScalarCpuBackend {
-    fn caps(&self) -> Caps {
-        caps(Isa::detect(true))
-    }
+fn u32s<'a>(s: &Slice<'a, HostBuffer>, arg: &'static str) -> Result<&'a [u32]> {
+    let all = s.buf.u32(arg)?;
+    crate::backend::check_range(arg, s.start, s.len, all.len())?;
+    Ok(&all[s.start..s.start + s.len])
+}
 
-    fn attention(
-        &self,
-        p: &Problem,
-        kv: &dyn KvSource,
-        plan: &Plan,
-        out: &mut [f32],
-        lse: Option<&mut [f32]>,
-    ) -> Result<()> {
-        run::attention(Isa::detect(true), p, kv, plan, out, lse)
+/// Binds the buffers to the problem's layouts and runs the plan on the host.
+fn attention(isa: Isa, p: &Problem, plan: &Plan, io: AttnIo<'_, HostBuffer>) -> Result<()> {
+    check_io(p, &io)?;
+    let q = io.q.host_data("q")?;
+    let out = io.out.f32_mut("out")?;
+    let lse = match io.lse {
+        Some(l) => Some(l.f32_mut("lse")?),
+        None => None,
+    };
+    match (&p.kv, io.kv) {
+        (KvLayout::Strided { k, v }, KvBufs::Strided { k: kb, v: vb }) => {
+            let kv = StridedKv {
+                k: Bound {
+                    layout: k,
+                    data: kb.host_data("k")?,
+                },
+                v: Bound {
+                    layout: v,
+                    data: vb.host_data("v")?,
+                },
+                lens: &p.lens,
+            };
+            run::attention(isa, p, q, &kv as &dyn KvSource, plan, out, lse)
+        }
+        (
+            KvLayout::Paged(l),
+            KvBufs::Paged {
+                k,
+                v,
+                cu_pages,
+                first_page,
+                page_indices,
+            },
+        ) => {
+            let kv = PagedKv::bind(
+                l,
+                k.page_buf("k_pages")?,
+                v.page_buf("v_pages")?,
+                u32s(&cu_pages, "cu_pages")?,
+                u32s(&first_page, "first_page")?,
+                u32s(&page_indices, "page_indices")?,
+                &p.lens,
+            )?;
+            run::attention(isa, p, q, &kv as &dyn KvSource, plan, out, lse)
+        }
+        _ => unreachable!("check_io matched the layouts"),
     }
 }
 
-impl Backend for CpuBackend {
-    fn caps(&self) -> Caps {
-        caps(isa())
-    }
+/// The memory half of the CPU backend: host buffers, every call runs at once.
+macro_rules! host_backend {
+    ($t:ty, $isa:expr) => {
+        impl $t {
+            /// Runs a plan over any host KV source (custom host caches; tests that scatter rows
+            /// over memory). `q` is laid out as `p.q` says; `out` `[tokens, Hq, Dv]`.
+            pub fn attention_source(
+                &self,
+                p: &Problem,
+                q: crate::tensor::HostData<'_>,
+                kv: &dyn KvSource,
+                plan: &Plan,
+                out: &mut [f32],
+                lse: Option<&mut [f32]>,
+            ) -> Result<()> {
+                if q.len() < p.q.extent || q.dtype() != p.q.dtype {
+                    return Err(crate::error::invalid(
+                        "q",
+                        "does not match the problem's layout",
+                    ));
+                }
+                run::attention($isa, p, q, kv, plan, out, lse)
+            }
+        }
 
-    fn attention(
-        &self,
-        p: &Problem,
-        kv: &dyn KvSource,
-        plan: &Plan,
-        out: &mut [f32],
-        lse: Option<&mut [f32]>,
-    ) -> Result<()> {
-        run::attention(isa(), p, kv, plan, out, lse)
-    }
+        impl Backend for $t {
+            type Buffer = HostBuffer;
+
+            fn caps(&self) -> Caps {
+                caps($isa)
+            }
+            fn alloc(&self, dtype: DType, len: usize) -> Result<HostBuffer> {
+                HostBuffer::zeros(dtype, len)
+            }
+            fn upload(&self, dst: &mut HostBuffer, at: usize, src: &[u8]) -> Result<()> {
+                dst.upload(at, src)
+            }
+            fn download(&self, src: &HostBuffer, at: usize, dst: &mut [u8]) -> Result<()> {
+                src.download(at, dst)
+            }
+            fn copy(
+                &self,
+                src: &HostBuffer,
+                src_at: usize,
+                dst: &mut HostBuffer,
+                dst_at: usize,
+                len: usize,
+            ) -> Result<()> {
+                dst.copy_from(src, src_at, dst_at, len)
+            }
+            fn copy_within(
+                &self,
+                buf: &mut HostBuffer,
+                src_at: usize,
+                dst_at: usize,
+                len: usize,
+            ) -> Result<()> {
+                buf.copy_within(src_at, dst_at, len)
+            }
+            fn synchronize(&self) -> Result<()> {
+                Ok(())
+            }
+            fn attention(
+                &self,
+                p: &Problem,
+                plan: &Plan,
+                io: AttnIo<'_, HostBuffer>,
+            ) -> Result<()> {
+                attention($isa, p, plan, io)
+            }
+            fn kv_write(
+                &self,
+                store: &mut PageStore<HostBuffer>,
+                slots: Slice<'_, HostBuffer>,
+                k: &HostBuffer,
+                v: &HostBuffer,
+            ) -> Result<()> {
+                pages::kv_write(store, slots, k, v)
+            }
+        }
+    };
 }
+
+host_backend!(CpuBackend, isa());
+host_backend!(ScalarCpuBackend, Isa::detect(true));

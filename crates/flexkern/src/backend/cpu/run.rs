@@ -8,24 +8,27 @@ use crate::attention::merge::merge_into;
 use crate::attention::plan::Plan;
 use crate::attention::problem::Problem;
 use crate::error::{invalid, mismatch, Result};
+use crate::tensor::HostData;
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(crate) fn attention(
     isa: Isa,
     p: &Problem,
+    q: HostData<'_>,
     kv: &dyn KvSource,
     plan: &Plan,
     out: &mut [f32],
     lse: Option<&mut [f32]>,
 ) -> Result<()> {
     check(p, kv, plan)?;
-    crate::attention::check_outputs(p, out, lse.as_deref())?;
+    crate::attention::check_outputs(p, out.len(), lse.as_ref().map(|l| l.len()))?;
     let dv = p.head_dim_v;
     let mut part_o = vec![0f32; plan.partial_rows * dv];
     let mut part_lse = vec![f32::NEG_INFINITY; plan.partial_rows];
     let ctx = Ctx {
         p,
+        q,
         kv,
         plan,
         isa,

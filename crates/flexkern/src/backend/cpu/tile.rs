@@ -6,6 +6,7 @@ use super::tile_mask::MaskCache;
 use crate::attention::kv::{KvRow, KvSource};
 use crate::attention::plan::{Plan, WorkItem};
 use crate::attention::problem::Problem;
+use crate::tensor::HostData;
 use crate::variant::block_mask::BlockKind;
 use crate::variant::program::{self, TileCtx};
 use std::f32::consts::{LN_2, LOG2_E};
@@ -40,7 +41,8 @@ impl Shared {
 
 /// Everything the items of one call share.
 pub(crate) struct Ctx<'a> {
-    pub p: &'a Problem<'a>,
+    pub p: &'a Problem,
+    pub q: HostData<'a>,
     pub kv: &'a dyn KvSource,
     pub plan: &'a Plan<'a>,
     pub isa: Isa,
@@ -124,7 +126,7 @@ pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
         for gh in 0..g {
             for i in 0..nq {
                 let off = p.q.offset(s, i0 + i, (it.kv_head + hh) * g + gh);
-                p.q.data.read_f32(off, &mut sc.qrow);
+                c.q.read_f32(off, &mut sc.qrow);
                 let r = gh * nq + i;
                 if rows_kernel {
                     for (d, &x) in qt[r * dk..][..dk].iter_mut().zip(&sc.qrow) {

@@ -6,9 +6,8 @@
 //! group. Items of one (sequence, kv head, q block) with more than one partition (split-KV,
 //! flash-decoding) write partial `(O, LSE)` states that a merge step combines.
 
-use super::kv::KvSource;
 use super::problem::Problem;
-use crate::backend::Caps;
+use crate::device::Caps;
 use crate::error::{invalid, Result};
 use crate::variant::BlockMask;
 use std::borrow::Cow;
@@ -68,44 +67,25 @@ pub struct Plan<'m> {
     pub partial_rows: usize,
 }
 
-/// Decode when every sequence has at most this many queries.
-const DECODE_MAX_Q: usize = 16;
-/// Stacked rows per prefill tile (q rows times group size). 256 halves the K/V tile copies per
-/// flop against 128 (-10 % causal time on Zen 3); Q and O (128 KiB each at D 128) and the 64 KiB
-/// score tile still sit in a 1 MiB L2.
-const PREFILL_ROWS: usize = 256;
-const PREFILL_KV_BLOCK: usize = 64;
-const DECODE_KV_BLOCK: usize = 128;
-/// Below this fraction of visited tiles a prefill mask counts as sparse.
-const SPARSE_DENSITY: f64 = 0.25;
-/// Sparse masks keep q tiles of at least this many rows.
-const MIN_SPARSE_Q_BLOCK: usize = 64;
-/// The smallest kv tile the sparse-mask halving goes down to.
-const MIN_SPARSE_KV_BLOCK: usize = 64;
-/// A partition covers at least this many kv blocks, so merging stays cheap.
-const MIN_PART_BLOCKS: usize = 4;
-
 /// Plans `p` for a device with `caps`; uses `user_mask` (and its block sizes) when given.
-pub fn plan<'m>(
-    p: &Problem,
-    kv: &dyn KvSource,
-    caps: &Caps,
-    user_mask: Option<&'m BlockMask>,
-) -> Result<Plan<'m>> {
+pub fn plan<'m>(p: &Problem, caps: &Caps, user_mask: Option<&'m BlockMask>) -> Result<Plan<'m>> {
+    let t = &caps.tiles;
     let g = p.group_size();
     let n = p.lens.num_seqs();
     let max_q = (0..n).map(|s| p.lens.q_len(s)).max().unwrap_or(0);
-    let kernel = if max_q <= DECODE_MAX_Q {
+    let kernel = if max_q <= t.decode_max_q {
         Kernel::Decode
     } else {
         Kernel::Prefill
     };
     // Decode over a token-major cache runs all kv heads in one item, so each token's rows are
     // read as one contiguous run (a head's rows alone sit a page apart: no hardware prefetch).
-    let fuse_heads = kernel == Kernel::Decode
+    let fuse_heads = t.fuse_kv_heads
+        && kernel == Kernel::Decode
+        && p.num_kv_heads >= 2
         && !p.variant.mask_per_head()
         && user_mask.is_none_or(|m| m.heads == 1)
-        && heads_interleaved(p, kv);
+        && p.kv.token_major();
     let block_mask = match user_mask {
         Some(m) if m.matches(&p.lens, p.num_q_heads) => Cow::Borrowed(m),
         Some(_) => {
@@ -119,10 +99,13 @@ pub fn plan<'m>(
                 // Fused heads: keep every head's K and V tiles within L2 together.
                 Kernel::Decode if fuse_heads => (
                     max_q.max(1),
-                    (DECODE_KV_BLOCK * 2 / p.num_kv_heads).clamp(16, DECODE_KV_BLOCK),
+                    (t.decode_kv_block * 2 / p.num_kv_heads).clamp(16, t.decode_kv_block),
                 ),
-                Kernel::Decode => (max_q.max(1), DECODE_KV_BLOCK),
-                Kernel::Prefill => ((PREFILL_ROWS / g).clamp(16, PREFILL_ROWS), PREFILL_KV_BLOCK),
+                Kernel::Decode => (max_q.max(1), t.decode_kv_block),
+                Kernel::Prefill => (
+                    (t.prefill_rows / g).clamp(16, t.prefill_rows),
+                    t.prefill_kv_block,
+                ),
             };
             let build =
                 |qb, kb| BlockMask::build(p.variant.mask.as_ref(), &p.lens, p.num_q_heads, qb, kb);
@@ -131,10 +114,10 @@ pub fn plan<'m>(
             // halve q tiles, then kv tiles, while the mask stays sparse, trading K/V reuse and
             // loop length for fewer visited elements. Kernels skip the keys outside each row's
             // kept range, so halving stops early: per-row copies and per-tile costs grow faster.
-            while kernel == Kernel::Prefill && bm.density() < SPARSE_DENSITY {
-                if bm.q_block >= 2 * MIN_SPARSE_Q_BLOCK {
+            while kernel == Kernel::Prefill && bm.density() < t.sparse_density {
+                if bm.q_block >= 2 * t.min_sparse_q_block {
                     bm = build(bm.q_block / 2, bm.kv_block)?;
-                } else if bm.kv_block >= 2 * MIN_SPARSE_KV_BLOCK {
+                } else if bm.kv_block >= 2 * t.min_sparse_kv_block {
                     bm = build(bm.q_block, bm.kv_block / 2)?;
                 } else {
                     break;
@@ -185,8 +168,9 @@ pub fn plan<'m>(
     // Split-KV: decode always spreads long KV over the workers; prefill only when there are
     // fewer tasks than workers.
     let workers = caps.workers.max(1);
+    let slots = workers * t.parts_per_worker.max(1);
     let want = match kernel {
-        Kernel::Decode => workers.max((4 * workers).div_ceil(bases.len().max(1))),
+        Kernel::Decode => slots.max((4 * slots).div_ceil(bases.len().max(1))),
         Kernel::Prefill if bases.len() < 2 * workers => (2 * workers).div_ceil(bases.len().max(1)),
         Kernel::Prefill => 1,
     };
@@ -195,7 +179,7 @@ pub fn plan<'m>(
     let mut partial_rows = 0usize;
     for b in &bases {
         let nb = b.blocks.1 - b.blocks.0;
-        let parts = want.min(nb / MIN_PART_BLOCKS).max(1);
+        let parts = want.min(nb / t.min_part_blocks.max(1)).max(1);
         if parts == 1 || b.rows == 0 {
             items.push(WorkItem {
                 seq: b.seq,
@@ -249,19 +233,6 @@ pub fn plan<'m>(
     })
 }
 
-/// Whether kv head 1's row follows kv head 0's in memory (a token-major cache).
-fn heads_interleaved(p: &Problem, kv: &dyn KvSource) -> bool {
-    if p.num_kv_heads < 2 || kv.num_kv_heads() != p.num_kv_heads {
-        return false;
-    }
-    let Some(s) = (0..p.lens.num_seqs()).find(|&s| p.lens.kv_len(s) > 0 && kv.kv_len(s) > 0) else {
-        return false;
-    };
-    let (a, n) = kv.k_row(s, 0, 0).bytes();
-    let (b, _) = kv.k_row(s, 1, 0).bytes();
-    b == a.wrapping_add(n)
-}
-
 /// The kv blocks of (seq, q block) that any head in `heads` visits, ascending, into `out`.
 fn visited(bm: &BlockMask, s: usize, qb: usize, heads: std::ops::Range<usize>, out: &mut Vec<u32>) {
     out.clear();
@@ -281,15 +252,12 @@ fn visited(bm: &BlockMask, s: usize, qb: usize, heads: std::ops::Range<usize>, o
 mod tests {
     use super::*;
     use crate::attention::AttentionArgs;
+    use crate::device::TilePolicy;
     use crate::tensor::TensorView;
     use crate::variant::{builtins, Variant};
 
     fn caps(workers: usize) -> Caps {
-        Caps {
-            name: "test",
-            workers,
-            simd_lanes: 8,
-        }
+        Caps::cpu(workers, 8)
     }
 
     /// Plans one sequence of `q` queries over `kv` keys.
@@ -310,8 +278,8 @@ mod tests {
             TensorView::contiguous(&kd[..], &[kv, hkv, 4]),
         )
         .variant(v);
-        let (p, kvs) = args.prepare()?;
-        plan(&p, &kvs, &caps(workers), mask).map(|pl| Plan {
+        let p = args.prepare()?;
+        plan(&p, &caps(workers), mask).map(|pl| Plan {
             block_mask: Cow::Owned(pl.block_mask.into_owned()),
             ..pl
         })
@@ -349,12 +317,48 @@ mod tests {
         assert!(pl.merges.is_empty() && pl.items.len() == 1);
     }
 
+    /// The plan follows the device's policy, not the host: a GPU-like policy runs kv heads as
+    /// separate items and wants several partitions per worker.
+    #[test]
+    fn the_tile_policy_comes_from_the_caps() {
+        let qd = vec![0f32; 32 * 4];
+        let kd = vec![0f32; 8192 * 8 * 4];
+        let args = AttentionArgs::new(
+            TensorView::contiguous(&qd[..], &[1, 32, 4]),
+            TensorView::contiguous(&kd[..], &[8192, 8, 4]),
+            TensorView::contiguous(&kd[..], &[8192, 8, 4]),
+        );
+        let p = args.prepare().unwrap();
+        let mut gpu = Caps::cpu(132, 1);
+        gpu.kind = crate::device::DeviceKind::Gpu {
+            sms: 132,
+            compute_capability: (9, 0),
+            smem_per_block: 227 << 10,
+            smem_per_sm: 228 << 10,
+            l2_bytes: 50 << 20,
+        };
+        gpu.tiles.fuse_kv_heads = false;
+        gpu.tiles.parts_per_worker = 2;
+        gpu.tiles.decode_kv_block = 64;
+        let pl = plan(&p, &gpu, None).unwrap();
+        assert_eq!(pl.kv_block, 64);
+        assert!(pl.items.iter().all(|it| it.kv_heads == 1));
+        assert_eq!(pl.merges.len(), 8, "one merge group per kv head");
+        // 128 blocks per head, at least 4 per partition: 32 partitions each.
+        assert!(pl.merges.iter().all(|m| m.parts == 32));
+        let cpu = plan(&p, &caps(2), None).unwrap();
+        assert!(
+            cpu.items.iter().all(|it| it.kv_heads == 8),
+            "fused on the CPU"
+        );
+    }
+
     #[test]
     fn prefill_tiles_queries_and_skips_masked_blocks() {
         let causal = Variant::full().mask(builtins::causal());
         let pl = plan_for(1000, 1000, 8, 2, causal, 2, None).unwrap();
         assert_eq!(pl.kernel, Kernel::Prefill);
-        assert_eq!(pl.q_block * 4, PREFILL_ROWS);
+        assert_eq!(pl.q_block * 4, TilePolicy::cpu().prefill_rows);
         let qbs = 1000usize.div_ceil(pl.q_block);
         assert_eq!(pl.items.len(), qbs * 2);
         assert!(pl.merges.is_empty());

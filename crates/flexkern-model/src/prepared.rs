@@ -1,0 +1,67 @@
+//! The weights as a backend holds them: matrices through `TensorOps::prepare_weight` (the CPU's
+//! interleaved copy, a GPU's one upload of the file's layout), vectors uploaded once. After
+//! loading, a forward step reads nothing from the host.
+
+use crate::error::Result;
+use crate::weights::Weights;
+use flexkern::backend::tensor_ops::TensorOps;
+use flexkern::backend::to_device;
+
+pub struct PreparedLayer<'a, B: TensorOps + 'a> {
+    pub attn_norm: B::Buffer,
+    pub wq: B::Weight<'a>,
+    pub wk: B::Weight<'a>,
+    pub wv: B::Weight<'a>,
+    pub wo: B::Weight<'a>,
+    pub bq: Option<B::Buffer>,
+    pub bk: Option<B::Buffer>,
+    pub bv: Option<B::Buffer>,
+    pub ffn_norm: B::Buffer,
+    pub gate: B::Weight<'a>,
+    pub up: B::Weight<'a>,
+    pub down: B::Weight<'a>,
+}
+
+pub struct Prepared<'a, B: TensorOps + 'a> {
+    pub tok_embd: B::Weight<'a>,
+    pub output_norm: B::Buffer,
+    pub output: B::Weight<'a>,
+    pub layers: Vec<PreparedLayer<'a, B>>,
+}
+
+impl<'a, B: TensorOps + 'a> Prepared<'a, B> {
+    /// Prepares every tensor of `w`; `progress(done, total)` after each layer.
+    pub fn new(b: &B, w: &Weights<'a>, mut progress: impl FnMut(usize, usize)) -> Result<Self> {
+        let total = w.layers.len() + 1;
+        let vec = |v: &Vec<f32>| to_device(b, v);
+        let opt = |v: &Option<Vec<f32>>| v.as_ref().map(|v| to_device(b, v)).transpose();
+        let tok_embd = b.prepare_weight(w.tok_embd.clone())?;
+        let output = b.prepare_weight(w.output.clone())?;
+        let output_norm = vec(&w.output_norm)?;
+        progress(1, total);
+        let mut layers = Vec::with_capacity(w.layers.len());
+        for (i, l) in w.layers.iter().enumerate() {
+            layers.push(PreparedLayer {
+                attn_norm: vec(&l.attn_norm)?,
+                wq: b.prepare_weight(l.wq.clone())?,
+                wk: b.prepare_weight(l.wk.clone())?,
+                wv: b.prepare_weight(l.wv.clone())?,
+                wo: b.prepare_weight(l.wo.clone())?,
+                bq: opt(&l.bq)?,
+                bk: opt(&l.bk)?,
+                bv: opt(&l.bv)?,
+                ffn_norm: vec(&l.ffn_norm)?,
+                gate: b.prepare_weight(l.gate.clone())?,
+                up: b.prepare_weight(l.up.clone())?,
+                down: b.prepare_weight(l.down.clone())?,
+            });
+            progress(i + 2, total);
+        }
+        Ok(Prepared {
+            tok_embd,
+            output_norm,
+            output,
+            layers,
+        })
+    }
+}

@@ -1,0 +1,182 @@
+//! `Counting<B>`: a backend that runs everything on `B` and counts host↔device traffic
+//! (uploads and downloads, calls and bytes). Tests use it to prove how much a caller moves,
+//! e.g. that a model's decode step makes one upload and one download.
+
+use super::tensor_ops::{Rope, TensorOps};
+use super::{AttnIo, Backend, Slice};
+use crate::attention::plan::Plan;
+use crate::attention::problem::Problem;
+use crate::device::Caps;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::kv_cache::PageStore;
+use flexkern_quant::QuantMatrix;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Transfers so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transfers {
+    pub uploads: u64,
+    pub upload_bytes: u64,
+    pub downloads: u64,
+    pub download_bytes: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Counting<B> {
+    pub inner: B,
+    uploads: AtomicU64,
+    upload_bytes: AtomicU64,
+    downloads: AtomicU64,
+    download_bytes: AtomicU64,
+}
+
+impl<B> Counting<B> {
+    pub fn new(inner: B) -> Self {
+        Counting {
+            inner,
+            uploads: AtomicU64::new(0),
+            upload_bytes: AtomicU64::new(0),
+            downloads: AtomicU64::new(0),
+            download_bytes: AtomicU64::new(0),
+        }
+    }
+
+    pub fn transfers(&self) -> Transfers {
+        Transfers {
+            uploads: self.uploads.load(Ordering::Relaxed),
+            upload_bytes: self.upload_bytes.load(Ordering::Relaxed),
+            downloads: self.downloads.load(Ordering::Relaxed),
+            download_bytes: self.download_bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl<B: Backend> Backend for Counting<B> {
+    type Buffer = B::Buffer;
+
+    fn caps(&self) -> Caps {
+        self.inner.caps()
+    }
+    fn alloc(&self, dtype: DType, len: usize) -> Result<B::Buffer> {
+        self.inner.alloc(dtype, len)
+    }
+    fn upload(&self, dst: &mut B::Buffer, at: usize, src: &[u8]) -> Result<()> {
+        self.uploads.fetch_add(1, Ordering::Relaxed);
+        self.upload_bytes
+            .fetch_add(src.len() as u64, Ordering::Relaxed);
+        self.inner.upload(dst, at, src)
+    }
+    fn download(&self, src: &B::Buffer, at: usize, dst: &mut [u8]) -> Result<()> {
+        self.downloads.fetch_add(1, Ordering::Relaxed);
+        self.download_bytes
+            .fetch_add(dst.len() as u64, Ordering::Relaxed);
+        self.inner.download(src, at, dst)
+    }
+    fn copy(
+        &self,
+        src: &B::Buffer,
+        src_at: usize,
+        dst: &mut B::Buffer,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.inner.copy(src, src_at, dst, dst_at, len)
+    }
+    fn copy_within(
+        &self,
+        buf: &mut B::Buffer,
+        src_at: usize,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.inner.copy_within(buf, src_at, dst_at, len)
+    }
+    fn synchronize(&self) -> Result<()> {
+        self.inner.synchronize()
+    }
+    fn attention(&self, p: &Problem, plan: &Plan, io: AttnIo<'_, B::Buffer>) -> Result<()> {
+        self.inner.attention(p, plan, io)
+    }
+    fn kv_write(
+        &self,
+        store: &mut PageStore<B::Buffer>,
+        slots: Slice<'_, B::Buffer>,
+        k: &B::Buffer,
+        v: &B::Buffer,
+    ) -> Result<()> {
+        self.inner.kv_write(store, slots, k, v)
+    }
+}
+
+impl<B: TensorOps> TensorOps for Counting<B> {
+    type Weight<'w>
+        = B::Weight<'w>
+    where
+        Self: 'w;
+
+    fn prepare_weight<'w>(&self, w: QuantMatrix<'w>) -> Result<B::Weight<'w>> {
+        self.inner.prepare_weight(w)
+    }
+    fn weight_shape(w: &B::Weight<'_>) -> (usize, usize) {
+        B::weight_shape(w)
+    }
+    fn matmul(&self, w: &B::Weight<'_>, x: &B::Buffer, m: usize, y: &mut B::Buffer) -> Result<()> {
+        self.inner.matmul(w, x, m, y)
+    }
+    fn matmul_many(
+        &self,
+        ws: &[&B::Weight<'_>],
+        x: &B::Buffer,
+        m: usize,
+        ys: &mut [&mut B::Buffer],
+    ) -> Result<()> {
+        self.inner.matmul_many(ws, x, m, ys)
+    }
+    fn swiglu(
+        &self,
+        gate: &B::Weight<'_>,
+        up: &B::Weight<'_>,
+        x: &B::Buffer,
+        m: usize,
+        out: &mut B::Buffer,
+    ) -> Result<()> {
+        self.inner.swiglu(gate, up, x, m, out)
+    }
+    fn embedding(
+        &self,
+        table: &B::Weight<'_>,
+        ids: Slice<'_, B::Buffer>,
+        out: &mut B::Buffer,
+    ) -> Result<()> {
+        self.inner.embedding(table, ids, out)
+    }
+    fn rms_norm(
+        &self,
+        x: &B::Buffer,
+        rows: usize,
+        weight: &B::Buffer,
+        eps: f32,
+        out: &mut B::Buffer,
+    ) -> Result<()> {
+        self.inner.rms_norm(x, rows, weight, eps, out)
+    }
+    fn rope(
+        &self,
+        x: &mut B::Buffer,
+        heads: usize,
+        head_dim: usize,
+        positions: Slice<'_, B::Buffer>,
+        rope: &Rope,
+        inv_freq: &B::Buffer,
+    ) -> Result<()> {
+        self.inner
+            .rope(x, heads, head_dim, positions, rope, inv_freq)
+    }
+    fn add(&self, acc: &mut B::Buffer, x: &B::Buffer, len: usize) -> Result<()> {
+        self.inner.add(acc, x, len)
+    }
+    fn add_bias(&self, x: &mut B::Buffer, rows: usize, bias: &B::Buffer) -> Result<()> {
+        self.inner.add_bias(x, rows, bias)
+    }
+}
