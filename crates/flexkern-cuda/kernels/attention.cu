@@ -21,10 +21,13 @@ struct FkArgs {
   float* lse;       // [tokens][Hq]
   const u8* step;   // the uploaded plan
   u64 off_items, off_tiles, off_seqs, off_params, off_kscale, off_vscale, off_sinks;
-  u64 off_cu_pages, off_first_page, off_pages;
+  const u32* cu_pages;    // device addresses of the page tables (paged): the step buffer's
+  const u32* first_page;  // copies for host tables, the caller's buffers for device ones
+  const u32* pages;
   i64 q_tok_stride, q_head_stride;
   i64 k_tok_stride, k_head_stride, v_tok_stride, v_head_stride;
   i64 page_size, num_kv_heads, group, has_sinks, has_lse;
+  i64 num_pages, pages_len;
   float scale;
   float pad_;
 };
@@ -63,21 +66,32 @@ __device__ __forceinline__ FkSeq fk_seq(const FkArgs& a, u32 s) {
   return r;
 }
 
+#if FK_PAGED
+// Physical page of logical page lp of sequence s. Host tables are validated before launch;
+// device tables come from the page-table manager, and the clamps keep even a corrupt one from
+// reading outside the tables or the pool.
+__device__ __forceinline__ u32 fk_page(const FkArgs& a, const u32* cu, const u32* first, const u32* pages, u32 s, u32 lp) {
+  const u64 at = (u64)cu[s] + (lp - first[s]);
+  const u32 phys = pages[at < (u64)a.pages_len ? at : (u64)a.pages_len - 1];
+  return phys < (u64)a.num_pages ? phys : (u32)(a.num_pages - 1);
+}
+#endif
+
 // Element offset of (kv head h, position pos) of sequence s in the K (is_v = false) or V pool.
 __device__ __forceinline__ i64 fk_kv_row(const FkArgs& a, const FkSeq& sq, u32 s, i64 pos, i64 h, bool is_v) {
 #if FK_PAGED
-  const u32* cu = (const u32*)(a.step + a.off_cu_pages);
-  const u32* first = (const u32*)(a.step + a.off_first_page);
-  const u32* pages = (const u32*)(a.step + a.off_pages);
+  const u32* cu = a.cu_pages;
+  const u32* first = a.first_page;
+  const u32* pages = a.pages;
 #if FK_PAGE_SHIFT >= 0
   // Power-of-two pages (the host checked): shifts instead of a division per row.
   const u32 lp = (u32)pos >> FK_PAGE_SHIFT;
-  const u32 phys = pages[cu[s] + (lp - first[s])];
+  const u32 phys = fk_page(a, cu, first, pages, s, lp);
   const i64 slot = ((i64)phys << FK_PAGE_SHIFT) + ((u32)pos & ((1u << FK_PAGE_SHIFT) - 1u));
 #else
   const u32 ps = (u32)a.page_size;
   const u32 lp = (u32)pos / ps;
-  const u32 phys = pages[cu[s] + (lp - first[s])];
+  const u32 phys = fk_page(a, cu, first, pages, s, lp);
   const i64 slot = (i64)phys * ps + ((u32)pos - lp * ps);
 #endif
   return (slot * a.num_kv_heads + h) * (is_v ? FK_DV : FK_DK);
@@ -89,7 +103,7 @@ __device__ __forceinline__ i64 fk_kv_row(const FkArgs& a, const FkSeq& sq, u32 s
 
 __device__ __forceinline__ i64 fk_first_visible(const FkArgs& a, u32 s) {
 #if FK_PAGED
-  return (i64)((const u32*)(a.step + a.off_first_page))[s] * a.page_size;
+  return (i64)a.first_page[s] * a.page_size;
 #else
   return 0;
 #endif

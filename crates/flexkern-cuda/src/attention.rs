@@ -62,7 +62,19 @@ pub enum KvInput<'a> {
         cu_pages: &'a [u32],
         first_page: &'a [u32],
         page_indices: &'a [u32],
+        /// Page tables already on the device (the backend trait's U32 slices): then the host
+        /// slices above are empty and unused.
+        device_tables: Option<DeviceTables>,
     },
+}
+
+/// Device addresses of page tables: `cu_pages` (n + 1), `first_page` (n), `page_indices`.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceTables {
+    pub cu_pages: u64,
+    pub first_page: u64,
+    pub page_indices: u64,
+    pub page_indices_len: usize,
 }
 
 /// One attention call. `out` is f32 `[total_q, Hq, Dv]`, `lse` f32 `[total_q, Hq]`.
@@ -209,7 +221,10 @@ struct FkArgs {
     out: u64,
     lse: u64,
     step: u64,
-    off: [u64; 10],
+    off: [u64; 7],
+    cu_pages: u64,
+    first_page: u64,
+    pages: u64,
     q_tok_stride: i64,
     q_head_stride: i64,
     k_tok_stride: i64,
@@ -221,6 +236,8 @@ struct FkArgs {
     group: i64,
     has_sinks: i64,
     has_lse: i64,
+    num_pages: i64,
+    pages_len: i64,
     scale: f32,
     pad: f32,
 }
@@ -372,6 +389,7 @@ fn validate(c: &AttnCall) -> Result<()> {
             cu_pages,
             first_page,
             page_indices,
+            device_tables,
         } => {
             let ps = *page_size;
             if ps == 0 || ps > 256 {
@@ -379,6 +397,15 @@ fn validate(c: &AttnCall) -> Result<()> {
             }
             check_fits("k", num_pages * ps * hkv * dk, *k_dtype, k)?;
             check_fits("v", num_pages * ps * hkv * dv, *v_dtype, v)?;
+            if let Some(t) = device_tables {
+                // Entries are checked by the page-table manager that built them; the kernel
+                // clamps every lookup into the tables and the pool.
+                let any_kv = (0..n).any(|s| c.lens.kv_len(s) > 0);
+                if any_kv && (t.page_indices_len == 0 || *num_pages == 0) {
+                    return Err(invalid("page_indices", "no pages for a non-empty sequence"));
+                }
+                return Ok(());
+            }
             if cu_pages.len() != n + 1 || first_page.len() != n {
                 return Err(invalid(
                     "cu_pages",
@@ -563,18 +590,33 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         c.v_scales
     });
     args.off[6] = step.push(c.variant.sinks.as_deref().map_or(&[][..], |s| s.as_slice()));
+    let mut host_tables = None;
     if let KvInput::Paged {
         cu_pages,
         first_page,
         page_indices,
+        device_tables,
+        num_pages,
         ..
     } = &c.kv
     {
-        args.off[7] = step.push(cu_pages);
-        args.off[8] = step.push(first_page);
-        args.off[9] = step.push(page_indices);
+        args.num_pages = *num_pages as i64;
+        match device_tables {
+            Some(t) => {
+                (args.cu_pages, args.first_page, args.pages) = (t.cu_pages, t.first_page, t.page_indices);
+                args.pages_len = t.page_indices_len as i64;
+            }
+            None => {
+                host_tables = Some((step.push(cu_pages), step.push(first_page), step.push(page_indices)));
+                args.pages_len = page_indices.len() as i64;
+            }
+        }
     }
     let step_buf = dev.alloc(step.bytes.len())?;
+    if let Some((a, b, d)) = host_tables {
+        let base = step_buf.ptr();
+        (args.cu_pages, args.first_page, args.pages) = (base + a, base + b, base + d);
+    }
     let cap_ptrs: Vec<u64> = cap_at.iter().map(|&o| step_buf.ptr() + o).collect();
     write_params(
         &mut step.bytes,
@@ -792,6 +834,11 @@ mod tests {
             );
             assert!(!bin.is_empty());
         }
+        let kv = KernelSource {
+            name: "kv_write".into(),
+            source: format!("{}\n{}", COMMON.replace("#pragma once", ""), include_str!("../kernels/kv_write.cu")),
+        };
+        crate::runtime::compile::compile_for(&kv, "sm_90a").expect("kv_write compiles");
     }
 
     #[test]

@@ -181,6 +181,7 @@ pub fn decode(dev: &Arc<Device>, s: &DecodeShape, reps: usize, deterministic: bo
             cu_pages: &cu,
             first_page: &first,
             page_indices: &pages,
+        device_tables: None,
         },
     };
     let call = AttnCall {

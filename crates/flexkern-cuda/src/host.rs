@@ -122,6 +122,6 @@ pub fn attention_host(dev: &Arc<Device>, args: &AttentionArgs, paged: Option<(us
     }
     let (kb, vb) = (dev.upload(&kp)?, dev.upload(&vp)?);
     let first = vec![0u32; n];
-    let kv = KvInput::Paged { k: &kb, v: &vb, k_dtype: dtype, v_dtype: dtype, page_size: ps, num_pages, cu_pages: &cu, first_page: &first, page_indices: &list };
+    let kv = KvInput::Paged { k: &kb, v: &vb, k_dtype: dtype, v_dtype: dtype, page_size: ps, num_pages, cu_pages: &cu, first_page: &first, page_indices: &list, device_tables: None };
     run(kv, &ks, &vs)
 }

@@ -6,6 +6,7 @@
 //! driver every entry point returns [`CudaError::NoDevice`].
 
 pub mod attention;
+pub mod backend;
 pub mod bench;
 pub mod codegen;
 pub mod error;

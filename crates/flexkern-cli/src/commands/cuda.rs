@@ -65,16 +65,16 @@ pub fn verify(quick: bool, seed: u64, report: &mut dyn FnMut(Outcome)) -> Result
         dev.props.compute_capability.1,
         dev.props.driver_version
     );
+    // The CPU's matrix through the `Backend` trait (flexkern::verify, the same oracle and
+    // poisoning); cases run on a few threads sharing the device's one stream, so first-use
+    // NVRTC compiles (CPU-bound, thread-safe) overlap. Rows print in case order.
+    let backend = flexkern_cuda::backend::CudaBackend { dev: dev.clone() };
     let std_cases = standard_cases(quick);
     let paged = paged_cases(quick);
     let n = std_cases.len() + paged.len();
-    // Cases run on a few threads sharing the device's one stream, so first-use NVRTC compiles
-    // (CPU-bound, thread-safe) overlap; rows are printed in case order.
     let next = std::sync::atomic::AtomicUsize::new(0);
     let done: std::sync::Mutex<Vec<Option<Outcome>>> = std::sync::Mutex::new(vec![None; n]);
-    let workers = std::thread::available_parallelism()
-        .map_or(4, |p| p.get())
-        .min(12);
+    let workers = std::thread::available_parallelism().map_or(4, |p| p.get()).min(12);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
@@ -83,29 +83,16 @@ pub fn verify(quick: bool, seed: u64, report: &mut dyn FnMut(Outcome)) -> Result
                     break;
                 }
                 let o = if i < std_cases.len() {
-                    flexkern_cuda::verify::run_case(
-                        &dev,
-                        &std_cases[i],
-                        seed.wrapping_add(i as u64),
-                    )
+                    flexkern::verify::run_case(&backend, &std_cases[i], seed.wrapping_add(i as u64))
                 } else {
                     let j = i - std_cases.len();
-                    flexkern_cuda::verify::run_paged_case(
-                        &dev,
-                        &paged[j],
-                        seed.wrapping_add(1000 + j as u64),
-                    )
+                    flexkern::verify::run_paged_case(&backend, &paged[j], seed.wrapping_add(1000 + j as u64))
                 };
                 done.lock().expect("results lock")[i] = Some(o);
             });
         }
     });
-    for o in done
-        .into_inner()
-        .expect("results lock")
-        .into_iter()
-        .flatten()
-    {
+    for o in done.into_inner().expect("results lock").into_iter().flatten() {
         report(o);
     }
     for o in flexkern_cuda::verify::extra_checks(&dev) {

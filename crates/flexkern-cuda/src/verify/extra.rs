@@ -94,6 +94,7 @@ fn call<'a>(
             cu_pages: &f.pool.cu_pages,
             first_page: &f.pool.first_page,
             page_indices: &f.pool.pages,
+        device_tables: None,
         },
         k_scales: &[],
         v_scales: &[],

@@ -340,6 +340,7 @@ pub fn run_paged_case(dev: &Arc<Device>, pc: &PagedCase, seed: u64) -> Outcome {
             cu_pages: &pool.cu_pages,
             first_page: &pool.first_page,
             page_indices: &pool.pages,
+        device_tables: None,
         };
         run_and_judge(
             dev,
