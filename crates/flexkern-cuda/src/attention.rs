@@ -146,9 +146,18 @@ pub struct KernelConfig {
 /// path) overrides the default (32 keys, 3 stages: the best of 32x3, 32x4, 32x6, 64x3, 64x4 on an
 /// H100, PERFORMANCE.md) for tuning runs.
 pub fn async_shape() -> (usize, usize) {
-    match std::env::var("FLEXKERN_CUDA_ASYNC").ok().as_deref().map(|s| s.split(',').map(|x| x.trim().parse::<usize>().unwrap_or(0)).collect::<Vec<_>>()) {
+    match std::env::var("FLEXKERN_CUDA_ASYNC")
+        .ok()
+        .as_deref()
+        .map(|s| {
+            s.split(',')
+                .map(|x| x.trim().parse::<usize>().unwrap_or(0))
+                .collect::<Vec<_>>()
+        }) {
         Some(v) if v.first() == Some(&0) => (0, 0),
-        Some(v) if v.len() == 2 && [32, 64, 128].contains(&v[0]) && (2..=8).contains(&v[1]) => (v[0], v[1]),
+        Some(v) if v.len() == 2 && [32, 64, 128].contains(&v[0]) && (2..=8).contains(&v[1]) => {
+            (v[0], v[1])
+        }
         _ => (32, 3),
     }
 }
@@ -484,8 +493,10 @@ impl Prepared {
         // SAFETY: the function handle is alive while the module is.
         unsafe {
             Ok((
-                get_function_attribute(self.f_attn, A::CU_FUNC_ATTRIBUTE_NUM_REGS).map_err(|e| driver("cuFuncGetAttribute", e))?,
-                get_function_attribute(self.f_attn, A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES).map_err(|e| driver("cuFuncGetAttribute", e))?,
+                get_function_attribute(self.f_attn, A::CU_FUNC_ATTRIBUTE_NUM_REGS)
+                    .map_err(|e| driver("cuFuncGetAttribute", e))?,
+                get_function_attribute(self.f_attn, A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
+                    .map_err(|e| driver("cuFuncGetAttribute", e))?,
             ))
         }
     }
@@ -493,8 +504,22 @@ impl Prepared {
     pub fn launch(&self) -> Result<()> {
         let mut args = self.args;
         let threads = (self.config.nwarps * 32) as u32;
-        launch(&self.dev, self.f_attn, self.grid_attn, threads, self.smem_attn, &mut args)?;
-        launch(&self.dev, self.f_merge, self.grid_merge, MERGE_THREADS, 0, &mut args)
+        launch(
+            &self.dev,
+            self.f_attn,
+            self.grid_attn,
+            threads,
+            self.smem_attn,
+            &mut args,
+        )?;
+        launch(
+            &self.dev,
+            self.f_merge,
+            self.grid_merge,
+            MERGE_THREADS,
+            0,
+            &mut args,
+        )
     }
 }
 
@@ -509,7 +534,13 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
     let max_q = (0..n).map(|s| lens.q_len(s)).max().unwrap_or(0);
     let rows = rows_per_block(group, max_q, dk.max(dv));
     let mut plan = plan_work(lens, group, hkv, rows, dev.props.sms, c.deterministic);
-    crate::plan::classify_items(&mut plan, lens, group, hq, c.variant.mask.as_ref().map(|m| m.expr()));
+    crate::plan::classify_items(
+        &mut plan,
+        lens,
+        group,
+        hq,
+        c.variant.mask.as_ref().map(|m| m.expr()),
+    );
     if plan.items.is_empty() {
         return Ok(None);
     }
@@ -529,7 +560,10 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
     {
         (cfg.async_tile, cfg.stages) = (tile, stages);
         // Leave room for the static shared memory (scores, running max / sum).
-        let limit = dev.props.smem_per_block_optin.saturating_sub(rows * (tile + 3) * 4 + 1024);
+        let limit = dev
+            .props
+            .smem_per_block_optin
+            .saturating_sub(rows * (tile + 3) * 4 + 1024);
         if cfg.stage_bytes(k_dtype, v_dtype) > limit {
             (cfg.async_tile, cfg.stages) = (0, 0);
         }
@@ -538,7 +572,10 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         cfg.nwarps = 4; // the register path's tile of 128 keys assumes 4 warps
     }
     let hooks = codegen::generate(c.variant);
-    let src = cfg.source(&hooks.source, flexkern::variant::lowered::fnv1a(hooks.key.as_bytes()));
+    let src = cfg.source(
+        &hooks.source,
+        flexkern::variant::lowered::fnv1a(hooks.key.as_bytes()),
+    );
     let module = dev.module(&src)?;
     let (f_attn, smem_attn) = if cfg.async_tile > 0 {
         let f = module.function("fk_attention_async")?;
@@ -603,11 +640,16 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         args.num_pages = *num_pages as i64;
         match device_tables {
             Some(t) => {
-                (args.cu_pages, args.first_page, args.pages) = (t.cu_pages, t.first_page, t.page_indices);
+                (args.cu_pages, args.first_page, args.pages) =
+                    (t.cu_pages, t.first_page, t.page_indices);
                 args.pages_len = t.page_indices_len as i64;
             }
             None => {
-                host_tables = Some((step.push(cu_pages), step.push(first_page), step.push(page_indices)));
+                host_tables = Some((
+                    step.push(cu_pages),
+                    step.push(first_page),
+                    step.push(page_indices),
+                ));
                 args.pages_len = page_indices.len() as i64;
             }
         }
@@ -683,17 +725,8 @@ fn launch(
     let mut params: [*mut c_void; 1] = [(args as *mut FkArgs).cast()];
     // SAFETY: `f` takes one `FkArgs` by value (same layout); every pointer in it was checked
     // against its buffer's size in `validate`, and the buffers outlive the stream's work.
-    unsafe {
-        launch_kernel(
-            f,
-            grid,
-            (threads, 1, 1),
-            smem,
-            dev.stream(),
-            &mut params,
-        )
-    }
-    .map_err(|e| driver("cuLaunchKernel", e))
+    unsafe { launch_kernel(f, grid, (threads, 1, 1), smem, dev.stream(), &mut params) }
+        .map_err(|e| driver("cuLaunchKernel", e))
 }
 
 fn config(c: &AttnCall, rows: usize) -> Result<(KernelConfig, DType, DType)> {
@@ -723,7 +756,9 @@ fn config(c: &AttnCall, rows: usize) -> Result<(KernelConfig, DType, DType)> {
         async_tile: 0,
         stages: 0,
         page_shift: match &c.kv {
-            KvInput::Paged { page_size, .. } if page_size.is_power_of_two() => page_size.trailing_zeros() as i32,
+            KvInput::Paged { page_size, .. } if page_size.is_power_of_two() => {
+                page_size.trailing_zeros() as i32
+            }
             _ => -1,
         },
         nwarps: 4,
@@ -805,7 +840,8 @@ mod tests {
             let v = variants[i % variants.len()].compile().unwrap();
             let hooks = codegen::generate(&v);
             let sz = [4, 2, 2, 1, 1, 1];
-            let fast = vk * sz[kt as usize] == 16 && vv * sz[vt as usize] == 16 && dk.max(dv) <= 256;
+            let fast =
+                vk * sz[kt as usize] == 16 && vv * sz[vt as usize] == 16 && dk.max(dv) <= 256;
             let (async_tile, stages) = if fast { (32, 4) } else { (0, 0) };
             let k = KernelConfig {
                 qt,
@@ -836,7 +872,11 @@ mod tests {
         }
         let kv = KernelSource {
             name: "kv_write".into(),
-            source: format!("{}\n{}", COMMON.replace("#pragma once", ""), include_str!("../kernels/kv_write.cu")),
+            source: format!(
+                "{}\n{}",
+                COMMON.replace("#pragma once", ""),
+                include_str!("../kernels/kv_write.cu")
+            ),
         };
         crate::runtime::compile::compile_for(&kv, "sm_90a").expect("kv_write compiles");
     }

@@ -28,7 +28,9 @@ pub struct CudaBackend {
 impl CudaBackend {
     /// Opens device `ordinal`; `CudaError::NoDevice` without a driver or GPU.
     pub fn new(ordinal: usize) -> crate::Result<CudaBackend> {
-        Ok(CudaBackend { dev: Device::open(ordinal)? })
+        Ok(CudaBackend {
+            dev: Device::open(ordinal)?,
+        })
     }
 }
 
@@ -100,9 +102,12 @@ impl Backend for CudaBackend {
     }
 
     fn alloc(&self, dtype: DType, len: usize) -> Result<CudaBuffer> {
-        let bytes = len
-            .checked_mul(dtype.size())
-            .ok_or_else(|| flexkern::Error::InvalidArgument { arg: "len", msg: "size overflows".into() })?;
+        let bytes =
+            len.checked_mul(dtype.size())
+                .ok_or_else(|| flexkern::Error::InvalidArgument {
+                    arg: "len",
+                    msg: "size overflows".into(),
+                })?;
         let buf = self.dev.alloc(bytes.max(1)).map_err(err)?;
         self.dev.memset(&buf, 0, bytes, 0).map_err(err)?;
         Ok(CudaBuffer { buf, dtype, len })
@@ -111,33 +116,60 @@ impl Backend for CudaBackend {
     fn upload(&self, dst: &mut CudaBuffer, at: usize, src: &[u8]) -> Result<()> {
         let n = elements_of("src", src.len(), dst.dtype)?;
         check_range("dst", at, n, dst.len)?;
-        self.dev.write(&dst.buf, at * dst.dtype.size(), src).map_err(err)
+        self.dev
+            .write(&dst.buf, at * dst.dtype.size(), src)
+            .map_err(err)
     }
 
     fn download(&self, src: &CudaBuffer, at: usize, dst: &mut [u8]) -> Result<()> {
         let n = elements_of("dst", dst.len(), src.dtype)?;
         check_range("src", at, n, src.len)?;
-        self.dev.read(&src.buf, at * src.dtype.size(), dst).map_err(err)
+        self.dev
+            .read(&src.buf, at * src.dtype.size(), dst)
+            .map_err(err)
     }
 
-    fn copy(&self, src: &CudaBuffer, src_at: usize, dst: &mut CudaBuffer, dst_at: usize, len: usize) -> Result<()> {
+    fn copy(
+        &self,
+        src: &CudaBuffer,
+        src_at: usize,
+        dst: &mut CudaBuffer,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<()> {
         if src.dtype != dst.dtype {
-            return Err(flexkern::Error::Mismatch { a: "src", b: "dst", msg: "dtypes differ".into() });
+            return Err(flexkern::Error::Mismatch {
+                a: "src",
+                b: "dst",
+                msg: "dtypes differ".into(),
+            });
         }
         check_range("src", src_at, len, src.len)?;
         check_range("dst", dst_at, len, dst.len)?;
         let es = src.dtype.size();
-        self.dev.copy_at(&src.buf, src_at * es, &dst.buf, dst_at * es, len * es).map_err(err)
+        self.dev
+            .copy_at(&src.buf, src_at * es, &dst.buf, dst_at * es, len * es)
+            .map_err(err)
     }
 
-    fn copy_within(&self, buf: &mut CudaBuffer, src_at: usize, dst_at: usize, len: usize) -> Result<()> {
+    fn copy_within(
+        &self,
+        buf: &mut CudaBuffer,
+        src_at: usize,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<()> {
         check_range("src", src_at, len, buf.len)?;
         check_range("dst", dst_at, len, buf.len)?;
         let es = buf.dtype.size();
         // Overlapping ranges go through a scratch block (cuMemcpy does not promise memmove).
         let tmp = self.dev.alloc((len * es).max(1)).map_err(err)?;
-        self.dev.copy_at(&buf.buf, src_at * es, &tmp, 0, len * es).map_err(err)?;
-        self.dev.copy_at(&tmp, 0, &buf.buf, dst_at * es, len * es).map_err(err)
+        self.dev
+            .copy_at(&buf.buf, src_at * es, &tmp, 0, len * es)
+            .map_err(err)?;
+        self.dev
+            .copy_at(&tmp, 0, &buf.buf, dst_at * es, len * es)
+            .map_err(err)
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -157,23 +189,57 @@ impl Backend for CudaBackend {
                 let ((kb, kl), (vb, vl)) = ((kb, k), (vb, v));
                 (
                     KvInput::Strided {
-                        k: KvOperand { buf: &kb.buf, dtype: kl.dtype, seq_base: &kl.seq_base, tok_stride: kl.tok_stride, head_stride: kl.head_stride },
-                        v: KvOperand { buf: &vb.buf, dtype: vl.dtype, seq_base: &vl.seq_base, tok_stride: vl.tok_stride, head_stride: vl.head_stride },
+                        k: KvOperand {
+                            buf: &kb.buf,
+                            dtype: kl.dtype,
+                            seq_base: &kl.seq_base,
+                            tok_stride: kl.tok_stride,
+                            head_stride: kl.head_stride,
+                        },
+                        v: KvOperand {
+                            buf: &vb.buf,
+                            dtype: vl.dtype,
+                            seq_base: &vl.seq_base,
+                            tok_stride: vl.tok_stride,
+                            head_stride: vl.head_stride,
+                        },
                     },
                     &[][..],
                     &[][..],
                 )
             }
-            (KvLayout::Paged(l), KvBufs::Paged { k, v, cu_pages, first_page, page_indices }) => {
-                for (arg, sl) in [("cu_pages", cu_pages), ("first_page", first_page), ("page_indices", page_indices)] {
+            (
+                KvLayout::Paged(l),
+                KvBufs::Paged {
+                    k,
+                    v,
+                    cu_pages,
+                    first_page,
+                    page_indices,
+                },
+            ) => {
+                for (arg, sl) in [
+                    ("cu_pages", cu_pages),
+                    ("first_page", first_page),
+                    ("page_indices", page_indices),
+                ] {
                     if sl.buf.dtype != DType::U32 {
-                        return Err(flexkern::Error::InvalidArgument { arg, msg: "expected a u32 buffer".into() });
+                        return Err(flexkern::Error::InvalidArgument {
+                            arg,
+                            msg: "expected a u32 buffer".into(),
+                        });
                     }
                     check_range(arg, sl.start, sl.len, sl.buf.len)?;
                 }
                 let n = p.lens.num_seqs();
                 if cu_pages.len != n + 1 || first_page.len != n {
-                    return Err(flexkern::Error::InvalidArgument { arg: "cu_pages", msg: format!("{} / {} entries for {n} sequences", cu_pages.len, first_page.len) });
+                    return Err(flexkern::Error::InvalidArgument {
+                        arg: "cu_pages",
+                        msg: format!(
+                            "{} / {} entries for {n} sequences",
+                            cu_pages.len, first_page.len
+                        ),
+                    });
                 }
                 let t = DeviceTables {
                     cu_pages: cu_pages.buf.ptr_at(cu_pages.start),
@@ -198,7 +264,12 @@ impl Backend for CudaBackend {
                     l.v_scales.as_slice(),
                 )
             }
-            _ => return Err(flexkern::Error::InvalidArgument { arg: "kv", msg: "buffers do not match the problem's KV layout".into() }),
+            _ => {
+                return Err(flexkern::Error::InvalidArgument {
+                    arg: "kv",
+                    msg: "buffers do not match the problem's KV layout".into(),
+                })
+            }
         };
         let call = AttnCall {
             lens: &p.lens,
@@ -219,34 +290,66 @@ impl Backend for CudaBackend {
         attention::attention(&self.dev, &call).map_err(err)
     }
 
-    fn kv_write(&self, store: &mut PageStore<CudaBuffer>, slots: Slice<'_, CudaBuffer>, k: &CudaBuffer, v: &CudaBuffer) -> Result<()> {
+    fn kv_write(
+        &self,
+        store: &mut PageStore<CudaBuffer>,
+        slots: Slice<'_, CudaBuffer>,
+        k: &CudaBuffer,
+        v: &CudaBuffer,
+    ) -> Result<()> {
         let l = store.layout.clone();
         if slots.buf.dtype != DType::U32 || k.dtype != DType::F32 || v.dtype != DType::F32 {
-            return Err(flexkern::Error::InvalidArgument { arg: "slots", msg: "expected u32 slots and f32 K/V rows".into() });
+            return Err(flexkern::Error::InvalidArgument {
+                arg: "slots",
+                msg: "expected u32 slots and f32 K/V rows".into(),
+            });
         }
         check_range("slots", slots.start, slots.len, slots.buf.len)?;
         let m = slots.len;
         let (kr, vr) = (l.num_kv_heads * l.head_dim, l.num_kv_heads * l.head_dim_v);
         if k.len < m * kr || v.len < m * vr {
-            return Err(flexkern::Error::Mismatch { a: "k", b: "slots", msg: format!("{m} slots need {} K and {} V elements", m * kr, m * vr) });
+            return Err(flexkern::Error::Mismatch {
+                a: "k",
+                b: "slots",
+                msg: format!("{m} slots need {} K and {} V elements", m * kr, m * vr),
+            });
         }
         // The slots are checked against the pool on the host (a small download), so a bad
         // entry is a typed error and nothing is written.
         let mut host = vec![0u8; m * 4];
         self.download(slots.buf, slots.start, &mut host)?;
         let cap = (l.num_pages * l.page_size) as u32;
-        if let Some(i) = host.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).position(|s| s >= cap) {
-            return Err(flexkern::Error::InvalidArgument { arg: "slots", msg: format!("entry {i} is outside the {cap} slots") });
+        if let Some(i) = host
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .position(|s| s >= cap)
+        {
+            return Err(flexkern::Error::InvalidArgument {
+                arg: "slots",
+                msg: format!("entry {i} is outside the {cap} slots"),
+            });
         }
         if m == 0 {
             return Ok(());
         }
         let dev = &self.dev;
-        let src = KernelSource { name: "kv_write".into(), source: format!("{}\n{KV_WRITE}", COMMON.replace("#pragma once", "")) };
-        let f = dev.module(&src).map_err(err)?.function("fk_kv_write").map_err(err)?;
-        let scales = dev.upload(&[l.k_scales.as_slice(), l.v_scales.as_slice()].concat()).map_err(err)?;
+        let src = KernelSource {
+            name: "kv_write".into(),
+            source: format!("{}\n{KV_WRITE}", COMMON.replace("#pragma once", "")),
+        };
+        let f = dev
+            .module(&src)
+            .map_err(err)?
+            .function("fk_kv_write")
+            .map_err(err)?;
+        let scales = dev
+            .upload(&[l.k_scales.as_slice(), l.v_scales.as_slice()].concat())
+            .map_err(err)?;
         for (is_v, src_buf, dst) in [(false, k, &store.k), (true, v, &store.v)] {
-            let code = kv_code(dst.dtype).ok_or_else(|| flexkern::Error::InvalidArgument { arg: "pages", msg: format!("{} is not a KV dtype", dst.dtype.name()) })?;
+            let code = kv_code(dst.dtype).ok_or_else(|| flexkern::Error::InvalidArgument {
+                arg: "pages",
+                msg: format!("{} is not a KV dtype", dst.dtype.name()),
+            })?;
             let dim = if is_v { l.head_dim_v } else { l.head_dim };
             let (mut sp, mut m64, mut s, mut d, mut code, mut heads, mut dim, mut sc) = (
                 slots.buf.ptr_at(slots.start),
@@ -272,8 +375,17 @@ impl Backend for CudaBackend {
             dev.bind().map_err(err)?;
             // SAFETY: fk_kv_write(const u32*, u64, const float*, u8*, int, int, int, const float*)
             // writes slot rows inside the store (slots checked above) from `m` rows of `src`.
-            unsafe { launch_kernel(f, ((n.div_ceil(256)).clamp(1, 65535) as u32, 1, 1), (256, 1, 1), 0, dev.stream(), &mut params) }
-                .map_err(|e| err(driver("cuLaunchKernel", e)))?;
+            unsafe {
+                launch_kernel(
+                    f,
+                    ((n.div_ceil(256)).clamp(1, 65535) as u32, 1, 1),
+                    (256, 1, 1),
+                    0,
+                    dev.stream(),
+                    &mut params,
+                )
+            }
+            .map_err(|e| err(driver("cuLaunchKernel", e)))?;
         }
         // Scales are in stream order behind the kernels; the pool keeps the block alive.
         drop(scales);

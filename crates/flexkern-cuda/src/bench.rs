@@ -5,7 +5,7 @@
 use crate::attention::{self, AttnCall, KvInput, KvOperand, QInput};
 use crate::error::{driver, Result};
 use crate::runtime::compile::KernelSource;
-use crate::runtime::{DeviceBuf, Device, Event};
+use crate::runtime::{Device, DeviceBuf, Event};
 use cudarc::driver::result::launch_kernel;
 use flexkern::attention::problem::SeqLens;
 use flexkern::builtins::causal;
@@ -40,7 +40,8 @@ impl DecodeShape {
             self.hkv,
             self.d,
             self.kv_dtype.name(),
-            self.page_size.map_or("contiguous".to_string(), |p| format!("paged{p}"))
+            self.page_size
+                .map_or("contiguous".to_string(), |p| format!("paged{p}"))
         )
     }
     pub fn kv_bytes(&self) -> usize {
@@ -51,7 +52,15 @@ impl DecodeShape {
 /// The shapes: bf16 D128 Hq32/Hkv8 at B64x8k, B8x32k, B1x128k, contiguous and paged(16);
 /// fp8 e4m3 at B1x128k; SmolLM2 (Hq9/Hkv3, D64) at B64x8k.
 pub fn standard_shapes(quick: bool) -> Vec<DecodeShape> {
-    let s = |batch, kv_len, hq, hkv, d, kv_dtype, page_size| DecodeShape { batch, kv_len, hq, hkv, d, kv_dtype, page_size };
+    let s = |batch, kv_len, hq, hkv, d, kv_dtype, page_size| DecodeShape {
+        batch,
+        kv_len,
+        hq,
+        hkv,
+        d,
+        kv_dtype,
+        page_size,
+    };
     let div = if quick { 8 } else { 1 };
     let mut v = Vec::new();
     for (b, l) in [(64, 8192), (8, 32768), (1, 131072)] {
@@ -95,7 +104,8 @@ pub fn random(dev: &Arc<Device>, n: usize, dtype: DType, seed: u64) -> Result<De
     dev.bind()?;
     let blocks = (n.div_ceil(256)).clamp(1, 4096) as u32;
     // SAFETY: fk_fill(u8*, u64, int, u64) writes `n` elements of `dtype` inside `buf`.
-    unsafe { launch_kernel(f, (blocks, 1, 1), (256, 1, 1), 0, dev.stream(), &mut params) }.map_err(|e| driver("cuLaunchKernel", e))?;
+    unsafe { launch_kernel(f, (blocks, 1, 1), (256, 1, 1), 0, dev.stream(), &mut params) }
+        .map_err(|e| driver("cuLaunchKernel", e))?;
     Ok(buf)
 }
 
@@ -105,7 +115,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Times `f` with events: `warm` untimed runs, then the median of `reps` (milliseconds).
-pub fn time_ms(dev: &Device, warm: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+pub fn time_ms(
+    dev: &Device,
+    warm: usize,
+    reps: usize,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<f64> {
     for _ in 0..warm {
         f()?;
     }
@@ -140,7 +155,12 @@ pub struct DecodeRun {
 }
 
 /// Times one decode shape; the median milliseconds of the whole call.
-pub fn decode(dev: &Arc<Device>, s: &DecodeShape, reps: usize, deterministic: bool) -> Result<DecodeRun> {
+pub fn decode(
+    dev: &Arc<Device>,
+    s: &DecodeShape,
+    reps: usize,
+    deterministic: bool,
+) -> Result<DecodeRun> {
     let (b, l, hq, hkv, d) = (s.batch, s.kv_len, s.hq, s.hkv, s.d);
     let lens = SeqLens::uniform(b, 1, l);
     let q = random(dev, b * hq * d, DType::BF16, 1)?;
@@ -168,8 +188,20 @@ pub fn decode(dev: &Arc<Device>, s: &DecodeShape, reps: usize, deterministic: bo
     }
     let kv = match s.page_size {
         None => KvInput::Strided {
-            k: KvOperand { buf: &k, dtype: s.kv_dtype, seq_base: &kv_base, tok_stride: hkv * d, head_stride: d },
-            v: KvOperand { buf: &v, dtype: s.kv_dtype, seq_base: &kv_base, tok_stride: hkv * d, head_stride: d },
+            k: KvOperand {
+                buf: &k,
+                dtype: s.kv_dtype,
+                seq_base: &kv_base,
+                tok_stride: hkv * d,
+                head_stride: d,
+            },
+            v: KvOperand {
+                buf: &v,
+                dtype: s.kv_dtype,
+                seq_base: &kv_base,
+                tok_stride: hkv * d,
+                head_stride: d,
+            },
         },
         Some(ps) => KvInput::Paged {
             k: &k,
@@ -181,7 +213,7 @@ pub fn decode(dev: &Arc<Device>, s: &DecodeShape, reps: usize, deterministic: bo
             cu_pages: &cu,
             first_page: &first,
             page_indices: &pages,
-        device_tables: None,
+            device_tables: None,
         },
     };
     let call = AttnCall {
@@ -192,7 +224,13 @@ pub fn decode(dev: &Arc<Device>, s: &DecodeShape, reps: usize, deterministic: bo
         head_dim_v: d,
         scale: 1.0 / (d as f32).sqrt(),
         variant: &variant,
-        q: QInput { buf: &q, dtype: DType::BF16, seq_base: &q_base, tok_stride: hq * d, head_stride: d },
+        q: QInput {
+            buf: &q,
+            dtype: DType::BF16,
+            seq_base: &q_base,
+            tok_stride: hq * d,
+            head_stride: d,
+        },
         kv,
         k_scales: &scales,
         v_scales: &scales,
@@ -205,5 +243,12 @@ pub fn decode(dev: &Arc<Device>, s: &DecodeShape, reps: usize, deterministic: bo
     let (kernel, blocks, chunk) = (p.config.name(), p.plan.items.len() * hkv, p.plan.chunk);
     drop(p);
     let ms = time_ms(dev, 3, reps, || attention::attention(dev, &call))?;
-    Ok(DecodeRun { ms, kernel, blocks, chunk, regs, local_bytes })
+    Ok(DecodeRun {
+        ms,
+        kernel,
+        blocks,
+        chunk,
+        regs,
+        local_bytes,
+    })
 }

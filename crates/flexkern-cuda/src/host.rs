@@ -3,7 +3,7 @@
 
 use crate::attention::{self, AttnCall, KvInput, KvOperand, QInput};
 use crate::error::{invalid, Result};
-use crate::runtime::{DeviceBuf, Device};
+use crate::runtime::{Device, DeviceBuf};
 use crate::verify::{encode, poison};
 use flexkern::attention::kv::{Bound, KvSource, StridedKv};
 use flexkern::attention::problem::{KvLayout, Layout};
@@ -21,26 +21,51 @@ fn upload(dev: &Arc<Device>, d: &HostData) -> Result<DeviceBuf> {
 }
 
 fn operand<'a>(buf: &'a DeviceBuf, o: &'a Layout) -> KvOperand<'a> {
-    KvOperand { buf, dtype: o.dtype, seq_base: &o.seq_base, tok_stride: o.tok_stride, head_stride: o.head_stride }
+    KvOperand {
+        buf,
+        dtype: o.dtype,
+        seq_base: &o.seq_base,
+        tok_stride: o.tok_stride,
+        head_stride: o.head_stride,
+    }
 }
 
 /// (O `[tokens, Hq, Dv]`, LSE `[tokens, Hq]`) of `args` computed on `dev`. `paged`: page size,
 /// storage type (per-kv-head scales from each head's largest magnitude), page-order seed.
-pub fn attention_host(dev: &Arc<Device>, args: &AttentionArgs, paged: Option<(usize, DType, u64)>) -> Result<(Vec<f32>, Vec<f32>)> {
+pub fn attention_host(
+    dev: &Arc<Device>,
+    args: &AttentionArgs,
+    paged: Option<(usize, DType, u64)>,
+) -> Result<(Vec<f32>, Vec<f32>)> {
     let p = args.prepare()?;
     let KvLayout::Strided { k: kl, v: vl } = &p.kv else {
         return Err(invalid("k", "strided arguments give a strided layout"));
     };
     let kvs = StridedKv {
-        k: Bound { layout: kl, data: args.k.data },
-        v: Bound { layout: vl, data: args.v.data },
+        k: Bound {
+            layout: kl,
+            data: args.k.data,
+        },
+        v: Bound {
+            layout: vl,
+            data: args.v.data,
+        },
         lens: &p.lens,
     };
     let (hq, hkv, dk, dv) = (p.num_q_heads, p.num_kv_heads, p.head_dim, p.head_dim_v);
     let total = p.total_q();
-    let (out, lse) = (dev.alloc((total * hq * dv).max(1) * 4)?, dev.alloc((total * hq).max(1) * 4)?);
+    let (out, lse) = (
+        dev.alloc((total * hq * dv).max(1) * 4)?,
+        dev.alloc((total * hq).max(1) * 4)?,
+    );
     let qb = upload(dev, &args.q.data)?;
-    let q = QInput { buf: &qb, dtype: p.q.dtype, seq_base: &p.q.seq_base, tok_stride: p.q.tok_stride, head_stride: p.q.head_stride };
+    let q = QInput {
+        buf: &qb,
+        dtype: p.q.dtype,
+        seq_base: &p.q.seq_base,
+        tok_stride: p.q.tok_stride,
+        head_stride: p.q.head_stride,
+    };
     let n = p.lens.num_seqs();
     let run = |kv: KvInput, ks: &[f32], vs: &[f32]| -> Result<(Vec<f32>, Vec<f32>)> {
         let call = AttnCall {
@@ -68,7 +93,10 @@ pub fn attention_host(dev: &Arc<Device>, args: &AttentionArgs, paged: Option<(us
     };
     let Some((ps, dtype, seed)) = paged else {
         let (kb, vb) = (upload(dev, &args.k.data)?, upload(dev, &args.v.data)?);
-        let kv = KvInput::Strided { k: operand(&kb, kl), v: operand(&vb, vl) };
+        let kv = KvInput::Strided {
+            k: operand(&kb, kl),
+            v: operand(&vb, vl),
+        };
         return run(kv, &[], &[]);
     };
     if ps == 0 || ps > 256 {
@@ -107,8 +135,13 @@ pub fn attention_host(dev: &Arc<Device>, args: &AttentionArgs, paged: Option<(us
         for pos in 0..kl {
             let slot = mine[pos / ps] as usize * ps + pos % ps;
             for h in 0..hkv {
-                for (is_v, d, pool, sc) in [(false, dk, &mut kp, ks[h]), (true, dv, &mut vp, vs[h])] {
-                    let r = if is_v { kvs.v_row(s, h, pos) } else { kvs.k_row(s, h, pos) };
+                for (is_v, d, pool, sc) in [(false, dk, &mut kp, ks[h]), (true, dv, &mut vp, vs[h])]
+                {
+                    let r = if is_v {
+                        kvs.v_row(s, h, pos)
+                    } else {
+                        kvs.k_row(s, h, pos)
+                    };
                     r.to_f32(&mut row[..d]);
                     for (e, &x) in row[..d].iter().enumerate() {
                         let at = ((slot * hkv + h) * d + e) * es;
@@ -122,6 +155,17 @@ pub fn attention_host(dev: &Arc<Device>, args: &AttentionArgs, paged: Option<(us
     }
     let (kb, vb) = (dev.upload(&kp)?, dev.upload(&vp)?);
     let first = vec![0u32; n];
-    let kv = KvInput::Paged { k: &kb, v: &vb, k_dtype: dtype, v_dtype: dtype, page_size: ps, num_pages, cu_pages: &cu, first_page: &first, page_indices: &list, device_tables: None };
+    let kv = KvInput::Paged {
+        k: &kb,
+        v: &vb,
+        k_dtype: dtype,
+        v_dtype: dtype,
+        page_size: ps,
+        num_pages,
+        cu_pages: &cu,
+        first_page: &first,
+        page_indices: &list,
+        device_tables: None,
+    };
     run(kv, &ks, &vs)
 }

@@ -12,7 +12,13 @@ pub const MASK_TRUE: u32 = 1 << 31;
 
 /// Classifies each item's (rows x keys) box under `mask`: all-true items get `MASK_TRUE`,
 /// all-false items get an empty key range (nothing is read, the row tile's partial is -inf).
-pub fn classify_items(plan: &mut WorkPlan, lens: &SeqLens, group: usize, num_q_heads: usize, mask: Option<&Expr>) {
+pub fn classify_items(
+    plan: &mut WorkPlan,
+    lens: &SeqLens,
+    group: usize,
+    num_q_heads: usize,
+    mask: Option<&Expr>,
+) {
     for it in &mut plan.items {
         let (s, rt, k0, k1) = (it[0] as usize, it[1] as usize, it[2] as i64, it[3] as i64);
         let Some(m) = mask else {

@@ -159,7 +159,11 @@ pub fn run_attn(a: &AttnArgs) -> Result<()> {
         _ if a.device == super::device::Device::Cuda => {
             let paged = match a.page_size {
                 Some(ps) => {
-                    let dt = a.kv_dtype.as_deref().map(super::paged::parse_kv_dtype).transpose()?;
+                    let dt = a
+                        .kv_dtype
+                        .as_deref()
+                        .map(super::paged::parse_kv_dtype)
+                        .transpose()?;
                     Some((ps, dt.unwrap_or(flexkern::DType::F32), a.page_seed))
                 }
                 None => None,

@@ -343,7 +343,9 @@ fn run_attn_bench(a: &AttnBenchArgs) -> Result<()> {
 
 pub fn run_bench(a: &BenchArgs) -> Result<()> {
     match &a.what {
-        Some(BenchWhat::Attn(x)) if x.device == super::device::Device::Cuda => super::cuda::bench_attn(x),
+        Some(BenchWhat::Attn(x)) if x.device == super::device::Device::Cuda => {
+            super::cuda::bench_attn(x)
+        }
         Some(BenchWhat::Attn(x)) => run_attn_bench(x),
         Some(BenchWhat::Gemv(x)) => super::bench_gemv::run_bench_gemv(x),
         None => {

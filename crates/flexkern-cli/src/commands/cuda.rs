@@ -74,7 +74,9 @@ pub fn verify(quick: bool, seed: u64, report: &mut dyn FnMut(Outcome)) -> Result
     let n = std_cases.len() + paged.len();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let done: std::sync::Mutex<Vec<Option<Outcome>>> = std::sync::Mutex::new(vec![None; n]);
-    let workers = std::thread::available_parallelism().map_or(4, |p| p.get()).min(12);
+    let workers = std::thread::available_parallelism()
+        .map_or(4, |p| p.get())
+        .min(12);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
@@ -86,13 +88,22 @@ pub fn verify(quick: bool, seed: u64, report: &mut dyn FnMut(Outcome)) -> Result
                     flexkern::verify::run_case(&backend, &std_cases[i], seed.wrapping_add(i as u64))
                 } else {
                     let j = i - std_cases.len();
-                    flexkern::verify::run_paged_case(&backend, &paged[j], seed.wrapping_add(1000 + j as u64))
+                    flexkern::verify::run_paged_case(
+                        &backend,
+                        &paged[j],
+                        seed.wrapping_add(1000 + j as u64),
+                    )
                 };
                 done.lock().expect("results lock")[i] = Some(o);
             });
         }
     });
-    for o in done.into_inner().expect("results lock").into_iter().flatten() {
+    for o in done
+        .into_inner()
+        .expect("results lock")
+        .into_iter()
+        .flatten()
+    {
         report(o);
     }
     for o in flexkern_cuda::verify::extra_checks(&dev) {
@@ -113,7 +124,10 @@ pub fn bench_attn(a: &super::bench::AttnBenchArgs) -> Result<()> {
         dev.props.name, dev.props.sms
     );
     let copy = copy_bandwidth(&dev, reps)?;
-    println!("copy bandwidth (device to device, read + write): {:.0} GB/s", copy);
+    println!(
+        "copy bandwidth (device to device, read + write): {:.0} GB/s",
+        copy
+    );
     let mut rows = Vec::new();
     for s in standard_shapes(a.quick) {
         if !a.only.is_empty() && !s.name().contains(&a.only) {

@@ -159,15 +159,32 @@ impl Device {
     }
 
     /// Device-to-device copy of `bytes` bytes between byte offsets (ranges must not overlap).
-    pub fn copy_at(&self, src: &DeviceBuf, src_at: usize, dst: &DeviceBuf, dst_at: usize, bytes: usize) -> Result<()> {
-        assert!(src_at + bytes <= src.bytes && dst_at + bytes <= dst.bytes, "copy past a buffer (caller checks)");
+    pub fn copy_at(
+        &self,
+        src: &DeviceBuf,
+        src_at: usize,
+        dst: &DeviceBuf,
+        dst_at: usize,
+        bytes: usize,
+    ) -> Result<()> {
+        assert!(
+            src_at + bytes <= src.bytes && dst_at + bytes <= dst.bytes,
+            "copy past a buffer (caller checks)"
+        );
         if bytes == 0 {
             return Ok(());
         }
         self.bind()?;
         // SAFETY: both ranges lie inside their buffers.
-        unsafe { result::memcpy_dtod_async(dst.ptr + dst_at as u64, src.ptr + src_at as u64, bytes, self.stream()) }
-            .map_err(|e| driver("cuMemcpyDtoDAsync", e))
+        unsafe {
+            result::memcpy_dtod_async(
+                dst.ptr + dst_at as u64,
+                src.ptr + src_at as u64,
+                bytes,
+                self.stream(),
+            )
+        }
+        .map_err(|e| driver("cuMemcpyDtoDAsync", e))
     }
 
     /// (bytes held by the pool, fresh allocations, reuses).

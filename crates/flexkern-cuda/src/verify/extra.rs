@@ -94,7 +94,7 @@ fn call<'a>(
             cu_pages: &f.pool.cu_pages,
             first_page: &f.pool.first_page,
             page_indices: &f.pool.pages,
-        device_tables: None,
+            device_tables: None,
         },
         k_scales: &[],
         v_scales: &[],
@@ -177,14 +177,23 @@ fn deterministic(dev: &Arc<Device>) -> Result<String> {
     let mut c = call(&f, &v, &out, &lse, true);
     c.lens = &alone_lens;
     c.q.seq_base = &f.q_base[..1];
-    if let KvInput::Paged { cu_pages, first_page, .. } = &mut c.kv {
+    if let KvInput::Paged {
+        cu_pages,
+        first_page,
+        ..
+    } = &mut c.kv
+    {
         *cu_pages = &cu1;
         *first_page = &f.pool.first_page[..1];
     }
     dev.memset(&out, 0, HQ * D * 4, 0xff)?;
     attention::attention(dev, &c)?;
     let alone = read(dev, &out, HQ * D)?;
-    if alone.iter().zip(&batch).any(|(a, b)| a.to_bits() != b.to_bits()) {
+    if alone
+        .iter()
+        .zip(&batch)
+        .any(|(a, b)| a.to_bits() != b.to_bits())
+    {
         return Err(CudaError::Invalid {
             arg: "deterministic",
             msg: "sequence 0 differs inside the batch".into(),
