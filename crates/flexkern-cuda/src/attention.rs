@@ -259,7 +259,7 @@ struct Step {
 
 impl Step {
     fn push<T: bytemuck::Pod>(&mut self, xs: &[T]) -> u64 {
-        while self.bytes.len() % 16 != 0 {
+        while !self.bytes.len().is_multiple_of(16) {
             self.bytes.push(0);
         }
         let at = self.bytes.len();
@@ -295,14 +295,15 @@ fn strided_end(
     dim: usize,
 ) -> Result<usize> {
     let mut end = 0usize;
-    for s in 0..lens.num_seqs() {
+    for (s, &b) in base.iter().enumerate().take(lens.num_seqs()) {
         let n = tokens(s);
         if n == 0 {
             continue;
         }
-        let e = base[s]
-            .checked_add((n - 1).checked_mul(tok).unwrap_or(usize::MAX))
-            .and_then(|x| x.checked_add((heads - 1) * head + dim))
+        let e = b
+            .checked_add((n - 1).saturating_mul(tok))
+            .and_then(|x| x.checked_add((heads - 1).saturating_mul(head)))
+            .and_then(|x| x.checked_add(dim))
             .ok_or_else(|| invalid("q", "offsets overflow"))?;
         end = end.max(e);
     }

@@ -274,6 +274,31 @@ fn one_module(dev: &Arc<Device>) -> Result<String> {
     Ok(format!("{loads} module load for two window sizes"))
 }
 
+/// Unused slots of a pool poisoned with NaN (the tails of partly filled last pages, whole unused
+/// pages) never reach an output: every O and LSE of rows with visible keys stays finite (a NaN
+/// read anywhere, even weighted by 0, would show), on the cp.async and the register paths.
+fn poison_does_not_leak(dev: &Arc<Device>) -> Result<String> {
+    let seqs = [(1usize, 100usize), (3, 40), (1, 7)];
+    let f = fixture(dev, &seqs, 19)?;
+    let v = Variant::full().mask(causal()).compile()?;
+    let n = 5 * HQ;
+    let (out, lse) = (dev.alloc(n * D * 4)?, dev.alloc(n * 4)?);
+    for pipeline in ["32,3", "0"] {
+        std::env::set_var("FLEXKERN_CUDA_ASYNC", pipeline);
+        let r = attention::attention(dev, &call(&f, &v, &out, &lse, false));
+        std::env::remove_var("FLEXKERN_CUDA_ASYNC");
+        r?;
+        let (o, l) = (read(dev, &out, n * D)?, read(dev, &lse, n)?);
+        if let Some(i) = o.iter().chain(&l).position(|x| !x.is_finite()) {
+            return Err(CudaError::Invalid {
+                arg: "poison",
+                msg: format!("element {i} is not finite (pipeline {pipeline})"),
+            });
+        }
+    }
+    Ok("O and LSE finite over a NaN-poisoned pool, both kernel paths".into())
+}
+
 /// Every GPU-only check, each as one verify row.
 pub fn extra_checks(dev: &Arc<Device>) -> Vec<Outcome> {
     vec![
@@ -281,5 +306,6 @@ pub fn extra_checks(dev: &Arc<Device>) -> Vec<Outcome> {
         check("deterministic split-KV", deterministic(dev)),
         check("CUDA graph capture + replay", graph_replay(dev)),
         check("one module per structure", one_module(dev)),
+        check("NaN-poisoned unused page slots", poison_does_not_leak(dev)),
     ]
 }

@@ -128,10 +128,10 @@ pub(crate) fn paged_pool(
         let mine: Vec<u32> = order[pages.len()..pages.len() + kl.div_ceil(ps)].to_vec();
         for i in 0..kl {
             let slot = mine[i / ps] as usize * ps + i % ps;
-            for h in 0..hkv {
+            for (h, &scale) in scales.iter().enumerate() {
                 for (pool, dim) in [(&mut k, dk), (&mut v, dv)] {
                     for e in 0..dim {
-                        let (code, _) = encode(dtype, rng.uniform() * 2.0, scales[h]);
+                        let (code, _) = encode(dtype, rng.uniform() * 2.0, scale);
                         let at = ((slot * hkv + h) * dim + e) * es;
                         pool[at..at + es].copy_from_slice(&code);
                     }
