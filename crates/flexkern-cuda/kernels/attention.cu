@@ -330,11 +330,12 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention(const 
   for (int i = threadIdx.x; i < FK_ROWS * FK_DV; i += FK_NWARPS * 32) {
     const int r = i / FK_DV, d = i % FK_DV;
     const float l = s_l[r];
-    a.part_o[(base + r) * FK_DV + d] = l > 0.f ? s_red[r][d] * vscale / l : 0.f;
+    a.part_o[(base + r) * FK_DV + d] = l > 0.f ? s_red[r][d] * vscale / l : (l != l ? l : 0.f);
   }
   if (threadIdx.x < FK_ROWS) {
     const float l = s_l[threadIdx.x];
-    a.part_lse[base + threadIdx.x] = l > 0.f ? s_m[threadIdx.x] + logf(l) : FK_NEG_INF;
+    // A kept NaN (or +inf) score leaves the running sum NaN: the row's O and LSE are NaN.
+    a.part_lse[base + threadIdx.x] = l > 0.f ? s_m[threadIdx.x] + logf(l) : (l != l ? l : FK_NEG_INF);
   }
 }
 
@@ -362,9 +363,15 @@ extern "C" __global__ void __launch_bounds__(FK_MERGE_WARPS * 32) fk_merge(const
   const float* sinks = (const float*)(a.step + a.off_sinks);
   const float sink = a.has_sinks ? sinks[head] : FK_NEG_INF;
   auto row = [&](u32 p) { return ((u64)(t.z + p) * a.num_kv_heads + kvh) * FK_ROWS + r; };
-  // M over the partitions and the sink.
+  // M over the partitions and the sink; a NaN partition (a kept NaN score) makes the row NaN.
   float m = FK_NEG_INF;
-  for (u32 p = threadIdx.x; p < parts; p += blockDim.x) m = fmaxf(m, a.part_lse[row(p)]);
+  bool nan = false;
+  for (u32 p = threadIdx.x; p < parts; p += blockDim.x) {
+    const float l = a.part_lse[row(p)];
+    m = fmaxf(m, l);
+    nan |= l != l;
+  }
+  nan = __syncthreads_or(nan);
   m = fk_warp_max(m);
   if (lane == 0) s_red[warp] = m;
   __syncthreads();
@@ -398,8 +405,8 @@ extern "C" __global__ void __launch_bounds__(FK_MERGE_WARPS * 32) fk_merge(const
   for (int d = threadIdx.x; d < FK_DV; d += blockDim.x) {
     float o = 0.f;
     for (int w = 0; w < FK_MERGE_WARPS; ++w) o += s_o[w][d];
-    a.out[(token * hq + head) * FK_DV + d] = M == FK_NEG_INF ? 0.f : o / total;
+    a.out[(token * hq + head) * FK_DV + d] = nan ? __int_as_float(0x7fc00000) : (M == FK_NEG_INF ? 0.f : o / total);
   }
   if (threadIdx.x == 0 && a.has_lse)
-    a.lse[token * hq + head] = M == FK_NEG_INF ? FK_NEG_INF : M + logf(total);
+    a.lse[token * hq + head] = nan ? __int_as_float(0x7fc00000) : (M == FK_NEG_INF ? FK_NEG_INF : M + logf(total));
 }

@@ -265,11 +265,12 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_async(
   for (int i = threadIdx.x; i < FK_ROWS * FK_DV; i += FK_NWARPS * 32) {
     const int r = i / FK_DV, d = i % FK_DV;
     const float l = s_l[r];
-    a.part_o[(base + r) * FK_DV + d] = l > 0.f ? red[r * FK_DV + d] * vscale / l : 0.f;
+    a.part_o[(base + r) * FK_DV + d] = l > 0.f ? red[r * FK_DV + d] * vscale / l : (l != l ? l : 0.f);
   }
   if (threadIdx.x < FK_ROWS) {
     const float l = s_l[threadIdx.x];
-    a.part_lse[base + threadIdx.x] = l > 0.f ? s_m[threadIdx.x] + logf(l) : FK_NEG_INF;
+    // A kept NaN (or +inf) score leaves the running sum NaN: the row's O and LSE are NaN.
+    a.part_lse[base + threadIdx.x] = l > 0.f ? s_m[threadIdx.x] + logf(l) : (l != l ? l : FK_NEG_INF);
   }
 }
 #endif

@@ -11,9 +11,9 @@ use crate::prepared::{Prepared, PreparedLayer};
 use crate::weights::Weights;
 use flexkern::attention::paged::{paged_bufs, prepare_buffers};
 use flexkern::attention::plan::{plan, Plan};
-use flexkern::attention::problem::Problem;
+use flexkern::attention::problem::{KvLayout, Problem};
 use flexkern::backend::tensor_ops::{Rope, TensorOps};
-use flexkern::backend::{to_device, AttnIo, Buffer, Slice};
+use flexkern::backend::{to_device, to_host, AttnIo, Buffer, Slice};
 use flexkern::kv_cache::PageTables;
 use flexkern::{builtins, DType, Variant};
 use flexkern_gguf::GgufFile;
@@ -143,6 +143,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         }
         let old = cache.len();
         let (writes, tables) = cache.begin(tokens.len())?;
+        let calibrating = cache.needs_scales();
         let r = (|| {
             // Copy-on-write of a shared partial page (a forked sequence), in every layer.
             for &(src, dst, n) in &writes.copies {
@@ -152,8 +153,10 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             }
             self.run(cache, tokens, old, &writes.slots, &tables, which)
         })();
-        if r.is_err() {
-            cache.abort(old);
+        match &r {
+            Ok(_) if calibrating => cache.calibrated(),
+            Ok(_) => {}
+            Err(_) => cache.abort(old),
         }
         r
     }
@@ -237,7 +240,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         b.copy(&s.x, at, &mut s.h, 0, rows * d)?;
         b.rms_norm(&s.h, rows, &w.output_norm, c.rms_eps, &mut s.proj)?;
         let mut logits = f32s(rows * c.vocab)?;
-        b.matmul(&w.output, &s.proj, rows, &mut logits)?;
+        b.matmul(w.output(), &s.proj, rows, &mut logits)?;
         let mut out = vec![0f32; rows * c.vocab];
         b.download(&logits, 0, bytemuck::cast_slice_mut(&mut out))?;
         Ok(out)
@@ -286,8 +289,24 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             &self.rope,
             &self.inv_freq,
         )?;
+        if cache.needs_scales() {
+            let (k, v) = (to_host::<B, f32>(b, &s.k)?, to_host::<B, f32>(b, &s.v)?);
+            let n = m * c.n_head_kv * c.head_dim;
+            cache.calibrate(i, &k[..n], &v[..n])?;
+        }
         b.kv_write(cache.store_mut(i), slice(words, st.slots, m), &s.k, &s.v)?;
         let store = cache.store(i);
+        // Quantized caches carry each layer's own scales.
+        let own;
+        let p = match &p.kv {
+            KvLayout::Paged(l) if *l != store.layout => {
+                let mut q = p.clone();
+                q.kv = KvLayout::Paged(store.layout.clone());
+                own = q;
+                &own
+            }
+            _ => p,
+        };
         let io = AttnIo {
             q: &s.q,
             kv: paged_bufs(tables, &store.k, &store.v, words, st.tables),

@@ -25,18 +25,27 @@ pub struct PreparedLayer<'a, B: TensorOps + 'a> {
 pub struct Prepared<'a, B: TensorOps + 'a> {
     pub tok_embd: B::Weight<'a>,
     pub output_norm: B::Buffer,
-    pub output: B::Weight<'a>,
+    /// `None` when the embeddings are tied: the output reads `tok_embd` (prepared once).
+    output: Option<B::Weight<'a>>,
     pub layers: Vec<PreparedLayer<'a, B>>,
 }
 
 impl<'a, B: TensorOps + 'a> Prepared<'a, B> {
+    /// The output projection.
+    pub fn output(&self) -> &B::Weight<'a> {
+        self.output.as_ref().unwrap_or(&self.tok_embd)
+    }
+
     /// Prepares every tensor of `w`; `progress(done, total)` after each layer.
     pub fn new(b: &B, w: &Weights<'a>, mut progress: impl FnMut(usize, usize)) -> Result<Self> {
         let total = w.layers.len() + 1;
         let vec = |v: &Vec<f32>| to_device(b, v);
         let opt = |v: &Option<Vec<f32>>| v.as_ref().map(|v| to_device(b, v)).transpose();
         let tok_embd = b.prepare_weight(w.tok_embd.clone())?;
-        let output = b.prepare_weight(w.output.clone())?;
+        let output = match w.tied_output {
+            true => None,
+            false => Some(b.prepare_weight(w.output.clone())?),
+        };
         let output_norm = vec(&w.output_norm)?;
         progress(1, total);
         let mut layers = Vec::with_capacity(w.layers.len());

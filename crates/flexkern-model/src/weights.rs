@@ -29,6 +29,8 @@ pub struct Weights<'a> {
     pub output_norm: Vec<f32>,
     /// `output.weight`, or `token_embd.weight` when the embeddings are tied.
     pub output: QuantMatrix<'a>,
+    /// No `output.weight`: `output` is the embedding table (a backend prepares it once).
+    pub tied_output: bool,
     pub layers: Vec<Layer<'a>>,
     /// Per-frequency RoPE divisors (`rope_freqs.weight`, `[rope_dims / 2]`): how llama.cpp's
     /// converter stores Llama 3's "llama3" RoPE scaling.
@@ -93,9 +95,10 @@ impl<'a> Weights<'a> {
         let (d, qd, kvd) = (c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
         let total = c.n_layer + 2;
         let tok_embd = matrix(f, "token_embd.weight", c.vocab, d)?;
-        let output = match f.tensor_info("output.weight") {
-            Some(_) => matrix(f, "output.weight", c.vocab, d)?,
-            None => tok_embd.clone(),
+        let tied_output = f.tensor_info("output.weight").is_none();
+        let output = match tied_output {
+            false => matrix(f, "output.weight", c.vocab, d)?,
+            true => tok_embd.clone(),
         };
         let output_norm = vector(f, "output_norm.weight", d)?;
         let rope_freqs = opt_vector(f, "rope_freqs.weight", c.rope_dims / 2)?;
@@ -123,6 +126,7 @@ impl<'a> Weights<'a> {
             tok_embd,
             output_norm,
             output,
+            tied_output,
             layers,
             rope_freqs,
         })

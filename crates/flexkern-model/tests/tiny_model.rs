@@ -327,6 +327,51 @@ fn f16_kv_cache_matches_reference() {
     }
 }
 
+/// fp8 and int8 KV caches: scales calibrated per head on the prompt, the logits within the
+/// formats' precision of the f64 reference; a cleared cache calibrates again, and after the
+/// calibrating step a decode step moves one upload and one download as any other.
+#[test]
+fn quantized_kv_cache_is_calibrated_on_the_prompt() {
+    use flexkern::backend::counting::Counting;
+    use flexkern::DType;
+    let s = Spec::new("llama", Format::F32);
+    let f = open(&s);
+    let model = Model::load(&f, Counting::new(cpu()), |_, _| {}).unwrap();
+    let toks = tokens(11);
+    let want = reference::forward(&model.config, &model.weights, &toks).unwrap();
+    for (dtype, tol) in [
+        (DType::Fp8E4M3, 0.06),
+        (DType::Fp8E5M2, 0.2),
+        (DType::I8, 0.03),
+    ] {
+        let mut cache = model.new_cache_with(usize::MAX, dtype).unwrap();
+        for round in 0..2 {
+            let mut all = model.forward(&mut cache, &toks[..6], Logits::All).unwrap();
+            for t in 6..toks.len() {
+                let before = model.backend().transfers();
+                all.extend(
+                    model
+                        .forward(&mut cache, &toks[t..t + 1], Logits::All)
+                        .unwrap(),
+                );
+                let now = model.backend().transfers();
+                assert_eq!(
+                    (
+                        now.uploads - before.uploads,
+                        now.downloads - before.downloads
+                    ),
+                    (1, 1),
+                    "{dtype:?} decode {t}"
+                );
+            }
+            let e = rel_err(&all, &want);
+            eprintln!("{dtype:?} round {round}: {e:e}");
+            assert!(e <= tol && e > 0.0, "{dtype:?} round {round}: {e:e}");
+            cache.clear().unwrap();
+        }
+    }
+}
+
 #[test]
 fn quantized_models_match_reference() {
     // Quantized weights are dequantized identically in the reference; the remaining error is

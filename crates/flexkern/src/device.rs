@@ -48,13 +48,19 @@ pub struct TilePolicy {
 }
 
 impl TilePolicy {
-    /// The CPU defaults, measured on Zen 3 with a 512 KiB-1 MiB L2 (docs/PERFORMANCE.md):
-    /// 256 stacked rows halve the K/V tile copies per flop against 128; Q and O (128 KiB each
-    /// at D 128) and the 64 KiB score tile still fit.
+    /// The CPU defaults, measured on Zen 3 with a 512 KiB L2 (docs/PERFORMANCE.md): 256
+    /// stacked rows halve the K/V tile copies per flop against 128 (-10 % causal time).
     pub fn cpu() -> TilePolicy {
+        Self::cpu_for_l2(512 << 10)
+    }
+
+    /// The CPU policy for a per-core L2 of `l2_bytes`: below 512 KiB the prefill tile keeps
+    /// 128 stacked rows, so Q, O and the score tile (about 320 KiB at 256 rows, D 128) still
+    /// fit.
+    pub fn cpu_for_l2(l2_bytes: usize) -> TilePolicy {
         TilePolicy {
             decode_max_q: 16,
-            prefill_rows: 256,
+            prefill_rows: if l2_bytes >= 512 << 10 { 256 } else { 128 },
             prefill_kv_block: 64,
             decode_kv_block: 128,
             sparse_density: 0.25,

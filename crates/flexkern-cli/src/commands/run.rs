@@ -26,6 +26,10 @@ pub enum KvType {
     F32,
     F16,
     Bf16,
+    /// fp8 e4m3 with per-head scales calibrated on the prompt (see flexkern-model's kv.rs).
+    Fp8e4m3,
+    Fp8e5m2,
+    Int8,
 }
 
 #[derive(Args, Debug)]
@@ -190,6 +194,9 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
         KvType::F32 => flexkern::DType::F32,
         KvType::F16 => flexkern::DType::F16,
         KvType::Bf16 => flexkern::DType::BF16,
+        KvType::Fp8e4m3 => flexkern::DType::Fp8E4M3,
+        KvType::Fp8e5m2 => flexkern::DType::Fp8E5M2,
+        KvType::Int8 => flexkern::DType::I8,
     };
     let mut cache = model.new_cache_with(args.ctx, kv)?;
     if let Some(out) = &args.dump_logits {

@@ -299,6 +299,56 @@ fn poison_does_not_leak(dev: &Arc<Device>) -> Result<String> {
     Ok("O and LSE finite over a NaN-poisoned pool, both kernel paths".into())
 }
 
+/// A kept NaN score (a score mod giving NaN at key 3) makes exactly the rows that see key 3 NaN
+/// in O and LSE, through the `Backend` trait, on a prefill and on a split-KV decode (the merge).
+fn nan_score_poisons_the_row(dev: &Arc<Device>) -> Result<String> {
+    use flexkern::expr::{float, int, kv_pos, score, select};
+    let backend = crate::backend::CudaBackend { dev: dev.clone() };
+    let (hq, d) = (2usize, 64usize);
+    let seqs = [(8usize, 8usize), (1, 5000)];
+    let (tq, tk) = (9usize, 5008usize);
+    let mut rng = Rng::new(23);
+    let mut gen = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.uniform()).collect() };
+    let (q, k, v) = (gen(tq * hq * d), gen(tk * d), gen(tk * d));
+    let (cu_q, cu_kv) = super::cu(&seqs);
+    let variant = Variant::full().mask(causal()).score(select(
+        kv_pos().eq(int(3)),
+        score() + float(f64::NAN),
+        score(),
+    ));
+    let args = flexkern::AttentionArgs::new(
+        flexkern::TensorView::contiguous(q.as_slice(), &[tq, hq, d]),
+        flexkern::TensorView::contiguous(k.as_slice(), &[tk, 1, d]),
+        flexkern::TensorView::contiguous(v.as_slice(), &[tk, 1, d]),
+    )
+    .ragged(&cu_q, &cu_kv)
+    .variant(variant);
+    let (mut o, mut l) = (vec![0f32; tq * hq * d], vec![0f32; tq * hq]);
+    flexkern::attention(&backend, &args, None, &mut o, Some(&mut l))?;
+    for t in 0..tq {
+        // Rows 0..8 are prefill queries at positions 0..7; row 8 is the decode query.
+        let sees_key3 = t >= 3;
+        for h in 0..hq {
+            let row_o = &o[(t * hq + h) * d..][..d];
+            let ok = if sees_key3 {
+                row_o.iter().all(|x| x.is_nan()) && l[t * hq + h].is_nan()
+            } else {
+                row_o.iter().all(|x| x.is_finite()) && l[t * hq + h].is_finite()
+            };
+            if !ok {
+                return Err(CudaError::Invalid {
+                    arg: "nan",
+                    msg: format!(
+                        "row {t} head {h}: sees key 3 = {sees_key3}, lse {}",
+                        l[t * hq + h]
+                    ),
+                });
+            }
+        }
+    }
+    Ok("NaN exactly in the rows that keep the NaN score (prefill and split-KV decode)".into())
+}
+
 /// Every GPU-only check, each as one verify row.
 pub fn extra_checks(dev: &Arc<Device>) -> Vec<Outcome> {
     vec![
@@ -307,5 +357,9 @@ pub fn extra_checks(dev: &Arc<Device>) -> Vec<Outcome> {
         check("CUDA graph capture + replay", graph_replay(dev)),
         check("one module per structure", one_module(dev)),
         check("NaN-poisoned unused page slots", poison_does_not_leak(dev)),
+        check(
+            "kept NaN score poisons its row",
+            nan_score_poisons_the_row(dev),
+        ),
     ]
 }

@@ -42,7 +42,7 @@ pub(crate) fn bytes(i: &Input) -> &[u8] {
     }
 }
 
-fn cu(seqs: &[(usize, usize)]) -> (Vec<u64>, Vec<u64>) {
+pub(crate) fn cu(seqs: &[(usize, usize)]) -> (Vec<u64>, Vec<u64>) {
     let mut cu_q = vec![0u64];
     let mut cu_kv = vec![0u64];
     for &(a, b) in seqs {

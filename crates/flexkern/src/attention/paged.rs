@@ -10,8 +10,8 @@ use crate::dtype::DType;
 use crate::error::{invalid, Result};
 use crate::kv_cache::{PageTables, PagedBinding};
 use crate::tensor::TensorView;
-use crate::variant::interval::{classify, Domain, Tri};
-use crate::variant::program::{Program, Scratch, TileCtx};
+use crate::variant::classify::{Classifier, TileClass};
+use crate::variant::program::{Program, TileCtx};
 use crate::variant::{BlockMask, Variant};
 
 /// Validates `q` `[tokens, Hq, D]` with `cu_q_lens` (n+1 offsets) against paged K/V of
@@ -182,7 +182,8 @@ fn check_evicted(p: &Problem, tables: &PageTables, page_size: usize) -> Result<(
     Ok(())
 }
 
-/// Whether `m` is false for every head and query of `s` and every kv position below `first`.
+/// Whether `m` is false for every head and query of `s` and every kv position below `first`
+/// (the shared tile classifier over tiles of `CHECK_ROWS` x `CHECK_COLS`).
 fn mask_is_false(m: &Program, p: &Problem, s: usize, first: usize) -> bool {
     let (ql, kl) = (p.lens.q_len(s), p.lens.kv_len(s) as i64);
     let heads = if p.variant.mask_per_head() {
@@ -191,43 +192,22 @@ fn mask_is_false(m: &Program, p: &Problem, s: usize, first: usize) -> bool {
         1
     };
     let (p0, t0) = (p.lens.q_pos0(s), p.lens.q_start(s) as i64);
-    let mut scratch = Scratch::<f32>::default();
-    let mut buf = Vec::new();
+    let mut classifier = Classifier::default();
     for h in 0..heads {
         for r0 in (0..ql).step_by(CHECK_ROWS) {
-            let rows = CHECK_ROWS.min(ql - r0);
             for c0 in (0..first).step_by(CHECK_COLS) {
-                let cols = CHECK_COLS.min(first - c0);
-                let (q0, k0) = (p0 + r0 as i64, c0 as i64);
-                let d = Domain {
-                    batch: (s as i64, s as i64),
-                    head: (h as i64, h as i64),
-                    q_pos: (q0, q0 + rows as i64 - 1),
-                    kv_pos: (k0, k0 + cols as i64 - 1),
-                    q_len: (ql as i64, ql as i64),
-                    kv_len: (kl, kl),
-                    q_token: (t0 + r0 as i64, t0 + (r0 + rows) as i64 - 1),
-                };
-                match classify(m.expr(), &d) {
-                    Tri::False => continue,
-                    Tri::True => return false,
-                    Tri::Unknown => {}
-                }
                 let t = TileCtx {
                     batch: s as i64,
                     head: h as i64,
                     q_len: ql as i64,
                     kv_len: kl,
-                    q_pos0: q0,
+                    q_pos0: p0 + r0 as i64,
                     q_token0: t0 + r0 as i64,
-                    rows,
-                    kv_pos0: k0,
-                    cols,
+                    rows: CHECK_ROWS.min(ql - r0),
+                    kv_pos0: c0 as i64,
+                    cols: CHECK_COLS.min(first - c0),
                 };
-                buf.clear();
-                buf.resize(rows * cols, false);
-                m.eval_mask(&t, &mut scratch, &mut buf);
-                if buf.iter().any(|&x| x) {
+                if classifier.classify(m, &t) != TileClass::Empty {
                     return false;
                 }
             }

@@ -1,13 +1,13 @@
 //! BlockMask (FlexAttention section 4.2): for every (sequence, head, q-block) the kv-blocks that
 //! are partial (the mask must run) and full (the mask is skipped); all others are skipped.
 //!
-//! Tiles are classified by interval analysis of the mask (`interval.rs`) without touching their
-//! elements; only tiles it cannot decide are evaluated exactly. When the mask does not read the
-//! head, one entry serves every head (broadcast).
+//! Tiles are classified by the shared classifier (`classify.rs`): interval analysis of the mask
+//! without touching their elements, exact evaluation of only the tiles it cannot decide. When
+//! the mask does not read the head, one entry serves every head (broadcast).
 
+use super::classify::Classifier;
 use super::expr::Var;
-use super::interval::{classify, Domain, Tri};
-use super::program::{Program, Scratch, TileCtx};
+use super::program::{Program, TileCtx};
 use crate::attention::problem::SeqLens;
 use crate::error::{invalid, Result};
 use rayon::prelude::*;
@@ -109,12 +109,10 @@ impl BlockMask {
             }
         }
         if let Some(m) = mask {
-            rows.par_iter_mut().for_each_init(
-                || (Scratch::<f32>::default(), Vec::new()),
-                |(scratch, buf), (s, hh, qb, row)| {
-                    classify_row(m, lens, *s, *hh, *qb, q_block, kv_block, row, scratch, buf)
-                },
-            );
+            rows.par_iter_mut()
+                .for_each_init(Classifier::default, |c, (s, hh, qb, row)| {
+                    classify_row(m, lens, *s, *hh, *qb, q_block, kv_block, row, c)
+                });
         }
         drop(rows);
         let mut bm = BlockMask {
@@ -226,52 +224,24 @@ fn classify_row(
     q_block: usize,
     kv_block: usize,
     row: &mut [u8],
-    scratch: &mut Scratch<f32>,
-    buf: &mut Vec<bool>,
+    classifier: &mut Classifier,
 ) {
     let (ql, kl) = (lens.q_len(s) as i64, lens.kv_len(s) as i64);
-    let off = kl - ql;
     let q0 = (qb * q_block) as i64;
-    let q1 = (q0 + q_block as i64).min(ql);
-    let tok0 = lens.q_start(s) as i64;
+    let mut t = TileCtx {
+        batch: s as i64,
+        head: head as i64,
+        q_len: ql,
+        kv_len: kl,
+        q_pos0: kl - ql + q0,
+        q_token0: lens.q_start(s) as i64 + q0,
+        rows: (q_block as i64).min(ql - q0) as usize,
+        kv_pos0: 0,
+        cols: 0,
+    };
     for (kb, kind) in row.iter_mut().enumerate() {
-        let k0 = (kb * kv_block) as i64;
-        let k1 = (k0 + kv_block as i64).min(kl);
-        let d = Domain {
-            batch: (s as i64, s as i64),
-            head: (head as i64, head as i64),
-            q_pos: (off + q0, off + q1 - 1),
-            kv_pos: (k0, k1 - 1),
-            q_len: (ql, ql),
-            kv_len: (kl, kl),
-            q_token: (tok0 + q0, tok0 + q1 - 1),
-        };
-        *kind = match classify(m.expr(), &d) {
-            Tri::True => BlockKind::Full as u8,
-            Tri::False => BlockKind::Empty as u8,
-            Tri::Unknown => {
-                let t = TileCtx {
-                    batch: s as i64,
-                    head: head as i64,
-                    q_len: ql,
-                    kv_len: kl,
-                    q_pos0: off + q0,
-                    q_token0: tok0 + q0,
-                    rows: (q1 - q0) as usize,
-                    kv_pos0: k0,
-                    cols: (k1 - k0) as usize,
-                };
-                buf.resize(t.rows * t.cols, false);
-                m.eval_mask(&t, scratch, buf);
-                let n = buf.iter().filter(|&&x| x).count();
-                if n == 0 {
-                    BlockKind::Empty as u8
-                } else if n == buf.len() {
-                    BlockKind::Full as u8
-                } else {
-                    BlockKind::Partial as u8
-                }
-            }
-        };
+        t.kv_pos0 = (kb * kv_block) as i64;
+        t.cols = (kv_block as i64).min(kl - t.kv_pos0) as usize;
+        *kind = classifier.classify(m, &t).kind() as u8;
     }
 }

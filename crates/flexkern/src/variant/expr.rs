@@ -2,9 +2,50 @@
 //!
 //! One description serves every backend: the CPU compiles it to a register program
 //! (`program.rs`) evaluated over whole tiles, the block-mask builder reasons about it with
-//! interval arithmetic (`interval.rs`), and a GPU backend prints it as source.
-//! Integers are i64 with C semantics except where noted (division by zero gives 0,
-//! shifts outside 0..64 give 0); floats are f32 in kernels and f64 in the oracle.
+//! interval arithmetic (`interval.rs`), the f64 oracle walks the tree itself
+//! (`reference/interp.rs`), and a GPU backend prints it as source.
+//!
+//! # Semantics every backend keeps
+//! The oracle's interpreter is the executable form of this list; its differential test holds the
+//! register program to it.
+//! - **Types.** `Int` is i64, `Bool` is a truth value, `Float` is f32 in kernels and f64 in the
+//!   oracle (a score mod sees f32 scores there; float constants and captures are rounded to the
+//!   evaluating type, f32 captures widen exactly). Nothing converts implicitly: operands of a
+//!   binary op and the arms of a `select` have one type.
+//! - **Integer arithmetic** is two's-complement and wraps where C leaves overflow undefined:
+//!   `i64::MAX + 1 == i64::MIN`, `-i64::MIN == i64::MIN`, `abs(i64::MIN) == i64::MIN`.
+//! - **Division** truncates toward zero (C99); `x / 0 == 0`; `i64::MIN / -1 == i64::MIN`.
+//! - **Remainder** takes the sign of the dividend (C99 `%`: `-7 % 2 == -1`, `7 % -2 == 1`);
+//!   `x % 0 == 0`; `i64::MIN % -1 == 0`.
+//! - **Shifts**: `<<` and arithmetic (sign-filling) `>>` by an amount in `0..64`; any other
+//!   amount, negative or >= 64, gives 0 (also for a negative `x >> 64`). Hardware that masks
+//!   the amount (x86, PTX) needs the guard. `&` and `|` act on the two's-complement bits.
+//! - **Comparisons**: integers exactly. Floats by IEEE 754: every comparison with a NaN is
+//!   false except `!=`, which is true; `-0.0 == 0.0`. Bools: `==`, `!=`, `and`, `or`.
+//! - **Casts**: `to_float` is the only one: int to the evaluating float type, rounded to nearest
+//!   (in kernels, integers above 2^24 lose low bits). There is no float to int cast.
+//! - **Float operations** follow IEEE 754 in the evaluating type: `1 / 0 == inf`,
+//!   `log(0) == -inf`, `log(-1)`, `sqrt(-1)` and `0 / 0` are NaN, NaN operands give NaN.
+//!   `min`/`max` are IEEE minNum/maxNum (CUDA `fminf`/`fmaxf`): a NaN operand yields the other
+//!   one; which zero `min(-0.0, 0.0)` returns is unspecified. `exp`, `log`, `sqrt` are correctly
+//!   rounded or libm-accurate; kernels may use a fast `tanh` within 4e-7 relative error.
+//! - **Loads** index a 1-D capture with an i64. `prepare` proves by interval analysis that every
+//!   load (in both arms of every `select`) stays inside its capture for every position the call
+//!   can produce, and rejects the variant otherwise; evaluators still read 0 outside, so no
+//!   evaluation ever reads out of bounds.
+//! - **No short-circuit**: `select` evaluates both arms and `and`/`or` both operands. The IR has
+//!   no side effects and never traps, so this only matters for the bounds proof above (an arm
+//!   that is never chosen must still be valid) and lets backends evaluate branch-free.
+//! - **Positions** are logical: query `i` of a sequence with lengths `q_len`, `kv_len` sits at
+//!   `kv_len - q_len + i`, negative when `q_len > kv_len`.
+//!
+//! # Masks, scores and NaN
+//! The score mod runs on every visited position, then the mask: a masked position's score is
+//! never used, whatever its value (NaN included). Among kept positions, a score of `-inf` has
+//! weight 0; a row with no kept position (and no sink) gives O = 0 and LSE = -inf. A kept score
+//! that is NaN makes that row's O and LSE NaN, never "masked", so a score mod that breaks shows;
+//! a kept `+inf` does too (the softmax takes `inf - inf`). Use large finite values to force
+//! attention to a key.
 
 use std::fmt;
 use std::ops;

@@ -3,6 +3,7 @@
 
 pub mod block_mask;
 pub mod builtins;
+pub mod classify;
 pub mod expr;
 pub mod interval;
 pub mod lowered;

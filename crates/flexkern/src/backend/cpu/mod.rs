@@ -51,17 +51,58 @@ pub(crate) fn isa() -> Isa {
     *ISA.get_or_init(|| Isa::detect(flexkern_quant::cpu::env_forces_portable()))
 }
 
+/// Per-core L2 bytes as Linux reports it (sysfs), else 1 MiB.
+fn l2_bytes() -> usize {
+    static L2: OnceLock<usize> = OnceLock::new();
+    *L2.get_or_init(|| {
+        let dir = "/sys/devices/system/cpu/cpu0/cache";
+        (0..8)
+            .find_map(|i| {
+                let read = |f: &str| std::fs::read_to_string(format!("{dir}/index{i}/{f}")).ok();
+                (read("level")?.trim() == "2").then_some(())?;
+                let s = read("size")?;
+                let s = s.trim();
+                let (num, mult) = match s.strip_suffix('K') {
+                    Some(n) => (n, 1 << 10),
+                    None => match s.strip_suffix('M') {
+                        Some(n) => (n, 1 << 20),
+                        None => (s, 1),
+                    },
+                };
+                num.parse::<usize>().ok().map(|n| n * mult)
+            })
+            .unwrap_or(1 << 20)
+    })
+}
+
 fn caps(isa: Isa) -> Caps {
     let cores = rayon::current_num_threads();
     Caps {
         name: "cpu".into(),
         kind: DeviceKind::Cpu {
             cores,
-            l2_bytes: 1 << 20,
+            l2_bytes: l2_bytes(),
             simd_lanes: if isa.name == "scalar" { 1 } else { 8 },
         },
         workers: cores,
-        tiles: TilePolicy::cpu(),
+        tiles: TilePolicy::cpu_for_l2(l2_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn caps_describe_this_cpu() {
+        let c = super::caps(super::isa());
+        let crate::device::DeviceKind::Cpu {
+            cores, l2_bytes, ..
+        } = c.kind
+        else {
+            panic!("a CPU")
+        };
+        assert_eq!(cores, rayon::current_num_threads());
+        assert!((64 << 10..=64 << 20).contains(&l2_bytes), "{l2_bytes}");
+        assert_eq!(c.workers, cores);
     }
 }
 

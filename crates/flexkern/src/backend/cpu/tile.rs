@@ -777,7 +777,11 @@ fn finish(c: &Ctx, it: &WorkItem, sc: &Scratch, nq: usize, i0: usize, dv_pad: us
                 let r = gh * nq + i;
                 let (m2, l) = (sc.mx[hh * m_pad + r], sc.l[hh * m_pad + r]);
                 let mf = m2.max(sink2);
-                let (f, lse) = if mf == f32::NEG_INFINITY {
+                // A kept NaN score left the sum NaN (the max may have skipped it): the row is
+                // NaN, not masked.
+                let (f, lse) = if l.is_nan() || m2.is_nan() {
+                    (f32::NAN, f32::NAN)
+                } else if mf == f32::NEG_INFINITY {
                     (0.0, f32::NEG_INFINITY)
                 } else {
                     let w = (m2 - mf).exp2();
