@@ -51,6 +51,11 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
-        std::process::exit(1);
+        // 3: no CUDA device (`--device cuda` on a machine without one); CI reads it as skipped.
+        std::process::exit(if commands::cuda::is_no_device(&e) {
+            3
+        } else {
+            1
+        });
     }
 }

@@ -139,7 +139,6 @@ fn view<'a>(a: &'a Npy, name: &'static str) -> Result<TensorView<'a>> {
 }
 
 pub fn run_attn(a: &AttnArgs) -> Result<()> {
-    a.device.require_cpu("attn")?;
     let (q, k, v) = (npy::read(&a.q)?, npy::read(&a.k)?, npy::read(&a.v)?);
     // Mixed f16/f32 inputs are widened to f32 so every operand has one dtype.
     let widen = |x: &Npy| -> Npy {
@@ -211,6 +210,21 @@ pub fn run_attn(a: &AttnArgs) -> Result<()> {
     let mut o = flexkern::mem::try_zeroed_vec("out", tokens.saturating_mul(hq).saturating_mul(dv))?;
     let mut lse = flexkern::mem::try_zeroed_vec("lse", tokens.saturating_mul(hq))?;
     match (a.page_size, &a.kv_dtype) {
+        (_, Some(_)) if a.page_size.is_none() => bail!("--kv-dtype needs --page-size"),
+        _ if a.device == super::device::Device::Cuda => {
+            let paged = match a.page_size {
+                Some(ps) => {
+                    let dt = a
+                        .kv_dtype
+                        .as_deref()
+                        .map(super::paged::parse_kv_dtype)
+                        .transpose()?;
+                    Some((ps, dt.unwrap_or(flexkern::DType::F32), a.page_seed))
+                }
+                None => None,
+            };
+            (o, lse) = super::cuda::attention(&args, paged)?;
+        }
         (Some(ps), dt) => {
             let dt = dt
                 .as_deref()

@@ -43,6 +43,12 @@ pub struct AttnBenchArgs {
     /// Also append the rows to this CSV file.
     #[arg(long)]
     pub csv: Option<std::path::PathBuf>,
+    /// cuda: the decode shapes of issue 13 beside the card's copy bandwidth.
+    #[arg(long, value_enum, default_value_t)]
+    pub device: super::device::Device,
+    /// Deterministic split-KV partitions (cuda).
+    #[arg(long)]
+    pub deterministic: bool,
 }
 
 /// One result row.
@@ -337,6 +343,9 @@ fn run_attn_bench(a: &AttnBenchArgs) -> Result<()> {
 
 pub fn run_bench(a: &BenchArgs) -> Result<()> {
     match &a.what {
+        Some(BenchWhat::Attn(x)) if x.device == super::device::Device::Cuda => {
+            super::cuda::bench_attn(x)
+        }
         Some(BenchWhat::Attn(x)) => run_attn_bench(x),
         Some(BenchWhat::Gemv(x)) => super::bench_gemv::run_bench_gemv(x),
         None => {

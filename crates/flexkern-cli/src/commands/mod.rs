@@ -4,6 +4,7 @@ pub mod attn;
 pub mod attn_expr;
 pub mod bench;
 pub mod bench_gemv;
+pub mod cuda;
 pub mod device;
 pub mod limits;
 pub mod paged;

@@ -19,12 +19,36 @@ pub struct VerifyArgs {
 }
 
 pub fn run_verify(a: &VerifyArgs) -> Result<()> {
-    a.device.require_cpu("verify")?;
-    verify_on(&CpuBackend, a)
+    match a.device {
+        Device::Cpu => verify_on(&CpuBackend, a),
+        Device::Cuda => table(a, |quick, seed, report| {
+            super::cuda::verify(quick, seed, report)
+        }),
+    }
 }
 
 /// The oracle table on any backend.
 pub fn verify_on<B: Backend>(backend: &B, a: &VerifyArgs) -> Result<()> {
+    table(a, |quick, seed, report| {
+        for (i, c) in standard_cases(quick).iter().enumerate() {
+            report(run_case(backend, c, seed.wrapping_add(i as u64)));
+        }
+        for (i, c) in paged_cases(quick).iter().enumerate() {
+            report(run_paged_case(
+                backend,
+                c,
+                seed.wrapping_add(1000 + i as u64),
+            ));
+        }
+        Ok(())
+    })
+}
+
+/// Prints the table of the outcomes `cases` reports, and fails when any failed.
+fn table(
+    a: &VerifyArgs,
+    cases: impl FnOnce(bool, u64, &mut dyn FnMut(Outcome)) -> Result<()>,
+) -> Result<()> {
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -58,16 +82,7 @@ pub fn verify_on<B: Backend>(backend: &B, a: &VerifyArgs) -> Result<()> {
             fail += 1;
         }
     };
-    for (i, c) in standard_cases(a.quick).iter().enumerate() {
-        report(run_case(backend, c, seed.wrapping_add(i as u64)));
-    }
-    for (i, c) in paged_cases(a.quick).iter().enumerate() {
-        report(run_paged_case(
-            backend,
-            c,
-            seed.wrapping_add(1000 + i as u64),
-        ));
-    }
+    cases(a.quick, seed, &mut report)?;
     println!("verify: {pass} passed, {fail} failed");
     if fail > 0 {
         bail!("{fail} verification case(s) failed");

@@ -6,6 +6,7 @@ pub mod builtins;
 pub mod classify;
 pub mod expr;
 pub mod interval;
+pub mod lowered;
 pub mod parse;
 pub mod program;
 

@@ -130,7 +130,7 @@ fn tanh_f32(x: f32) -> f32 {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-enum Op {
+pub(crate) enum Op {
     Var(Var),
     Int(i64),
     Float(u64), // f64 bits, so `Op` can be a hash key
@@ -209,6 +209,11 @@ impl Program {
 
     pub fn uses(&self, v: Var) -> bool {
         self.ops.contains(&Op::Var(v))
+    }
+
+    /// The typed SSA program, read-only (`lowered.rs` builds its public view from it).
+    pub(crate) fn ssa(&self) -> (&[Op], &[Ty]) {
+        (&self.ops, &self.tys)
     }
 
     fn lower(&mut self, e: &Expr, memo: &mut HashMap<Op, usize>) -> usize {

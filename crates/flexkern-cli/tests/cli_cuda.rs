@@ -1,0 +1,40 @@
+//! `--device cuda` from the binary: on a machine without an NVIDIA driver (CI) every entry point
+//! prints why and exits 3 (never a panic); with one, `verify --device cuda --quick` passes.
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_flexkern"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cuda_commands_skip_with_a_typed_error_or_pass() {
+    let driver = flexkern_cuda::runtime::driver_present();
+    for args in [
+        &["verify", "--device", "cuda", "--quick"][..],
+        &[
+            "bench", "attn", "--device", "cuda", "--quick", "--only", "B1 ",
+        ],
+    ] {
+        let (code, out, err) = run(args);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        if driver {
+            assert_eq!(code, 0, "{args:?}: {out}{err}");
+        } else {
+            assert_eq!(code, 3, "{args:?}: {out}{err}");
+            assert!(
+                out.contains("--device cuda: SKIPPED (no CUDA device"),
+                "{out}"
+            );
+            assert!(err.contains("no CUDA device"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,137 @@
+// flexkern-cuda: shared device helpers. No CUDA headers: NVRTC finds none without the toolkit,
+// so the few conversions the kernels need are written here with bit operations and inline PTX.
+#pragma once
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#define FK_NEG_INF __int_as_float(0xff800000)
+
+// Variables a variant hook reads (expr.rs `Var`).
+struct FkVars {
+  i64 b, h, q_pos, kv_pos, q_len, kv_len, q_token;
+};
+
+// i64 with the CPU's semantics: wrapping arithmetic, x / 0 = x % 0 = 0, MIN / -1 = MIN,
+// shifts outside 0..64 give 0, >> is arithmetic.
+__device__ __forceinline__ i64 fk_add_i(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
+__device__ __forceinline__ i64 fk_sub_i(i64 a, i64 b) { return (i64)((u64)a - (u64)b); }
+__device__ __forceinline__ i64 fk_mul_i(i64 a, i64 b) { return (i64)((u64)a * (u64)b); }
+__device__ __forceinline__ i64 fk_neg_i(i64 a) { return (i64)(0ull - (u64)a); }
+__device__ __forceinline__ i64 fk_abs_i(i64 a) { return a < 0 ? fk_neg_i(a) : a; }
+__device__ __forceinline__ i64 fk_div_i(i64 a, i64 b) { return b == 0 ? 0 : (b == -1 ? fk_neg_i(a) : a / b); }
+__device__ __forceinline__ i64 fk_rem_i(i64 a, i64 b) { return (b == 0 || b == -1) ? 0 : a % b; }
+__device__ __forceinline__ i64 fk_min_i(i64 a, i64 b) { return a < b ? a : b; }
+__device__ __forceinline__ i64 fk_max_i(i64 a, i64 b) { return a > b ? a : b; }
+__device__ __forceinline__ i64 fk_shl_i(i64 a, i64 b) { return (b >= 0 && b < 64) ? (i64)((u64)a << b) : 0; }
+__device__ __forceinline__ i64 fk_shr_i(i64 a, i64 b) { return (b >= 0 && b < 64) ? (a >> b) : 0; }
+
+// Element types (the host's `elem_code`): 0 f32, 1 f16, 2 bf16, 3 fp8 e4m3fn, 4 fp8 e5m2, 5 i8.
+template <int T> struct FkSize { static constexpr int value = T == 0 ? 4 : (T <= 2 ? 2 : 1); };
+
+__device__ __forceinline__ float fk_f16(u32 h) {
+  float f;
+  unsigned short s = (unsigned short)h;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(s));
+  return f;
+}
+__device__ __forceinline__ float fk_bf16(u32 h) { return __uint_as_float((h & 0xffffu) << 16); }
+// e5m2 is the top byte of an f16.
+__device__ __forceinline__ float fk_e5m2(u32 x) { return fk_f16((x & 0xffu) << 8); }
+// e4m3fn: bias 7, no infinities, 0x7f / 0xff are NaN, subnormals m * 2^-9.
+__device__ __forceinline__ float fk_e4m3(u32 x) {
+  const u32 s = (x & 0x80u) << 24, e = (x >> 3) & 0xfu, m = x & 7u;
+  if (e == 15u && m == 7u) return __uint_as_float(0x7fc00000u | s);
+  if (e == 0u) {
+    const float v = (float)m * 0.001953125f;
+    return s ? -v : v;
+  }
+  return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
+}
+__device__ __forceinline__ float fk_i8(u32 x) { return (float)(signed char)(x & 0xffu); }
+
+template <int T> __device__ __forceinline__ float fk_cvt(u32 bits) {
+  if constexpr (T == 0) return __uint_as_float(bits);
+  else if constexpr (T == 1) return fk_f16(bits);
+  else if constexpr (T == 2) return fk_bf16(bits);
+  else if constexpr (T == 3) return fk_e4m3(bits);
+  else if constexpr (T == 4) return fk_e5m2(bits);
+  else return fk_i8(bits);
+}
+
+// N elements of type T as raw words (one load of N * size bytes: 1, 2, 4, 8 or 16).
+template <int T, int N> struct FkRaw {
+  static constexpr int BYTES = N * FkSize<T>::value;
+  static constexpr int WORDS = BYTES < 4 ? 1 : BYTES / 4;
+  u32 w[WORDS];
+};
+
+// Read-only loads that skip L1 allocation: KV is streamed once.
+template <int T, int N>
+__device__ __forceinline__ void fk_ld(FkRaw<T, N>& r, const void* p) {
+  constexpr int B = FkRaw<T, N>::BYTES;
+  if constexpr (B == 16) {
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3]) : "l"(p));
+  } else if constexpr (B == 8) {
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(r.w[0]), "=r"(r.w[1]) : "l"(p));
+  } else if constexpr (B == 4) {
+    r.w[0] = __ldg((const unsigned int*)p);
+  } else if constexpr (B == 2) {
+    r.w[0] = (u32)__ldg((const unsigned short*)p);
+  } else {
+    r.w[0] = (u32)__ldg((const unsigned char*)p);
+  }
+}
+
+template <int T, int N>
+__device__ __forceinline__ void fk_unpack(const FkRaw<T, N>& r, float* out) {
+  constexpr int S = FkSize<T>::value;
+#if __CUDA_ARCH__ >= 890
+  // Ada/Hopper convert two fp8 codes to two f16 in one instruction (exact: every e4m3 and
+  // e5m2 value is an f16), then each f16 to f32.
+  if constexpr ((T == 3 || T == 4) && N % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 2) {
+      const unsigned short b = (unsigned short)((r.w[i / 4] >> (8 * (i % 4))) & 0xffffu);
+      u32 h2;
+      if constexpr (T == 3) asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(b));
+      else asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h2) : "h"(b));
+      out[i] = fk_f16(h2 & 0xffffu);
+      out[i + 1] = fk_f16(h2 >> 16);
+    }
+    return;
+  }
+#endif
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if constexpr (S == 4) out[i] = fk_cvt<T>(r.w[i]);
+    else if constexpr (S == 2) out[i] = fk_cvt<T>(r.w[i / 2] >> (16 * (i % 2)));
+    else out[i] = fk_cvt<T>(r.w[i / 4] >> (8 * (i % 4)));
+  }
+}
+
+// One element of type T at element index i of p.
+template <int T> __device__ __forceinline__ float fk_load1(const void* p, i64 i) {
+  FkRaw<T, 1> r;
+  fk_ld<T, 1>(r, (const u8*)p + i * FkSize<T>::value);
+  float f;
+  fk_unpack<T, 1>(r, &f);
+  return f;
+}
+
+__device__ __forceinline__ float fk_warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float fk_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+constexpr int fk_pow2ceil(int n) { return n <= 1 ? 1 : 2 * fk_pow2ceil((n + 1) / 2); }

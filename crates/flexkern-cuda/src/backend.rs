@@ -1,0 +1,394 @@
+//! flexkern's `Backend` trait on the GPU: buffers in device memory (the caching allocator),
+//! stream-ordered copies, attention through this crate's planner and kernels, and KV page
+//! writes that quantize on the device.
+
+use crate::attention::{self, AttnCall, DeviceTables, KvInput, KvOperand, QInput};
+use crate::error::{driver, CudaError};
+use crate::runtime::compile::KernelSource;
+use crate::runtime::{Device, DeviceBuf};
+use cudarc::driver::result::launch_kernel;
+use flexkern::attention::plan::Plan;
+use flexkern::attention::problem::{KvLayout, Problem};
+use flexkern::backend::{check_range, elements_of, AttnIo, Backend, Buffer, KvBufs, Slice};
+use flexkern::device::{Caps, DeviceKind, TilePolicy};
+use flexkern::error::Result;
+use flexkern::kv_cache::store::PageStore;
+use flexkern::DType;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+const COMMON: &str = include_str!("../kernels/fk_common.cuh");
+const KV_WRITE: &str = include_str!("../kernels/kv_write.cu");
+
+/// GPU 0 (or another ordinal) behind the `Backend` trait.
+pub struct CudaBackend {
+    pub dev: Arc<Device>,
+}
+
+impl CudaBackend {
+    /// Opens device `ordinal`; `CudaError::NoDevice` without a driver or GPU.
+    pub fn new(ordinal: usize) -> crate::Result<CudaBackend> {
+        Ok(CudaBackend {
+            dev: Device::open(ordinal)?,
+        })
+    }
+}
+
+/// `len` elements of `dtype` in device memory.
+pub struct CudaBuffer {
+    buf: DeviceBuf,
+    dtype: DType,
+    len: usize,
+}
+
+impl CudaBuffer {
+    pub fn device_buf(&self) -> &DeviceBuf {
+        &self.buf
+    }
+    fn ptr_at(&self, at: usize) -> u64 {
+        self.buf.ptr() + (at * self.dtype.size()) as u64
+    }
+}
+
+impl Buffer for CudaBuffer {
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+fn err(e: CudaError) -> flexkern::Error {
+    e.into()
+}
+
+fn kv_code(d: DType) -> Option<i32> {
+    Some(match d {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::BF16 => 2,
+        DType::Fp8E4M3 => 3,
+        DType::Fp8E5M2 => 4,
+        DType::I8 => 5,
+        DType::U8 | DType::U32 | DType::U64 => return None,
+    })
+}
+
+impl Backend for CudaBackend {
+    type Buffer = CudaBuffer;
+
+    fn caps(&self) -> Caps {
+        let p = &self.dev.props;
+        Caps {
+            name: format!("cuda: {}", p.name),
+            kind: DeviceKind::Gpu {
+                sms: p.sms,
+                compute_capability: p.compute_capability,
+                smem_per_block: p.smem_per_block_optin,
+                smem_per_sm: p.smem_per_sm,
+                l2_bytes: p.l2_bytes,
+            },
+            workers: p.sms,
+            // The shared planner's view of this device; the kernels' own split-KV work list
+            // comes from `crate::plan` (rows per block, partitions per SM count).
+            tiles: TilePolicy {
+                fuse_kv_heads: false,
+                parts_per_worker: 8,
+                decode_kv_block: crate::plan::TILE,
+                ..TilePolicy::cpu()
+            },
+        }
+    }
+
+    fn alloc(&self, dtype: DType, len: usize) -> Result<CudaBuffer> {
+        let bytes =
+            len.checked_mul(dtype.size())
+                .ok_or_else(|| flexkern::Error::InvalidArgument {
+                    arg: "len",
+                    msg: "size overflows".into(),
+                })?;
+        let buf = self.dev.alloc(bytes.max(1)).map_err(err)?;
+        self.dev.memset(&buf, 0, bytes, 0).map_err(err)?;
+        Ok(CudaBuffer { buf, dtype, len })
+    }
+
+    fn upload(&self, dst: &mut CudaBuffer, at: usize, src: &[u8]) -> Result<()> {
+        let n = elements_of("src", src.len(), dst.dtype)?;
+        check_range("dst", at, n, dst.len)?;
+        self.dev
+            .write(&dst.buf, at * dst.dtype.size(), src)
+            .map_err(err)
+    }
+
+    fn download(&self, src: &CudaBuffer, at: usize, dst: &mut [u8]) -> Result<()> {
+        let n = elements_of("dst", dst.len(), src.dtype)?;
+        check_range("src", at, n, src.len)?;
+        self.dev
+            .read(&src.buf, at * src.dtype.size(), dst)
+            .map_err(err)
+    }
+
+    fn copy(
+        &self,
+        src: &CudaBuffer,
+        src_at: usize,
+        dst: &mut CudaBuffer,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<()> {
+        if src.dtype != dst.dtype {
+            return Err(flexkern::Error::Mismatch {
+                a: "src",
+                b: "dst",
+                msg: "dtypes differ".into(),
+            });
+        }
+        check_range("src", src_at, len, src.len)?;
+        check_range("dst", dst_at, len, dst.len)?;
+        let es = src.dtype.size();
+        self.dev
+            .copy_at(&src.buf, src_at * es, &dst.buf, dst_at * es, len * es)
+            .map_err(err)
+    }
+
+    fn copy_within(
+        &self,
+        buf: &mut CudaBuffer,
+        src_at: usize,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<()> {
+        check_range("src", src_at, len, buf.len)?;
+        check_range("dst", dst_at, len, buf.len)?;
+        let es = buf.dtype.size();
+        // Overlapping ranges go through a scratch block (cuMemcpy does not promise memmove).
+        let tmp = self.dev.alloc((len * es).max(1)).map_err(err)?;
+        self.dev
+            .copy_at(&buf.buf, src_at * es, &tmp, 0, len * es)
+            .map_err(err)?;
+        self.dev
+            .copy_at(&tmp, 0, &buf.buf, dst_at * es, len * es)
+            .map_err(err)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.dev.synchronize().map_err(err)
+    }
+
+    fn attention(&self, p: &Problem, _plan: &Plan, io: AttnIo<'_, CudaBuffer>) -> Result<()> {
+        let q = QInput {
+            buf: &io.q.buf,
+            dtype: p.q.dtype,
+            seq_base: &p.q.seq_base,
+            tok_stride: p.q.tok_stride,
+            head_stride: p.q.head_stride,
+        };
+        let (kv, ks, vs) = match (&p.kv, &io.kv) {
+            (KvLayout::Strided { k, v }, KvBufs::Strided { k: kb, v: vb }) => {
+                let ((kb, kl), (vb, vl)) = ((kb, k), (vb, v));
+                (
+                    KvInput::Strided {
+                        k: KvOperand {
+                            buf: &kb.buf,
+                            dtype: kl.dtype,
+                            seq_base: &kl.seq_base,
+                            tok_stride: kl.tok_stride,
+                            head_stride: kl.head_stride,
+                        },
+                        v: KvOperand {
+                            buf: &vb.buf,
+                            dtype: vl.dtype,
+                            seq_base: &vl.seq_base,
+                            tok_stride: vl.tok_stride,
+                            head_stride: vl.head_stride,
+                        },
+                    },
+                    &[][..],
+                    &[][..],
+                )
+            }
+            (
+                KvLayout::Paged(l),
+                KvBufs::Paged {
+                    k,
+                    v,
+                    cu_pages,
+                    first_page,
+                    page_indices,
+                },
+            ) => {
+                for (arg, sl) in [
+                    ("cu_pages", cu_pages),
+                    ("first_page", first_page),
+                    ("page_indices", page_indices),
+                ] {
+                    if sl.buf.dtype != DType::U32 {
+                        return Err(flexkern::Error::InvalidArgument {
+                            arg,
+                            msg: "expected a u32 buffer".into(),
+                        });
+                    }
+                    check_range(arg, sl.start, sl.len, sl.buf.len)?;
+                }
+                let n = p.lens.num_seqs();
+                if cu_pages.len != n + 1 || first_page.len != n {
+                    return Err(flexkern::Error::InvalidArgument {
+                        arg: "cu_pages",
+                        msg: format!(
+                            "{} / {} entries for {n} sequences",
+                            cu_pages.len, first_page.len
+                        ),
+                    });
+                }
+                let t = DeviceTables {
+                    cu_pages: cu_pages.buf.ptr_at(cu_pages.start),
+                    first_page: first_page.buf.ptr_at(first_page.start),
+                    page_indices: page_indices.buf.ptr_at(page_indices.start),
+                    page_indices_len: page_indices.len,
+                };
+                (
+                    KvInput::Paged {
+                        k: &k.buf,
+                        v: &v.buf,
+                        k_dtype: l.k_dtype,
+                        v_dtype: l.v_dtype,
+                        page_size: l.page_size,
+                        num_pages: l.num_pages,
+                        cu_pages: &[],
+                        first_page: &[],
+                        page_indices: &[],
+                        device_tables: Some(t),
+                    },
+                    l.k_scales.as_slice(),
+                    l.v_scales.as_slice(),
+                )
+            }
+            _ => {
+                return Err(flexkern::Error::InvalidArgument {
+                    arg: "kv",
+                    msg: "buffers do not match the problem's KV layout".into(),
+                })
+            }
+        };
+        let call = AttnCall {
+            lens: &p.lens,
+            num_q_heads: p.num_q_heads,
+            num_kv_heads: p.num_kv_heads,
+            head_dim: p.head_dim,
+            head_dim_v: p.head_dim_v,
+            scale: p.scale,
+            variant: &p.variant,
+            q,
+            kv,
+            k_scales: ks,
+            v_scales: vs,
+            out: &io.out.buf,
+            lse: io.lse.map(|l| &l.buf),
+            deterministic: false,
+        };
+        attention::attention(&self.dev, &call).map_err(err)
+    }
+
+    fn kv_write(
+        &self,
+        store: &mut PageStore<CudaBuffer>,
+        slots: Slice<'_, CudaBuffer>,
+        k: &CudaBuffer,
+        v: &CudaBuffer,
+    ) -> Result<()> {
+        let l = store.layout.clone();
+        if slots.buf.dtype != DType::U32 || k.dtype != DType::F32 || v.dtype != DType::F32 {
+            return Err(flexkern::Error::InvalidArgument {
+                arg: "slots",
+                msg: "expected u32 slots and f32 K/V rows".into(),
+            });
+        }
+        check_range("slots", slots.start, slots.len, slots.buf.len)?;
+        let m = slots.len;
+        let (kr, vr) = (l.num_kv_heads * l.head_dim, l.num_kv_heads * l.head_dim_v);
+        if k.len < m * kr || v.len < m * vr {
+            return Err(flexkern::Error::Mismatch {
+                a: "k",
+                b: "slots",
+                msg: format!("{m} slots need {} K and {} V elements", m * kr, m * vr),
+            });
+        }
+        // The slots are checked against the pool on the host (a small download), so a bad
+        // entry is a typed error and nothing is written.
+        let mut host = vec![0u8; m * 4];
+        self.download(slots.buf, slots.start, &mut host)?;
+        let cap = (l.num_pages * l.page_size) as u32;
+        if let Some(i) = host
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .position(|s| s >= cap)
+        {
+            return Err(flexkern::Error::InvalidArgument {
+                arg: "slots",
+                msg: format!("entry {i} is outside the {cap} slots"),
+            });
+        }
+        if m == 0 {
+            return Ok(());
+        }
+        let dev = &self.dev;
+        let src = KernelSource {
+            name: "kv_write".into(),
+            source: format!("{}\n{KV_WRITE}", COMMON.replace("#pragma once", "")),
+        };
+        let f = dev
+            .module(&src)
+            .map_err(err)?
+            .function("fk_kv_write")
+            .map_err(err)?;
+        let scales = dev
+            .upload(&[l.k_scales.as_slice(), l.v_scales.as_slice()].concat())
+            .map_err(err)?;
+        for (is_v, src_buf, dst) in [(false, k, &store.k), (true, v, &store.v)] {
+            let code = kv_code(dst.dtype).ok_or_else(|| flexkern::Error::InvalidArgument {
+                arg: "pages",
+                msg: format!("{} is not a KV dtype", dst.dtype.name()),
+            })?;
+            let dim = if is_v { l.head_dim_v } else { l.head_dim };
+            let (mut sp, mut m64, mut s, mut d, mut code, mut heads, mut dim, mut sc) = (
+                slots.buf.ptr_at(slots.start),
+                m as u64,
+                src_buf.buf.ptr(),
+                dst.buf.ptr(),
+                code,
+                l.num_kv_heads as i32,
+                dim as i32,
+                scales.ptr() + if is_v { (l.num_kv_heads * 4) as u64 } else { 0 },
+            );
+            let mut params: [*mut c_void; 8] = [
+                (&mut sp as *mut u64).cast(),
+                (&mut m64 as *mut u64).cast(),
+                (&mut s as *mut u64).cast(),
+                (&mut d as *mut u64).cast(),
+                (&mut code as *mut i32).cast(),
+                (&mut heads as *mut i32).cast(),
+                (&mut dim as *mut i32).cast(),
+                (&mut sc as *mut u64).cast(),
+            ];
+            let n = m * l.num_kv_heads * dim as usize;
+            dev.bind().map_err(err)?;
+            // SAFETY: fk_kv_write(const u32*, u64, const float*, u8*, int, int, int, const float*)
+            // writes slot rows inside the store (slots checked above) from `m` rows of `src`.
+            unsafe {
+                launch_kernel(
+                    f,
+                    ((n.div_ceil(256)).clamp(1, 65535) as u32, 1, 1),
+                    (256, 1, 1),
+                    0,
+                    dev.stream(),
+                    &mut params,
+                )
+            }
+            .map_err(|e| err(driver("cuLaunchKernel", e)))?;
+        }
+        // Scales are in stream order behind the kernels; the pool keeps the block alive.
+        drop(scales);
+        Ok(())
+    }
+}

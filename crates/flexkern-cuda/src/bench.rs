@@ -1,0 +1,254 @@
+//! `flexkern bench attn --device cuda`: decode attention timed with CUDA events around the whole
+//! call (step upload, attention kernel, merge), beside the card's device-to-device copy
+//! bandwidth measured in the same run (bytes read + written).
+
+use crate::attention::{self, AttnCall, KvInput, KvOperand, QInput};
+use crate::error::{driver, Result};
+use crate::runtime::compile::KernelSource;
+use crate::runtime::{Device, DeviceBuf, Event};
+use cudarc::driver::result::launch_kernel;
+use flexkern::attention::problem::SeqLens;
+use flexkern::builtins::causal;
+use flexkern::verify::Rng;
+use flexkern::{DType, Variant};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+const COMMON: &str = include_str!("../kernels/fk_common.cuh");
+const FILL: &str = include_str!("../kernels/fill.cu");
+
+/// One decode shape.
+#[derive(Clone, Debug)]
+pub struct DecodeShape {
+    pub batch: usize,
+    pub kv_len: usize,
+    pub hq: usize,
+    pub hkv: usize,
+    pub d: usize,
+    pub kv_dtype: DType,
+    /// Page size, or contiguous KV.
+    pub page_size: Option<usize>,
+}
+
+impl DecodeShape {
+    pub fn name(&self) -> String {
+        format!(
+            "decode B{} L{} Hq{}/Hkv{} D{} {} {}",
+            self.batch,
+            self.kv_len,
+            self.hq,
+            self.hkv,
+            self.d,
+            self.kv_dtype.name(),
+            self.page_size
+                .map_or("contiguous".to_string(), |p| format!("paged{p}"))
+        )
+    }
+    pub fn kv_bytes(&self) -> usize {
+        2 * self.batch * self.kv_len * self.hkv * self.d * self.kv_dtype.size()
+    }
+}
+
+/// The shapes: bf16 D128 Hq32/Hkv8 at B64x8k, B8x32k, B1x128k, contiguous and paged(16);
+/// fp8 e4m3 at B1x128k; SmolLM2 (Hq9/Hkv3, D64) at B64x8k.
+pub fn standard_shapes(quick: bool) -> Vec<DecodeShape> {
+    let s = |batch, kv_len, hq, hkv, d, kv_dtype, page_size| DecodeShape {
+        batch,
+        kv_len,
+        hq,
+        hkv,
+        d,
+        kv_dtype,
+        page_size,
+    };
+    let div = if quick { 8 } else { 1 };
+    let mut v = Vec::new();
+    for (b, l) in [(64, 8192), (8, 32768), (1, 131072)] {
+        for p in [None, Some(16)] {
+            v.push(s(b, l / div, 32, 8, 128, DType::BF16, p));
+        }
+    }
+    for p in [None, Some(16)] {
+        v.push(s(1, 131072 / div, 32, 8, 128, DType::Fp8E4M3, p));
+    }
+    for p in [None, Some(16)] {
+        v.push(s(64, 8192 / div, 9, 3, 64, DType::BF16, p));
+    }
+    v
+}
+
+fn fill_code(d: DType) -> i32 {
+    match d {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::BF16 => 2,
+        _ => 3,
+    }
+}
+
+/// `n` random elements of `dtype` on the device.
+pub fn random(dev: &Arc<Device>, n: usize, dtype: DType, seed: u64) -> Result<DeviceBuf> {
+    let buf = dev.alloc(n.max(1) * dtype.size())?;
+    let src = KernelSource {
+        name: "fill".into(),
+        source: format!("{}\n{FILL}", COMMON.replace("#pragma once", "")),
+    };
+    let f = dev.module(&src)?.function("fk_fill")?;
+    let (mut ptr, mut n64, mut code, mut seed) = (buf.ptr(), n as u64, fill_code(dtype), seed);
+    let mut params: [*mut c_void; 4] = [
+        (&mut ptr as *mut u64).cast(),
+        (&mut n64 as *mut u64).cast(),
+        (&mut code as *mut i32).cast(),
+        (&mut seed as *mut u64).cast(),
+    ];
+    dev.bind()?;
+    let blocks = (n.div_ceil(256)).clamp(1, 4096) as u32;
+    // SAFETY: fk_fill(u8*, u64, int, u64) writes `n` elements of `dtype` inside `buf`.
+    unsafe { launch_kernel(f, (blocks, 1, 1), (256, 1, 1), 0, dev.stream(), &mut params) }
+        .map_err(|e| driver("cuLaunchKernel", e))?;
+    Ok(buf)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Times `f` with events: `warm` untimed runs, then the median of `reps` (milliseconds).
+pub fn time_ms(
+    dev: &Device,
+    warm: usize,
+    reps: usize,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<f64> {
+    for _ in 0..warm {
+        f()?;
+    }
+    let mut ts = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let (a, b) = (Event::new(dev)?, Event::new(dev)?);
+        a.record(dev)?;
+        f()?;
+        b.record(dev)?;
+        ts.push(a.elapsed_ms(&b)? as f64);
+    }
+    Ok(median(ts))
+}
+
+/// Device-to-device copy bandwidth in GB/s, counting bytes read and written (1 GiB copies).
+pub fn copy_bandwidth(dev: &Arc<Device>, reps: usize) -> Result<f64> {
+    let n = 1usize << 30;
+    let (a, b) = (dev.alloc(n)?, dev.alloc(n)?);
+    dev.memset(&a, 0, n, 1)?;
+    let ms = time_ms(dev, 3, reps, || dev.copy(&a, &b, n))?;
+    Ok(2.0 * n as f64 / (ms * 1e-3) / 1e9)
+}
+
+/// What one decode shape ran: time, kernel, partitions, registers.
+pub struct DecodeRun {
+    pub ms: f64,
+    pub kernel: String,
+    pub blocks: usize,
+    pub chunk: usize,
+    pub regs: i32,
+    pub local_bytes: i32,
+}
+
+/// Times one decode shape; the median milliseconds of the whole call.
+pub fn decode(
+    dev: &Arc<Device>,
+    s: &DecodeShape,
+    reps: usize,
+    deterministic: bool,
+) -> Result<DecodeRun> {
+    let (b, l, hq, hkv, d) = (s.batch, s.kv_len, s.hq, s.hkv, s.d);
+    let lens = SeqLens::uniform(b, 1, l);
+    let q = random(dev, b * hq * d, DType::BF16, 1)?;
+    let k = random(dev, b * l * hkv * d, s.kv_dtype, 2)?;
+    let v = random(dev, b * l * hkv * d, s.kv_dtype, 3)?;
+    let out = dev.alloc(b * hq * d * 4)?;
+    let lse = dev.alloc(b * hq * 4)?;
+    let variant = Variant::full().mask(causal()).compile()?;
+    let q_base: Vec<usize> = (0..b).map(|i| i * hq * d).collect();
+    let kv_base: Vec<usize> = (0..b).map(|i| i * l * hkv * d).collect();
+    let scales = vec![0.01f32; hkv];
+    let (mut cu, mut first, mut pages) = (vec![0u32], vec![0u32; b], Vec::new());
+    if let Some(ps) = s.page_size {
+        let per = l.div_ceil(ps);
+        let mut order: Vec<u32> = (0..(b * per) as u32).collect();
+        let mut rng = Rng::new(5);
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        for i in 0..b {
+            pages.extend_from_slice(&order[i * per..(i + 1) * per]);
+            cu.push(pages.len() as u32);
+        }
+        first.fill(0);
+    }
+    let kv = match s.page_size {
+        None => KvInput::Strided {
+            k: KvOperand {
+                buf: &k,
+                dtype: s.kv_dtype,
+                seq_base: &kv_base,
+                tok_stride: hkv * d,
+                head_stride: d,
+            },
+            v: KvOperand {
+                buf: &v,
+                dtype: s.kv_dtype,
+                seq_base: &kv_base,
+                tok_stride: hkv * d,
+                head_stride: d,
+            },
+        },
+        Some(ps) => KvInput::Paged {
+            k: &k,
+            v: &v,
+            k_dtype: s.kv_dtype,
+            v_dtype: s.kv_dtype,
+            page_size: ps,
+            num_pages: b * l.div_ceil(ps),
+            cu_pages: &cu,
+            first_page: &first,
+            page_indices: &pages,
+            device_tables: None,
+        },
+    };
+    let call = AttnCall {
+        lens: &lens,
+        num_q_heads: hq,
+        num_kv_heads: hkv,
+        head_dim: d,
+        head_dim_v: d,
+        scale: 1.0 / (d as f32).sqrt(),
+        variant: &variant,
+        q: QInput {
+            buf: &q,
+            dtype: DType::BF16,
+            seq_base: &q_base,
+            tok_stride: hq * d,
+            head_stride: d,
+        },
+        kv,
+        k_scales: &scales,
+        v_scales: &scales,
+        out: &out,
+        lse: Some(&lse),
+        deterministic,
+    };
+    let p = attention::prepare(dev, &call)?.expect("non-empty");
+    let (regs, local_bytes) = p.kernel_resources()?;
+    let (kernel, blocks, chunk) = (p.config.name(), p.plan.items.len() * hkv, p.plan.chunk);
+    drop(p);
+    let ms = time_ms(dev, 3, reps, || attention::attention(dev, &call))?;
+    Ok(DecodeRun {
+        ms,
+        kernel,
+        blocks,
+        chunk,
+        regs,
+        local_bytes,
+    })
+}

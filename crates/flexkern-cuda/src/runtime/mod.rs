@@ -1,0 +1,166 @@
+//! The CUDA runtime: one context and stream per device, a caching allocator, events, and the
+//! NVRTC module cache. Every entry point probes for the driver first, so a machine without one
+//! gets `CudaError::NoDevice` instead of cudarc's panic on a missing library.
+
+pub mod alloc;
+pub mod compile;
+pub mod event;
+
+use crate::error::{driver, CudaError, Result};
+use cudarc::driver::sys::{CUdevice_attribute as Attr, CUstream};
+use cudarc::driver::{result, CudaContext};
+use std::sync::{Arc, Mutex};
+
+pub use alloc::DeviceBuf;
+pub use event::Event;
+
+/// What the planner and the kernels need to know of the card.
+#[derive(Clone, Debug)]
+pub struct DeviceProps {
+    pub name: String,
+    pub sms: usize,
+    pub compute_capability: (u32, u32),
+    pub smem_per_block: usize,
+    pub smem_per_block_optin: usize,
+    pub smem_per_sm: usize,
+    pub l2_bytes: usize,
+    pub total_mem: usize,
+    /// `cuDriverGetVersion`, e.g. 13000.
+    pub driver_version: i32,
+}
+
+impl DeviceProps {
+    /// The NVRTC architecture flag: Hopper gets the `a` target (wgmma, setmaxnreg).
+    pub fn arch_flag(&self) -> String {
+        let (ma, mi) = self.compute_capability;
+        if (ma, mi) == (9, 0) {
+            "sm_90a".to_string()
+        } else {
+            format!("sm_{ma}{mi}")
+        }
+    }
+}
+
+struct Stream(CUstream);
+// SAFETY: a CUstream handle may be used from any thread whose current context is the stream's;
+// every use goes through `Device::bind`, which makes it current first.
+unsafe impl Send for Stream {}
+unsafe impl Sync for Stream {}
+
+/// One GPU: its primary context, one stream all work is ordered on, the allocator, the modules.
+pub struct Device {
+    ctx: Arc<CudaContext>,
+    stream: Stream,
+    pub props: DeviceProps,
+    pub(crate) pool: Mutex<alloc::Pool>,
+    pub(crate) modules: compile::ModuleCache,
+}
+
+/// Whether libcuda can be loaded at all (cudarc panics on first use otherwise).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen the library by its candidate names.
+    let present = std::panic::catch_unwind(|| unsafe { cudarc::driver::sys::is_culib_present() });
+    present.unwrap_or(false)
+}
+
+/// Whether libnvrtc can be loaded.
+pub fn nvrtc_present() -> bool {
+    let present = std::panic::catch_unwind(|| unsafe { cudarc::nvrtc::sys::is_culib_present() });
+    present.unwrap_or(false)
+}
+
+fn attr(dev: cudarc::driver::sys::CUdevice, a: Attr) -> Result<usize> {
+    // SAFETY: `dev` came from `device::get`.
+    let v = unsafe { result::device::get_attribute(dev, a) }
+        .map_err(|e| driver("cuDeviceGetAttribute", e))?;
+    Ok(v.max(0) as usize)
+}
+
+impl Device {
+    /// Opens device `ordinal`, or says why not (no driver, no device, driver error).
+    pub fn open(ordinal: usize) -> Result<Arc<Device>> {
+        if !driver_present() {
+            return Err(CudaError::NoDevice(
+                "libcuda could not be loaded (no NVIDIA driver on this machine)".into(),
+            ));
+        }
+        let init = std::panic::catch_unwind(result::init)
+            .map_err(|_| CudaError::NoDevice("the CUDA driver panicked on init".into()))?;
+        init.map_err(|e| CudaError::NoDevice(format!("cuInit failed: {e:?}")))?;
+        let count = result::device::get_count().map_err(|e| driver("cuDeviceGetCount", e))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(CudaError::NoDevice(format!(
+                "device {ordinal} requested, the driver reports {count}"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| driver("cuDevicePrimaryCtxRetain", e))?;
+        let dev = ctx.cu_device();
+        let mut driver_version = 0i32;
+        // SAFETY: writes one int.
+        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) }
+            .result()
+            .map_err(|e| driver("cuDriverGetVersion", e))?;
+        let props = DeviceProps {
+            name: ctx.name().map_err(|e| driver("cuDeviceGetName", e))?,
+            sms: attr(dev, Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            compute_capability: (
+                attr(dev, Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)? as u32,
+                attr(dev, Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)? as u32,
+            ),
+            smem_per_block: attr(dev, Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+            smem_per_block_optin: attr(
+                dev,
+                Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )?,
+            smem_per_sm: attr(
+                dev,
+                Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+            )?,
+            l2_bytes: attr(dev, Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?,
+            total_mem: ctx.total_mem().map_err(|e| driver("cuDeviceTotalMem", e))?,
+            driver_version,
+        };
+        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(|e| driver("cuStreamCreate", e))?;
+        Ok(Arc::new(Device {
+            ctx,
+            stream: Stream(stream),
+            props,
+            pool: Mutex::new(alloc::Pool::default()),
+            modules: compile::ModuleCache::default(),
+        }))
+    }
+
+    /// Makes the context current on the calling thread (cheap; every entry point calls it).
+    pub fn bind(&self) -> Result<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| driver("cuCtxSetCurrent", e))
+    }
+
+    pub fn stream(&self) -> CUstream {
+        self.stream.0
+    }
+
+    /// Waits for all work queued on the stream.
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the stream is alive while `self` is.
+        unsafe { result::stream::synchronize(self.stream.0) }
+            .map_err(|e| driver("cuStreamSynchronize", e))
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        let _ = self.synchronize();
+        if let Ok(mut p) = self.pool.lock() {
+            p.release_all();
+        }
+        self.modules.unload_all();
+        // SAFETY: nothing uses the stream after this.
+        unsafe {
+            let _ = result::stream::destroy(self.stream.0);
+        }
+    }
+}
