@@ -2,6 +2,7 @@
 
 pub mod attn;
 pub mod bench;
+pub mod bench_cascade;
 pub mod bench_gemv;
 pub mod device;
 pub mod limits;
