@@ -3,6 +3,7 @@
 //! GQA, LSE, sinks, causal and full, empty suffixes, and the arguments it must refuse.
 
 use flexkern::attention::cascade::{cascade_attention, plan_cascade, CascadeArgs};
+use flexkern::attention::paged::prepare;
 use flexkern::backend::to_device;
 use flexkern::builtins::{alibi, alibi_slopes, causal, sliding_window, softcap};
 use flexkern::expr::{int, kv_pos};
@@ -37,6 +38,11 @@ struct Case {
 
 impl Case {
     fn new(seed: u64, hq: usize, hkv: usize, ps: usize, groups: Groups) -> Case {
+        Case::with_kv(seed, hq, hkv, ps, DType::F32, groups)
+    }
+
+    /// As `new`, the cache storing `kv` (rounded on write).
+    fn with_kv(seed: u64, hq: usize, hkv: usize, ps: usize, kv: DType, groups: Groups) -> Case {
         let mut rng = StdRng::seed_from_u64(seed);
         let row = hkv * D;
         let be = CpuBackend;
@@ -44,7 +50,9 @@ impl Case {
             .iter()
             .map(|(p, m)| p.div_ceil(ps) + m.iter().map(|s| s.1.div_ceil(ps) + 1).sum::<usize>())
             .sum();
-        let mut cache = KvCache::new(&be, CacheConfig::new(pages + 1, ps, hkv, D)).unwrap();
+        let mut cfg = CacheConfig::new(pages + 1, ps, hkv, D);
+        (cfg.k_dtype, cfg.v_dtype) = (kv, kv);
+        let mut cache = KvCache::new(&be, cfg).unwrap();
         cache.shuffle_free_pages(seed);
         let (mut k, mut v, mut ids) = (Vec::new(), Vec::new(), Vec::new());
         fn tv(x: &[f32], hkv: usize) -> TensorView<'_> {
@@ -352,6 +360,28 @@ fn level_one_runs_each_group_prefix_once_over_shared_pages() {
         plan.run(&be, &q, kv.store, &short, &mut scratch, &mut out, None),
         Err(Error::InvalidArgument { arg: "tables", .. })
     ));
+}
+
+/// bf16 pages: checked against the oracle reading the same (rounded) pages.
+#[test]
+fn cascade_over_bf16_pages_matches_the_oracle_on_the_same_pages() {
+    let groups = vec![(300, vec![(1, 20), (1, 0), (2, 9)]), (37, vec![(1, 4)])];
+    let c = Case::with_kv(13, 8, 2, 16, DType::BF16, groups);
+    for (name, var) in variants(8) {
+        let (out, lse) = c.run(&var).unwrap();
+        let kv = c.cache.view(&c.ids).unwrap();
+        let q = c.q_view();
+        let p = prepare(&q, &c.cu_q(), &kv.store.layout, &kv.tables, Some(0.3), &var).unwrap();
+        let r = reference::attention(&p, q.data, &kv.host_kv().unwrap());
+        let e = rel_err(&out, &r.o);
+        assert!(e <= 1e-4, "{name}: output error {e}");
+        for (&x, &y) in lse.iter().zip(&r.lse) {
+            assert!(
+                (x as f64 - y).abs() <= 1e-4 * y.abs().max(1.0),
+                "{name}: {x} vs {y}"
+            );
+        }
+    }
 }
 
 /// A NaN in one query row poisons that row only, through both levels and the merge.

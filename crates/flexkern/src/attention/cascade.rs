@@ -385,7 +385,8 @@ impl CascadePlan {
         let rows = self.suffix.total_q() * self.suffix.num_q_heads;
         let dv = self.suffix.head_dim_v;
         check_outputs(&self.suffix, out.len(), lse.as_ref().map(|l| l.len()))?;
-        if scratch.o1.len() != rows * dv || scratch.lse1.len() != rows {
+        if scratch.o1.len() != rows * dv || scratch.lse1.len() != rows || scratch.lse2.len() != rows
+        {
             return Err(invalid("scratch", "made for another plan"));
         }
         let (k, v) = (&store.k, &store.v);
