@@ -133,8 +133,8 @@ pub fn plan_cascade(
         t1.cu_pages.push(t1.page_indices.len() as u32);
         t1.first_page.push(0);
         t1.kv_lens.push(split as u64);
-        cu_q1.push(a.cu_q_lens[seqs.end] - a.cu_q_lens[seqs.start]);
-        *cu_q1.last_mut().unwrap() += cu_q1[cu_q1.len() - 2];
+        // Groups are consecutive from sequence 0: group g's queries end where its last ends.
+        cu_q1.push(a.cu_q_lens[seqs.end]);
         shared.push(split);
     }
     // Level 2: pages before the split are presented as evicted, and masked off.
