@@ -6,7 +6,7 @@ use flexkern::attention::cascade::{cascade_attention, plan_cascade, CascadeArgs}
 use flexkern::attention::paged::prepare;
 use flexkern::backend::to_device;
 use flexkern::builtins::{alibi, alibi_slopes, causal, sliding_window, softcap};
-use flexkern::expr::{int, kv_pos};
+use flexkern::expr::{float, h, int, kv_pos, score, select};
 use flexkern::kv_cache::{CacheConfig, SeqId};
 use flexkern::{reference, AttentionArgs, Backend, CpuBackend, DType, Error, TensorView, Variant};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -394,6 +394,34 @@ fn a_nan_query_poisons_its_row_only() {
     assert!(lse[0].is_nan() && out[..D].iter().all(|x| x.is_nan()));
     assert!(lse[1..].iter().all(|x| x.is_finite()));
     assert!(out[D..].iter().all(|x| x.is_finite()));
+}
+
+/// A score mod that makes a NaN score at prefix position 5 for head 1 (level 1) and at the
+/// first suffix position for head 3 (level 2): those heads' rows are NaN, as in the oracle, and
+/// the other heads match it.
+#[test]
+fn a_nan_score_in_either_level_poisons_its_rows_only() {
+    let c = Case::new(14, 4, 2, 7, vec![(20, vec![(1, 3), (2, 4)])]);
+    let nan_at = |pos: i64, head: i64| kv_pos().eq(int(pos)).and(h().eq(int(head)));
+    let mod_ = select(
+        nan_at(5, 1).or(nan_at(20, 3)),
+        score().log() * float(0.0) + float(f64::NAN),
+        score(),
+    );
+    let var = Variant::full().mask(causal()).score(mod_);
+    let (out, lse) = c.run(&var).unwrap();
+    let r = c.oracle(&var);
+    for (i, (&x, &y)) in lse.iter().zip(&r.lse).enumerate() {
+        let head = i % 4;
+        assert_eq!(x.is_nan(), y.is_nan(), "row {i}");
+        assert_eq!(y.is_nan(), head == 1 || head == 3, "row {i}");
+        let (o, ro) = (&out[i * D..][..D], &r.o[i * D..][..D]);
+        if y.is_nan() {
+            assert!(o.iter().all(|v| v.is_nan()), "row {i}");
+        } else {
+            assert!(rel_err(o, ro) <= 1e-5 && (x as f64 - y).abs() <= 1e-5 * y.abs().max(1.0));
+        }
+    }
 }
 
 fn arg_of<T: std::fmt::Debug>(r: Result<T, Error>) -> &'static str {
