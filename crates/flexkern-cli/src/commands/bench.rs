@@ -37,7 +37,7 @@ pub struct AttnBenchArgs {
     /// Fewer repetitions and smaller shapes (smoke test of the benchmark itself).
     #[arg(long)]
     pub quick: bool,
-    /// Only the section(s) whose name contains this: prefill, decode, paged.
+    /// Only the section(s) whose name contains this: prefill, decode, paged, cascade.
     #[arg(long, default_value = "")]
     pub only: String,
     /// Also append the rows to this CSV file.
@@ -322,6 +322,18 @@ pub fn run_attention_benches(quick: bool, only: &str, fma: f64) -> Result<Vec<Ro
                 ratio: t.paged_ms / bf.paged_ms,
                 limit: "bf16 KV time".into(),
             });
+        }
+    }
+    // Cascade: 32 sequences sharing a 16k prefix, against independent paged attention.
+    if want("cascade") {
+        let prefix = if quick { 2048 } else { 16384 };
+        for kvd in [DType::F32, DType::BF16] {
+            rows.extend(super::bench_cascade::bench_cascade(
+                prefix,
+                kvd,
+                reps * 2,
+                fma,
+            )?);
         }
     }
     Ok(rows)

@@ -3,6 +3,7 @@
 pub mod attn;
 pub mod attn_expr;
 pub mod bench;
+pub mod bench_cascade;
 pub mod bench_gemv;
 pub mod cuda;
 pub mod device;

@@ -1,6 +1,7 @@
 //! Attention: the problem description, KV sources, the planner, state merging, and the entry
 //! points that validate arguments, plan, and hand the work to a backend.
 
+pub mod cascade;
 pub mod kv;
 pub mod merge;
 pub mod paged;
