@@ -21,9 +21,8 @@ use crate::dtype::DType;
 use crate::error::{invalid, mismatch, Result};
 use crate::kv_cache::{PageStore, PageTables, PagedBinding};
 use crate::tensor::{HostData, TensorView};
-use crate::variant::classify::{Classifier, TileClass};
+use crate::variant::classify::TileClass;
 use crate::variant::expr::{b, kv_pos, Var};
-use crate::variant::program::{Program, TileCtx};
 use crate::variant::{Tensor, Variant};
 use std::borrow::Cow;
 
@@ -293,43 +292,8 @@ fn shared_len(
 fn prefix_visible(p: &Problem, s: usize, split: usize) -> bool {
     match &p.variant.mask {
         None => true,
-        Some(m) => mask_is_true(m, p, s, split),
+        Some(m) => super::paged::mask_is(m, p, s, split, TileClass::Full),
     }
-}
-
-const CHECK_ROWS: usize = 64;
-const CHECK_COLS: usize = 1024;
-
-fn mask_is_true(m: &Program, p: &Problem, s: usize, split: usize) -> bool {
-    let (ql, kl) = (p.lens.q_len(s), p.lens.kv_len(s) as i64);
-    let heads = if p.variant.mask_per_head() {
-        p.num_q_heads
-    } else {
-        1
-    };
-    let (p0, t0) = (p.lens.q_pos0(s), p.lens.q_start(s) as i64);
-    let mut classifier = Classifier::default();
-    for h in 0..heads {
-        for r0 in (0..ql).step_by(CHECK_ROWS) {
-            for c0 in (0..split).step_by(CHECK_COLS) {
-                let t = TileCtx {
-                    batch: s as i64,
-                    head: h as i64,
-                    q_len: ql as i64,
-                    kv_len: kl,
-                    q_pos0: p0 + r0 as i64,
-                    q_token0: t0 + r0 as i64,
-                    rows: CHECK_ROWS.min(ql - r0),
-                    kv_pos0: c0 as i64,
-                    cols: CHECK_COLS.min(split - c0),
-                };
-                if classifier.classify(m, &t) != TileClass::Full {
-                    return false;
-                }
-            }
-        }
-    }
-    true
 }
 
 impl CascadePlan {

@@ -175,16 +175,17 @@ fn check_evicted(p: &Problem, tables: &PageTables, page_size: usize) -> Result<(
             )
         };
         let m = p.variant.mask.as_ref().ok_or_else(err)?;
-        if !mask_is_false(m, p, s, first) {
+        if !mask_is(m, p, s, first, TileClass::Empty) {
             return Err(err());
         }
     }
     Ok(())
 }
 
-/// Whether `m` is false for every head and query of `s` and every kv position below `first`
-/// (the shared tile classifier over tiles of `CHECK_ROWS` x `CHECK_COLS`).
-fn mask_is_false(m: &Program, p: &Problem, s: usize, first: usize) -> bool {
+/// Whether `m` classifies as `want` (Empty: hidden, Full: kept) for every head and query of
+/// sequence `s` and every kv position below `end` (the shared tile classifier over tiles of
+/// `CHECK_ROWS` x `CHECK_COLS`): the eviction proof here and the cascade's prefix proof.
+pub(crate) fn mask_is(m: &Program, p: &Problem, s: usize, end: usize, want: TileClass) -> bool {
     let (ql, kl) = (p.lens.q_len(s), p.lens.kv_len(s) as i64);
     let heads = if p.variant.mask_per_head() {
         p.num_q_heads
@@ -195,7 +196,7 @@ fn mask_is_false(m: &Program, p: &Problem, s: usize, first: usize) -> bool {
     let mut classifier = Classifier::default();
     for h in 0..heads {
         for r0 in (0..ql).step_by(CHECK_ROWS) {
-            for c0 in (0..first).step_by(CHECK_COLS) {
+            for c0 in (0..end).step_by(CHECK_COLS) {
                 let t = TileCtx {
                     batch: s as i64,
                     head: h as i64,
@@ -205,9 +206,9 @@ fn mask_is_false(m: &Program, p: &Problem, s: usize, first: usize) -> bool {
                     q_token0: t0 + r0 as i64,
                     rows: CHECK_ROWS.min(ql - r0),
                     kv_pos0: c0 as i64,
-                    cols: CHECK_COLS.min(first - c0),
+                    cols: CHECK_COLS.min(end - c0),
                 };
-                if classifier.classify(m, &t) != TileClass::Empty {
+                if classifier.classify(m, &t) != want {
                     return false;
                 }
             }
