@@ -9,10 +9,9 @@ use crate::runtime::{Device, DeviceBuf};
 use cudarc::driver::result::launch_kernel;
 use flexkern::attention::plan::Plan;
 use flexkern::attention::problem::{KvLayout, Problem};
-use flexkern::backend::{check_range, elements_of, AttnIo, Backend, Buffer, KvBufs, Slice};
+use flexkern::backend::{check_range, elements_of, AttnIo, Backend, Buffer, KvBufs, Pages, Slice};
 use flexkern::device::{Caps, DeviceKind, TilePolicy};
 use flexkern::error::Result;
-use flexkern::kv_cache::store::PageStore;
 use flexkern::DType;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -292,12 +291,12 @@ impl Backend for CudaBackend {
 
     fn kv_write(
         &self,
-        store: &mut PageStore<CudaBuffer>,
+        pages: Pages<'_, CudaBuffer>,
         slots: Slice<'_, CudaBuffer>,
         k: &CudaBuffer,
         v: &CudaBuffer,
     ) -> Result<()> {
-        let l = store.layout.clone();
+        let l = pages.layout.clone();
         if slots.buf.dtype != DType::U32 || k.dtype != DType::F32 || v.dtype != DType::F32 {
             return Err(flexkern::Error::InvalidArgument {
                 arg: "slots",
@@ -345,7 +344,7 @@ impl Backend for CudaBackend {
         let scales = dev
             .upload(&[l.k_scales.as_slice(), l.v_scales.as_slice()].concat())
             .map_err(err)?;
-        for (is_v, src_buf, dst) in [(false, k, &store.k), (true, v, &store.v)] {
+        for (is_v, src_buf, dst) in [(false, k, &*pages.k), (true, v, &*pages.v)] {
             let code = kv_code(dst.dtype).ok_or_else(|| flexkern::Error::InvalidArgument {
                 arg: "pages",
                 msg: format!("{} is not a KV dtype", dst.dtype.name()),

@@ -294,7 +294,12 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             let n = m * c.n_head_kv * c.head_dim;
             cache.calibrate(i, &k[..n], &v[..n])?;
         }
-        b.kv_write(cache.store_mut(i), slice(words, st.slots, m), &s.k, &s.v)?;
+        b.kv_write(
+            cache.store_mut(i).pages(),
+            slice(words, st.slots, m),
+            &s.k,
+            &s.v,
+        )?;
         let store = cache.store(i);
         // Quantized caches carry each layer's own scales.
         let own;

@@ -3,13 +3,12 @@
 //! e.g. that a model's decode step makes one upload and one download.
 
 use super::tensor_ops::{Rope, TensorOps};
-use super::{AttnIo, Backend, Slice};
+use super::{AttnIo, Backend, Pages, Slice};
 use crate::attention::plan::Plan;
 use crate::attention::problem::Problem;
 use crate::device::Caps;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::kv_cache::PageStore;
 use flexkern_quant::QuantMatrix;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -100,12 +99,12 @@ impl<B: Backend> Backend for Counting<B> {
     }
     fn kv_write(
         &self,
-        store: &mut PageStore<B::Buffer>,
+        pages: Pages<'_, B::Buffer>,
         slots: Slice<'_, B::Buffer>,
         k: &B::Buffer,
         v: &B::Buffer,
     ) -> Result<()> {
-        self.inner.kv_write(store, slots, k, v)
+        self.inner.kv_write(pages, slots, k, v)
     }
 }
 

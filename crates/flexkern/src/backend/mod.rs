@@ -12,11 +12,11 @@ pub mod host;
 pub mod tensor_ops;
 
 use crate::attention::plan::Plan;
+use crate::attention::problem::PagedLayout;
 use crate::attention::problem::Problem;
 use crate::device::Caps;
 use crate::dtype::{DType, Scalar};
 use crate::error::{invalid, Result};
-use crate::kv_cache::store::PageStore;
 
 /// Memory a backend owns: `len` elements of `dtype`.
 pub trait Buffer: Send + Sync {
@@ -97,6 +97,13 @@ pub enum KvBufs<'a, B> {
     },
 }
 
+/// The K and V page buffers of one paged cache and their layout (`kv_cache::PageStore::pages`).
+pub struct Pages<'a, B> {
+    pub k: &'a mut B,
+    pub v: &'a mut B,
+    pub layout: &'a PagedLayout,
+}
+
 /// The buffers of one attention call: Q as the problem's `q` layout says, O `[tokens, Hq, Dv]`
 /// f32, LSE `[tokens, Hq]` f32 (natural log).
 pub struct AttnIo<'a, B> {
@@ -152,7 +159,7 @@ pub trait Backend: Send + Sync {
     /// slot = page * page_size + offset), encoding to the store's dtype with its scales.
     fn kv_write(
         &self,
-        store: &mut PageStore<Self::Buffer>,
+        pages: Pages<'_, Self::Buffer>,
         slots: Slice<'_, Self::Buffer>,
         k: &Self::Buffer,
         v: &Self::Buffer,

@@ -159,7 +159,7 @@ impl<B: Backend + ?Sized> KvCache<B> {
         for &(src, dst, n) in &w.copies {
             self.store.copy_slots(backend, src, dst, n)?;
         }
-        backend.kv_write(&mut self.store, slots, k, v)
+        backend.kv_write(self.store.pages(), slots, k, v)
     }
 
     /// Sequences `ids` (batch order) for `paged_attention`.

@@ -5,7 +5,7 @@
 
 use super::pool::CacheConfig;
 use crate::attention::problem::PagedLayout;
-use crate::backend::{Backend, Buffer};
+use crate::backend::{Backend, Buffer, Pages};
 use crate::error::{invalid, Result};
 
 /// K/V pages of one cache in a backend's memory.
@@ -58,6 +58,15 @@ impl<B: Buffer> PageStore<B> {
             }
         }
         Ok(PageStore { k, v, layout })
+    }
+
+    /// The page buffers and layout, for `Backend::kv_write`.
+    pub fn pages(&mut self) -> Pages<'_, B> {
+        Pages {
+            k: &mut self.k,
+            v: &mut self.v,
+            layout: &self.layout,
+        }
     }
 
     /// Elements of one page of K (`dim` = head_dim) or V.

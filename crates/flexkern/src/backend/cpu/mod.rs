@@ -1,6 +1,6 @@
 //! The CPU backend: rayon over the plan's work list, AVX2/FMA kernels chosen at run time.
 
-mod pages;
+mod page_writes;
 mod run;
 pub(crate) mod simd;
 mod tensor_ops;
@@ -12,11 +12,11 @@ use crate::attention::kv::{Bound, KvSource, StridedKv};
 use crate::attention::plan::Plan;
 use crate::attention::problem::{KvLayout, Problem};
 use crate::backend::host::HostBuffer;
-use crate::backend::{AttnIo, Backend, KvBufs, Slice};
+use crate::backend::{AttnIo, Backend, KvBufs, Pages, Slice};
 use crate::device::{Caps, DeviceKind, TilePolicy};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::kv_cache::{PageStore, PagedKv};
+use crate::kv_cache::PagedKv;
 use simd::Isa;
 use std::sync::OnceLock;
 
@@ -233,12 +233,12 @@ macro_rules! host_backend {
             }
             fn kv_write(
                 &self,
-                store: &mut PageStore<HostBuffer>,
+                pages: Pages<'_, HostBuffer>,
                 slots: Slice<'_, HostBuffer>,
                 k: &HostBuffer,
                 v: &HostBuffer,
             ) -> Result<()> {
-                pages::kv_write(store, slots, k, v)
+                page_writes::kv_write(pages, slots, k, v)
             }
         }
     };

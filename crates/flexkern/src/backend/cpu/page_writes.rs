@@ -2,20 +2,19 @@
 //! with its per-head scale (fp8 and int8 quantize on write).
 
 use crate::backend::host::{HostBuffer, HostStore};
-use crate::backend::{Buffer, Slice};
+use crate::backend::{Buffer, Pages, Slice};
 use crate::dtype::DType;
 use crate::error::{invalid, mismatch, Result};
 use crate::kv_cache::quant::{check_storable, encode_fp8, encode_i8};
-use crate::kv_cache::PageStore;
 use half::{bf16, f16};
 
 pub(crate) fn kv_write(
-    store: &mut PageStore<HostBuffer>,
+    pages: Pages<'_, HostBuffer>,
     slots: Slice<'_, HostBuffer>,
     k: &HostBuffer,
     v: &HostBuffer,
 ) -> Result<()> {
-    let l = &store.layout;
+    let l = pages.layout;
     let all = slots.buf.u32("slots")?;
     let slots = &all[slots.start..slots.start + slots.len];
     let cap = l.num_pages * l.page_size;
@@ -43,9 +42,9 @@ pub(crate) fn kv_write(
     for (t, &slot) in slots.iter().enumerate() {
         for h in 0..heads {
             let at = (slot as usize * heads + h) * dk;
-            encode(&mut store.k, at, &k[(t * heads + h) * dk..][..dk], ks[h])?;
+            encode(pages.k, at, &k[(t * heads + h) * dk..][..dk], ks[h])?;
             let at = (slot as usize * heads + h) * dv;
-            encode(&mut store.v, at, &v[(t * heads + h) * dv..][..dv], vs[h])?;
+            encode(pages.v, at, &v[(t * heads + h) * dv..][..dv], vs[h])?;
         }
     }
     Ok(())
