@@ -4,6 +4,7 @@
 //! `Model::load(&gguf, backend, progress)` → `Model::forward(&mut cache, tokens, Logits)`;
 //! `generate` streams tokens through a callback. `reference` is the f64 forward used by tests.
 
+pub mod batch;
 pub mod config;
 pub mod error;
 pub mod forward;
@@ -15,9 +16,10 @@ pub mod reference;
 pub mod sampler;
 pub mod weights;
 
+pub use batch::{generate_batch, BatchConfig, BatchStats, Finish, SeqOutput};
 pub use config::Config;
 pub use error::{ModelError, Result};
-pub use forward::{Logits, Model};
+pub use forward::{Logits, Model, SeqTokens};
 pub use generate::{generate, Flow, GenStats};
 pub use kv::KvCache;
 pub use sampler::{argmax, Sampler, SamplerConfig};
