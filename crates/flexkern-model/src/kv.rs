@@ -20,7 +20,6 @@ use flexkern::backend::Backend;
 use flexkern::kv_cache::quant::{is_quantized, max_code};
 use flexkern::kv_cache::{CacheConfig, PageStore, PageTable, PageTables, Scales, SeqId, Writes};
 use flexkern::DType;
-use flexkern::Error;
 
 /// Tokens per page.
 const PAGE: usize = 16;
@@ -208,7 +207,7 @@ impl<B: Backend> KvCache<B> {
                 all.slots.extend(w.slots);
             }
             let ids: Vec<SeqId> = steps.iter().map(|s| s.0).collect();
-            Ok::<_, Error>(self.table.tables(&ids)?)
+            self.table.tables(&ids)
         })();
         match r {
             Ok(t) => Ok((all, t)),
