@@ -473,3 +473,51 @@ fn bad_batches_are_named() {
     );
     assert_eq!(cache.seq_len(a).unwrap(), 3);
 }
+
+/// A batched step moves what a single step does: one upload (every sequence's token ids,
+/// positions, slots and page tables packed) and one download (one logits row per sequence).
+#[test]
+fn batched_step_is_one_upload_and_one_download() {
+    use flexkern::backend::counting::Counting;
+    let f = tiny_q8_model();
+    let model = Model::load(&f, Counting::new(CpuBackend), |_, _| {}).unwrap();
+    let b = model.backend();
+    let mut cache = model
+        .new_shared_cache(128, 16, flexkern::DType::F32)
+        .unwrap();
+    let seqs: Vec<_> = (0..3).map(|_| cache.add_seq()).collect();
+    let ps = prompts(&[18, 1, 5]);
+    for step in 0..3 {
+        let batch: Vec<SeqTokens> = seqs
+            .iter()
+            .zip(&ps)
+            .map(|(&seq, p)| SeqTokens {
+                seq,
+                tokens: if step == 0 { p } else { &p[..1] },
+            })
+            .collect();
+        let before = b.transfers();
+        let got = model
+            .forward_batch(&mut cache, &batch, Logits::Last)
+            .unwrap();
+        assert_eq!(got.len(), 3 * VOCAB);
+        let now = b.transfers();
+        assert_eq!(now.uploads - before.uploads, 1, "step {step}");
+        assert_eq!(now.downloads - before.downloads, 1, "step {step}");
+        assert_eq!(
+            now.download_bytes - before.download_bytes,
+            (3 * VOCAB * 4) as u64
+        );
+        let m: usize = batch.iter().map(|s| s.tokens.len()).sum();
+        let pages: usize = seqs
+            .iter()
+            .map(|&s| cache.seq_len(s).unwrap().div_ceil(16))
+            .sum();
+        // 3 words a token; 4 offsets, 3 first pages, one index a page.
+        assert_eq!(
+            now.upload_bytes - before.upload_bytes,
+            4 * (3 * m + 4 + 3 + pages) as u64,
+            "step {step}"
+        );
+    }
+}
