@@ -158,7 +158,31 @@ fn parallel_output_is_grouped_and_equals_each_prompt_alone() {
     }
     let (one, err) = run(&["--prompt-file", &f, "--parallel", "1"]);
     assert_eq!(one, out);
-    assert!(!err.contains("speed-up"), "{err}");
+    assert!(
+        !err.contains("speed-up") && !err.contains("KV cache is full"),
+        "{err}"
+    );
+    // Room for 16 positions: the longest prompt stops early, and it says so.
+    let (c, _, err) = flexkern(&[
+        "run",
+        "--model",
+        &m,
+        "-n",
+        "12",
+        "--temperature",
+        "0",
+        "--ctx",
+        "16",
+        "--prompt-file",
+        &f,
+        "--parallel",
+        "2",
+    ]);
+    assert_eq!(c, 0, "{err}");
+    assert!(
+        err.contains("prompt(s) stopped") && err.contains("--ctx 16"),
+        "{err}"
+    );
     // Without --parallel the file is one prompt, as before.
     let (whole, _) = run(&["--prompt-file", &f]);
     assert!(!whole.contains("=== prompt"), "{whole}");

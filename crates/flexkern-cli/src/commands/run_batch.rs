@@ -10,7 +10,7 @@ use clap::Args;
 use flexkern::CpuBackend;
 use flexkern_gguf::{ChatTemplate, StreamDecoder, Tokenizer};
 use flexkern_model::{
-    generate_batch, BatchConfig, BatchStats, Flow, KvCache, Model, SamplerConfig, SeqOutput,
+    generate_batch, BatchConfig, BatchStats, Finish, Flow, KvCache, Model, SamplerConfig, SeqOutput,
 };
 use std::io::Write;
 
@@ -118,6 +118,17 @@ pub fn run_batch(args: &RunArgs, parallel: usize) -> anyhow::Result<()> {
     }
     stdout.flush()?;
     report(&format!("--parallel {parallel}"), &stats);
+    let full = outs
+        .iter()
+        .filter(|o| o.finish == Finish::ContextFull)
+        .count();
+    if full > 0 {
+        eprintln!(
+            "note: {full} prompt(s) stopped before -n {} tokens: the KV cache is full ({ctx} \
+             positions = min(--ctx {}, the model's context length)); raise --ctx to generate more",
+            args.n_predict, args.ctx
+        );
+    }
     if !args.batch.no_baseline && parallel > 1 {
         let (serial, base) = run(1)?;
         report("one after another", &base);
