@@ -521,3 +521,60 @@ fn batched_step_is_one_upload_and_one_download() {
         );
     }
 }
+
+/// A long prompt enters in chunks while the others keep decoding: the short prompt gets a token
+/// at every step of the long one's prefill.
+#[test]
+fn chunked_prompts_do_not_starve_decoding() {
+    let f = tiny_q8_model();
+    let model = Model::load(&f, CpuBackend, |_, _| {}).unwrap();
+    let ps = prompts(&[3, 40]);
+    let mut cache = model
+        .new_shared_cache(128, 16, flexkern::DType::F32)
+        .unwrap();
+    let mut cfg = BatchConfig::new(2, 8);
+    cfg.chunk = 8;
+    let mut events = Vec::new();
+    let (out, stats) = generate_batch(&model, &mut cache, &ps, cfg, &greedy(), |i, _| {
+        events.push(i);
+        Flow::Continue
+    })
+    .unwrap();
+    // The 40-token prompt takes 5 steps of 8; prompt 0 samples a token at each of them.
+    let first_long = events.iter().position(|&e| e == 1).unwrap();
+    assert_eq!(first_long, 5, "{events:?}");
+    assert_eq!(stats.steps, 5 + 7);
+    let mut alone = model.new_cache(128).unwrap();
+    let mut s = Sampler::new(greedy()).unwrap();
+    let (want, _) = generate(&model, &mut alone, &ps[1], 8, &mut s, |_| Flow::Continue).unwrap();
+    assert_eq!(out[1].tokens, want, "chunked prefill against one prefill");
+}
+
+/// A sequence that reaches the cache's `max_len` leaves with `ContextFull` after as many
+/// tokens as the single-sequence `generate` gives, and frees its pages.
+#[test]
+fn a_full_sequence_leaves_as_generate_stops() {
+    let f = tiny_q8_model();
+    let model = Model::load(&f, CpuBackend, |_, _| {}).unwrap();
+    let ps = prompts(&[20, 4]);
+    let mut cache = model.new_shared_cache(24, 8, flexkern::DType::F32).unwrap();
+    let (out, _) = generate_batch(
+        &model,
+        &mut cache,
+        &ps,
+        BatchConfig::new(2, 10),
+        &greedy(),
+        |_, _| Flow::Continue,
+    )
+    .unwrap();
+    assert_eq!(out[0].finish, Finish::ContextFull);
+    assert_eq!(out[0].tokens.len(), 5, "positions 20..24 hold 4 fed tokens");
+    assert_eq!(out[1].finish, Finish::Length);
+    assert_eq!(cache.num_free_pages(), 8);
+    for (i, p) in ps.iter().enumerate() {
+        let mut alone = model.new_cache(24).unwrap();
+        let mut s = Sampler::new(greedy()).unwrap();
+        let (want, _) = generate(&model, &mut alone, p, 10, &mut s, |_| Flow::Continue).unwrap();
+        assert_eq!(out[i].tokens, want, "prompt {i}");
+    }
+}
