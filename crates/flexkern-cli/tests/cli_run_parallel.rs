@@ -1,6 +1,7 @@
 //! `flexkern run --prompt-file FILE --parallel N` through the binary on a tiny random model:
 //! output grouped per prompt in file order, each prompt's greedy text equal to `run --prompt`
-//! of that line alone (and its token ids, `--json`), the baseline run reported, and bad combinations refused by name.
+//! of that line alone (and its token ids, `--json`), the baseline run reported, and bad
+//! combinations refused by name.
 
 use flexkern_gguf::{GgmlType, GgufWriter, Value};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,9 @@
 //! flexkern's backend traits, a KV cache, token sampling and the generation loop.
 //!
 //! `Model::load(&gguf, backend, progress)` → `Model::forward(&mut cache, tokens, Logits)`;
-//! `generate` streams tokens through a callback. `reference` is the f64 forward used by tests.
+//! `generate` streams tokens through a callback. `Model::forward_batch` runs one step over
+//! several sequences of a shared cache and `generate_batch` schedules prompts over it
+//! (continuous batching). `reference` is the f64 forward used by tests.
 
 pub mod batch;
 pub mod config;
