@@ -1,8 +1,9 @@
 //! The llama-family forward pass, generic over the backend: every kernel goes through
 //! `TensorOps` and `Backend::attention`, on buffers the backend owns. A step sends one upload
 //! (token ids, positions, KV slots and page tables packed together) and brings back one
-//! download (the logits). A call with many tokens is a batched prefill; one token, a decode
-//! step.
+//! download (the logits). A step runs one or more sequences of the cache (`forward_batch`):
+//! each a prompt chunk or a decode token, all through the same GEMVs and one ragged paged
+//! attention call; `forward` is the one-sequence case.
 
 use crate::config::Config;
 use crate::error::{ModelError, Result};
@@ -14,7 +15,7 @@ use flexkern::attention::plan::{plan, Plan};
 use flexkern::attention::problem::{KvLayout, Problem};
 use flexkern::backend::tensor_ops::{Rope, TensorOps};
 use flexkern::backend::{to_device, to_host, AttnIo, Buffer, Slice};
-use flexkern::kv_cache::PageTables;
+use flexkern::kv_cache::{PageTables, SeqId};
 use flexkern::{builtins, DType, Variant};
 use flexkern_gguf::GgufFile;
 
@@ -36,6 +37,13 @@ pub struct Model<'a, B: TensorOps + 'a> {
     rope: Rope,
     inv_freq: B::Buffer,
     causal: Variant,
+}
+
+/// One sequence's part of a batched step: the tokens it appends.
+#[derive(Clone, Copy, Debug)]
+pub struct SeqTokens<'t> {
+    pub seq: SeqId,
+    pub tokens: &'t [u32],
 }
 
 /// Activation buffers of one forward call (`m` rows each).
@@ -115,34 +123,91 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         )
     }
 
-    /// Runs `tokens` after the positions already in `cache`, appends their K/V, and returns
-    /// logits (`[vocab]` for `Logits::Last`, `[tokens, vocab]` for `Logits::All`). On error
-    /// the cache is left as it was.
+    /// A KV cache of `num_pages` pages shared by many sequences (`KvCache::add_seq`), each
+    /// holding up to `max_len` positions (at most the context length), stored as `dtype`.
+    pub fn new_shared_cache(
+        &self,
+        max_len: usize,
+        num_pages: usize,
+        dtype: DType,
+    ) -> Result<KvCache<B>> {
+        KvCache::with_pages(
+            &self.backend,
+            &self.config,
+            max_len.min(self.config.context_length),
+            num_pages,
+            dtype,
+        )
+    }
+
+    /// Runs `tokens` after the positions already in `cache` (its default sequence), appends
+    /// their K/V, and returns logits (`[vocab]` for `Logits::Last`, `[tokens, vocab]` for
+    /// `Logits::All`). The one-sequence case of `forward_batch`. On error the cache is left as
+    /// it was.
     pub fn forward(
         &self,
         cache: &mut KvCache<B>,
         tokens: &[u32],
         which: Logits,
     ) -> Result<Vec<f32>> {
+        let seq = cache.default_seq();
+        self.forward_batch(cache, &[SeqTokens { seq, tokens }], which)
+    }
+
+    /// One step over several sequences of `cache`: each contributes its new tokens (a prompt
+    /// chunk or one decode token); all of them go through the batched GEMVs and one ragged
+    /// paged attention call. Returns logits of each sequence's last token (`[seqs, vocab]`,
+    /// batch order) for `Logits::Last`, of every token (`[tokens, vocab]`) for `Logits::All`.
+    /// Every argument is checked before anything runs; on error (pool exhaustion included)
+    /// every sequence is left as it was.
+    pub fn forward_batch(
+        &self,
+        cache: &mut KvCache<B>,
+        batch: &[SeqTokens<'_>],
+        which: Logits,
+    ) -> Result<Vec<f32>> {
         let c = &self.config;
-        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= c.vocab) {
-            return Err(ModelError::TokenOutOfRange { id, vocab: c.vocab });
-        }
-        let needed = cache.len() + tokens.len();
-        if needed > cache.max_len() {
-            return Err(ModelError::ContextFull {
-                needed,
-                max: cache.max_len(),
-            });
-        }
-        if tokens.is_empty() {
+        if batch.is_empty() {
             return Err(ModelError::InvalidArgument {
-                arg: "tokens",
-                msg: "no tokens to run".into(),
+                arg: "batch",
+                msg: "no sequences to run".into(),
             });
         }
-        let old = cache.len();
-        let (writes, tables) = cache.begin(tokens.len())?;
+        let mut olds = Vec::with_capacity(batch.len());
+        for (i, st) in batch.iter().enumerate() {
+            if batch[..i].iter().any(|o| o.seq == st.seq) {
+                return Err(ModelError::InvalidArgument {
+                    arg: "batch",
+                    msg: format!("sequence {} appears twice in one step", st.seq.0),
+                });
+            }
+            if let Some(&id) = st.tokens.iter().find(|&&t| t as usize >= c.vocab) {
+                return Err(ModelError::TokenOutOfRange { id, vocab: c.vocab });
+            }
+            let old = cache.seq_len(st.seq)?;
+            let needed = old + st.tokens.len();
+            if needed > cache.max_len() {
+                return Err(ModelError::ContextFull {
+                    needed,
+                    max: cache.max_len(),
+                });
+            }
+            if st.tokens.is_empty() {
+                return Err(ModelError::InvalidArgument {
+                    arg: "tokens",
+                    msg: "no tokens to run".into(),
+                });
+            }
+            if c.n_layer == 0 || old > u32::MAX as usize - st.tokens.len() {
+                return Err(ModelError::InvalidArgument {
+                    arg: "tokens",
+                    msg: "positions overflow 32 bits".into(),
+                });
+            }
+            olds.push((st.seq, old));
+        }
+        let sizes: Vec<_> = batch.iter().map(|s| (s.seq, s.tokens.len())).collect();
+        let (writes, tables) = cache.begin(&sizes)?;
         let calibrating = cache.needs_scales();
         let r = (|| {
             // Copy-on-write of a shared partial page (a forked sequence), in every layer.
@@ -151,12 +216,12 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                     cache.store_mut(i).copy_slots(&self.backend, src, dst, n)?;
                 }
             }
-            self.run(cache, tokens, old, &writes.slots, &tables, which)
+            self.run(cache, batch, &olds, &writes.slots, &tables, which)
         })();
         match &r {
             Ok(_) if calibrating => cache.calibrated(),
             Ok(_) => {}
-            Err(_) => cache.abort(old),
+            Err(_) => cache.abort(&olds),
         }
         r
     }
@@ -164,15 +229,19 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
     /// The step's one upload: `tokens ++ positions ++ slots ++ packed page tables`.
     fn upload_step(
         &self,
-        tokens: &[u32],
-        pos0: usize,
+        batch: &[SeqTokens<'_>],
+        olds: &[(SeqId, usize)],
         slots: &[u32],
         tables: &PageTables,
     ) -> Result<(B::Buffer, Step)> {
-        let m = tokens.len();
+        let m = slots.len();
         let mut words = Vec::with_capacity(3 * m + tables.offsets().len);
-        words.extend_from_slice(tokens);
-        words.extend((pos0..pos0 + m).map(|p| p as u32));
+        for st in batch {
+            words.extend_from_slice(st.tokens);
+        }
+        for (st, &(_, pos0)) in batch.iter().zip(olds) {
+            words.extend((pos0..pos0 + st.tokens.len()).map(|p| p as u32));
+        }
         words.extend_from_slice(slots);
         words.extend_from_slice(&tables.packed());
         let step = Step {
@@ -188,22 +257,16 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
     fn run(
         &self,
         cache: &mut KvCache<B>,
-        tokens: &[u32],
-        pos0: usize,
+        batch: &[SeqTokens<'_>],
+        olds: &[(SeqId, usize)],
         slots: &[u32],
         tables: &PageTables,
         which: Logits,
     ) -> Result<Vec<f32>> {
         let (c, b, w) = (&self.config, &self.backend, &self.prepared);
-        let m = tokens.len();
-        if c.n_layer == 0 || pos0 > u32::MAX as usize - m {
-            return Err(ModelError::InvalidArgument {
-                arg: "tokens",
-                msg: "positions overflow 32 bits".into(),
-            });
-        }
+        let m = slots.len();
         let (d, qd, kvd) = (c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
-        let (words, st) = self.upload_step(tokens, pos0, slots, tables)?;
+        let (words, st) = self.upload_step(batch, olds, slots, tables)?;
         let f32s = |n: usize| b.alloc(DType::F32, n);
         let mut s = Scratch {
             x: f32s(m * d)?,
@@ -218,7 +281,11 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         b.embedding(&w.tok_embd, slice(&words, st.tokens, m), &mut s.x)?;
         // Every layer's cache has the same layout and tables: one problem, one plan per step.
         let layout = cache.store(0).layout.clone();
-        let cu_q = [0, m as u64];
+        let mut cu_q = Vec::with_capacity(batch.len() + 1);
+        cu_q.push(0u64);
+        for t in batch {
+            cu_q.push(cu_q[cu_q.len() - 1] + t.tokens.len() as u64);
+        }
         let p = prepare_buffers(
             DType::F32,
             c.n_head,
@@ -233,11 +300,19 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             self.attention_block(i, layer, cache, &words, &st, tables, (&p, &pl), &mut s)?;
             self.ffn_block(layer, m, &mut s)?;
         }
-        let (rows, at) = match which {
-            Logits::Last => (1, (m - 1) * d),
-            Logits::All => (m, 0),
+        let rows = match which {
+            Logits::Last => {
+                // Each sequence's last row, gathered in batch order.
+                for (r, end) in cu_q[1..].iter().enumerate() {
+                    b.copy(&s.x, (*end as usize - 1) * d, &mut s.h, r * d, d)?;
+                }
+                batch.len()
+            }
+            Logits::All => {
+                b.copy(&s.x, 0, &mut s.h, 0, m * d)?;
+                m
+            }
         };
-        b.copy(&s.x, at, &mut s.h, 0, rows * d)?;
         b.rms_norm(&s.h, rows, &w.output_norm, c.rms_eps, &mut s.proj)?;
         let mut logits = f32s(rows * c.vocab)?;
         b.matmul(w.output(), &s.proj, rows, &mut logits)?;

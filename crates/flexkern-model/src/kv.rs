@@ -1,5 +1,7 @@
-//! The model's KV cache: one host page table for the sequence (every layer stores the same
-//! positions) and one backend page store per layer.
+//! The model's KV cache: one host page table for every sequence (every layer stores the same
+//! positions) and one backend page store per layer. `new` makes a cache of one sequence (the
+//! default, used by `Model::forward`); `with_pages` a shared pool that sequences join
+//! (`add_seq`) and leave (`free_seq`, its pages go back to the pool) for batched generation.
 //!
 //! A step appends its positions to the table, writes K/V into the reserved slots layer by
 //! layer, and on any error truncates the table back: slots past the committed length are never
@@ -9,10 +11,11 @@
 //! fixed on the first step (the prompt's prefill): `HEADROOM` times the largest |K| (|V|) of
 //! that head over the prompt, mapped to the format's largest code. Later values beyond it
 //! saturate. That first step reads K and V back to the host once per layer; later steps move
-//! nothing but the step's upload and the logits.
+//! nothing but the step's upload and the logits. With several sequences the first step is the
+//! first batch, so the scales depend on which prompts it held.
 
 use crate::config::Config;
-use crate::error::Result;
+use crate::error::{ModelError, Result};
 use flexkern::backend::Backend;
 use flexkern::kv_cache::quant::{is_quantized, max_code};
 use flexkern::kv_cache::{CacheConfig, PageStore, PageTable, PageTables, Scales, SeqId, Writes};
@@ -33,7 +36,10 @@ fn headroom(dtype: DType) -> f32 {
 
 pub struct KvCache<B: Backend> {
     table: PageTable,
+    /// The sequence of the single-sequence API (`len`, `clear`, `Model::forward`).
     seq: SeqId,
+    /// Every live sequence, the default one included.
+    live: Vec<SeqId>,
     stores: Vec<PageStore<B::Buffer>>,
     max_len: usize,
     /// Quantized and not yet calibrated (nothing stored yet).
@@ -45,8 +51,24 @@ impl<B: Backend> KvCache<B> {
     /// fp8e4m3, fp8e5m2, int8, calibrated on the first step), holding at most `max_len`
     /// positions.
     pub fn new(backend: &B, c: &Config, max_len: usize, dtype: DType) -> Result<Self> {
-        let mut cfg =
-            CacheConfig::new(max_len.div_ceil(PAGE).max(1), PAGE, c.n_head_kv, c.head_dim);
+        Self::with_pages(backend, c, max_len, Self::pages_for(max_len).max(1), dtype)
+    }
+
+    /// Pages that hold `positions` positions of one sequence.
+    pub fn pages_for(positions: usize) -> usize {
+        positions.div_ceil(PAGE)
+    }
+
+    /// As `new`, with a pool of `num_pages` pages shared by every sequence; each sequence
+    /// holds at most `max_len` positions.
+    pub fn with_pages(
+        backend: &B,
+        c: &Config,
+        max_len: usize,
+        num_pages: usize,
+        dtype: DType,
+    ) -> Result<Self> {
+        let mut cfg = CacheConfig::new(num_pages, PAGE, c.n_head_kv, c.head_dim);
         cfg.k_dtype = dtype;
         cfg.v_dtype = dtype;
         let uncalibrated = is_quantized(dtype);
@@ -64,6 +86,7 @@ impl<B: Backend> KvCache<B> {
         Ok(KvCache {
             table,
             seq,
+            live: vec![seq],
             stores,
             max_len,
             uncalibrated,
@@ -114,29 +137,92 @@ impl<B: Backend> KvCache<B> {
         self.max_len
     }
 
-    /// Drops every position (a quantized cache calibrates again on its next step).
+    /// Drops every position of the default sequence (a quantized cache calibrates again on
+    /// its next step when no sequence holds anything).
     pub fn clear(&mut self) -> Result<()> {
         self.table.truncate(self.seq, 0)?;
-        self.uncalibrated =
-            is_quantized(self.stores.first().map_or(DType::F32, |s| s.layout.k_dtype));
+        self.recalibrate_if_empty();
         Ok(())
     }
 
-    /// Reserves `m` positions: the slots to write and the tables attention reads after them.
-    pub(crate) fn begin(&mut self, m: usize) -> Result<(Writes, PageTables)> {
-        let w = self.table.append(self.seq, m)?;
-        match self.table.tables(&[self.seq]) {
-            Ok(t) => Ok((w, t)),
+    fn recalibrate_if_empty(&mut self) {
+        let empty = self.live.iter().all(|&s| self.table.len(s) == Ok(0));
+        let quantized = is_quantized(self.stores.first().map_or(DType::F32, |s| s.layout.k_dtype));
+        if empty && quantized {
+            self.uncalibrated = true;
+        }
+    }
+
+    /// The sequence `Model::forward` runs.
+    pub fn default_seq(&self) -> SeqId {
+        self.seq
+    }
+
+    /// A new empty sequence (it takes pages only as it grows).
+    pub fn add_seq(&mut self) -> SeqId {
+        let id = self.table.add_seq();
+        self.live.push(id);
+        id
+    }
+
+    /// Ends sequence `id`: its pages go back to the pool and the id becomes invalid. The
+    /// default sequence cannot be freed (`clear` empties it).
+    pub fn free_seq(&mut self, id: SeqId) -> Result<()> {
+        if id == self.seq {
+            return Err(ModelError::InvalidArgument {
+                arg: "seq",
+                msg: "the default sequence is emptied by `clear`, not freed".into(),
+            });
+        }
+        self.table.free(id)?;
+        self.live.retain(|&s| s != id);
+        self.recalibrate_if_empty();
+        Ok(())
+    }
+
+    /// Positions stored in sequence `id`.
+    pub fn seq_len(&self, id: SeqId) -> Result<usize> {
+        Ok(self.table.len(id)?)
+    }
+
+    pub fn num_pages(&self) -> usize {
+        self.table.config().num_pages
+    }
+    pub fn num_free_pages(&self) -> usize {
+        self.table.num_free_pages()
+    }
+
+    /// Reserves `n` positions of each `(seq, n)` (batch order): the slots to write, in order,
+    /// and the tables attention reads after them. On error (out of pages included) every
+    /// sequence is left as it was.
+    pub(crate) fn begin(&mut self, steps: &[(SeqId, usize)]) -> Result<(Writes, PageTables)> {
+        let mut all = Writes::default();
+        let mut done = Vec::with_capacity(steps.len());
+        let r = (|| {
+            for &(id, n) in steps {
+                let old = self.table.len(id)?;
+                let w = self.table.append(id, n)?;
+                done.push((id, old));
+                all.copies.extend(w.copies);
+                all.slots.extend(w.slots);
+            }
+            let ids: Vec<SeqId> = steps.iter().map(|s| s.0).collect();
+            self.table.tables(&ids)
+        })();
+        match r {
+            Ok(t) => Ok((all, t)),
             Err(e) => {
-                self.abort(self.len() - m);
+                self.abort(&done);
                 Err(e.into())
             }
         }
     }
 
-    /// Undoes a step: back to `len` positions.
-    pub(crate) fn abort(&mut self, len: usize) {
-        let _ = self.table.truncate(self.seq, len);
+    /// Undoes a step: each `(seq, len)` back to `len` positions.
+    pub(crate) fn abort(&mut self, lens: &[(SeqId, usize)]) {
+        for &(id, len) in lens {
+            let _ = self.table.truncate(id, len);
+        }
     }
 
     pub(crate) fn store_mut(&mut self, layer: usize) -> &mut PageStore<B::Buffer> {

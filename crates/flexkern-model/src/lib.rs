@@ -2,8 +2,11 @@
 //! flexkern's backend traits, a KV cache, token sampling and the generation loop.
 //!
 //! `Model::load(&gguf, backend, progress)` → `Model::forward(&mut cache, tokens, Logits)`;
-//! `generate` streams tokens through a callback. `reference` is the f64 forward used by tests.
+//! `generate` streams tokens through a callback. `Model::forward_batch` runs one step over
+//! several sequences of a shared cache and `generate_batch` schedules prompts over it
+//! (continuous batching). `reference` is the f64 forward used by tests.
 
+pub mod batch;
 pub mod config;
 pub mod error;
 pub mod forward;
@@ -15,9 +18,10 @@ pub mod reference;
 pub mod sampler;
 pub mod weights;
 
+pub use batch::{generate_batch, BatchConfig, BatchStats, Finish, SeqOutput};
 pub use config::Config;
 pub use error::{ModelError, Result};
-pub use forward::{Logits, Model};
+pub use forward::{Logits, Model, SeqTokens};
 pub use generate::{generate, Flow, GenStats};
 pub use kv::KvCache;
 pub use sampler::{argmax, Sampler, SamplerConfig};

@@ -53,7 +53,7 @@ pub struct RunArgs {
     /// Prompt text.
     #[arg(long, required_unless_present = "prompt_file")]
     pub prompt: Option<String>,
-    /// Read the prompt from a file instead.
+    /// Read the prompt from a file instead (with --parallel: one prompt per line).
     #[arg(long, conflicts_with = "prompt")]
     pub prompt_file: Option<PathBuf>,
     /// Tokens to generate.
@@ -94,6 +94,8 @@ pub struct RunArgs {
     /// Only tokenize the prompt (no special tokens) and print the ids as JSON.
     #[arg(long, hide = true)]
     pub tokenize_only: bool,
+    #[command(flatten)]
+    pub batch: super::run_batch::BatchArgs,
 }
 
 /// Finds the default model in `$FLEXKERN_CACHE`, `.cache/models` (here or in a parent
@@ -184,6 +186,9 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
         let _ = rayon::ThreadPoolBuilder::new()
             .num_threads(t)
             .build_global();
+    }
+    if let Some(n) = args.batch.parallel {
+        return super::run_batch::run_batch(&args, n);
     }
     let path = match &args.model {
         Some(p) => p.clone(),
