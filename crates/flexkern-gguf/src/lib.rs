@@ -5,6 +5,7 @@ pub mod chat_template;
 pub mod error;
 pub mod reader;
 pub mod tokenizer;
+pub mod stream_writer;
 pub mod writer;
 
 pub use chat_template::ChatTemplate;
@@ -14,4 +15,5 @@ pub use reader::tensor_info::{GgmlType, TensorInfo};
 pub use reader::value::{Value, ValueType};
 pub use reader::GgufFile;
 pub use tokenizer::{StreamDecoder, Tokenizer, TokenizerKind};
+pub use stream_writer::{StreamWriter, TensorDecl};
 pub use writer::GgufWriter;
