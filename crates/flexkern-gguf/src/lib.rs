@@ -4,8 +4,8 @@
 pub mod chat_template;
 pub mod error;
 pub mod reader;
-pub mod tokenizer;
 pub mod stream_writer;
+pub mod tokenizer;
 pub mod writer;
 
 pub use chat_template::ChatTemplate;
@@ -14,6 +14,6 @@ pub use reader::header::Header;
 pub use reader::tensor_info::{GgmlType, TensorInfo};
 pub use reader::value::{Value, ValueType};
 pub use reader::GgufFile;
-pub use tokenizer::{StreamDecoder, Tokenizer, TokenizerKind};
 pub use stream_writer::{StreamWriter, TensorDecl};
+pub use tokenizer::{StreamDecoder, Tokenizer, TokenizerKind};
 pub use writer::GgufWriter;

@@ -164,7 +164,10 @@ mod tests {
         };
         vec![
             (TensorDecl::new("a", &[5], GgmlType::F32), bytes(20)),
-            (TensorDecl::new("b", &[64, 3], GgmlType::Q8_0), bytes(34 * 2 * 3)),
+            (
+                TensorDecl::new("b", &[64, 3], GgmlType::Q8_0),
+                bytes(34 * 2 * 3),
+            ),
             (TensorDecl::new("c", &[3, 7], GgmlType::F16), bytes(42)),
         ]
     }
@@ -208,7 +211,9 @@ mod tests {
         dup[2].name = "a".into();
         assert!(StreamWriter::new(meta(), &dup, Vec::new()).is_err());
         let partial = [TensorDecl::new("q", &[33, 2], GgmlType::Q8_0)];
-        let e = StreamWriter::new(meta(), &partial, Vec::new()).err().unwrap();
+        let e = StreamWriter::new(meta(), &partial, Vec::new())
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("dims"), "{e}");
         let mut with = meta();
         with.add_f32_tensor("x", &[1], &[1.0]).unwrap();

@@ -13,6 +13,7 @@ pub mod perplexity;
 pub mod prepared;
 pub mod reference;
 pub mod sampler;
+pub mod synth;
 pub mod weights;
 
 pub use config::Config;
