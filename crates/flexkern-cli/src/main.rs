@@ -34,6 +34,8 @@ enum Command {
     Dequantize(commands::quant::DequantizeArgs),
     /// y = W x for raw quantized W and .npy x.
     Gemv(commands::quant::GemvArgs),
+    /// A llama-family GGUF with random weights at a published shape (benchmarks).
+    SynthModel(commands::synth::SynthArgs),
 }
 
 fn main() {
@@ -48,6 +50,7 @@ fn main() {
         Command::Quantize(a) => commands::quant::run_quantize(&a),
         Command::Dequantize(a) => commands::quant::run_dequantize(&a),
         Command::Gemv(a) => commands::quant::run_gemv(&a),
+        Command::SynthModel(a) => commands::synth::run_synth(&a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

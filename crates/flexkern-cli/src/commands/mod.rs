@@ -12,5 +12,6 @@ pub mod paged;
 pub mod perplexity;
 pub mod quant;
 pub mod run;
+pub mod synth;
 pub mod threads;
 pub mod verify;

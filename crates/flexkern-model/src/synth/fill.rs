@@ -10,8 +10,18 @@ use flexkern_quant::quantize;
 use rayon::prelude::*;
 use std::io::Write;
 
-/// Elements per chunk (4 MiB of f32 before quantizing).
-const CHUNK_ELEMS: usize = 1 << 20;
+/// Elements per chunk (1 MiB of f32 before quantizing): small enough that the K and V
+/// matrices still split over many threads.
+const CHUNK_ELEMS: usize = 1 << 18;
+
+/// One piece of work: rows `r0..r0 + nr` of tensor `t` (chunk `c` of it).
+#[derive(Clone, Copy)]
+struct Piece {
+    t: usize,
+    c: usize,
+    r0: usize,
+    nr: usize,
+}
 
 /// Writes the file `plan` describes to `out`; `progress(bytes done, total)` after each batch.
 pub fn write<W: Write>(
@@ -23,38 +33,41 @@ pub fn write<W: Write>(
     let total = plan.data_bytes();
     let decls: Vec<_> = plan.tensors.iter().map(|t| t.decl.clone()).collect();
     let mut w = StreamWriter::new(plan.meta, &decls, out)?;
-    let batch = 2 * rayon::current_num_threads().max(1);
-    let mut done = 0u64;
+    // Pieces of every tensor in file order; a batch spans tensor boundaries, so the threads
+    // stay busy on small tensors too.
+    let mut pieces = Vec::new();
     for (ti, t) in plan.tensors.iter().enumerate() {
-        let std = match &t.fill {
-            Fill::Values(v) => {
-                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                w.write(&bytes)?;
-                done += bytes.len() as u64;
-                continue;
-            }
-            Fill::Normal(std) => *std,
-        };
         let rows = (CHUNK_ELEMS / t.k).max(1);
-        let chunks: Vec<(usize, usize)> = (0..t.n)
-            .step_by(rows)
-            .map(|r| (r, rows.min(t.n - r)))
-            .collect();
-        for group in chunks.chunks(batch) {
-            let parts: Vec<Result<Vec<u8>, SynthError>> = group
-                .par_iter()
-                .map(|&(r0, nr)| {
-                    let vals = normal(chunk_seed(seed, ti, r0 / rows), nr * t.k, std);
-                    Ok(quantize(t.format, &vals, nr, t.k)?)
-                })
-                .collect();
-            for p in parts {
-                let p = p?;
-                w.write(&p)?;
-                done += p.len() as u64;
-            }
-            progress(done, total);
+        for (c, r0) in (0..t.n).step_by(rows).enumerate() {
+            let nr = rows.min(t.n - r0);
+            pieces.push(Piece { t: ti, c, r0, nr });
         }
+    }
+    let batch = 4 * rayon::current_num_threads().max(1);
+    let mut done = 0u64;
+    for group in pieces.chunks(batch) {
+        let parts: Vec<Result<Vec<u8>, SynthError>> = group
+            .par_iter()
+            .map(|p| {
+                let t = &plan.tensors[p.t];
+                match &t.fill {
+                    Fill::Values(v) => {
+                        let rows = &v[p.r0 * t.k..(p.r0 + p.nr) * t.k];
+                        Ok(rows.iter().flat_map(|x| x.to_le_bytes()).collect())
+                    }
+                    Fill::Normal(std) => {
+                        let vals = normal(chunk_seed(seed, p.t, p.c), p.nr * t.k, *std);
+                        Ok(quantize(t.format, &vals, p.nr, t.k)?)
+                    }
+                }
+            })
+            .collect();
+        for p in parts {
+            let p = p?;
+            w.write(&p)?;
+            done += p.len() as u64;
+        }
+        progress(done, total);
     }
     progress(done, total);
     Ok(w.finish()?)
