@@ -14,4 +14,5 @@ pub mod quant;
 pub mod run;
 pub mod synth;
 pub mod threads;
+pub mod tune;
 pub mod verify;
