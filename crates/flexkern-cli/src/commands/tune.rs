@@ -187,13 +187,7 @@ fn pick(
     })
 }
 
-fn report(
-    title: &str,
-    labels: &[String],
-    cases: &[Case],
-    scores: &[f64],
-    med: &[Vec<f64>],
-) {
+fn report(title: &str, labels: &[String], cases: &[Case], scores: &[f64], med: &[Vec<f64>]) {
     println!("{title}");
     let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
     println!(
