@@ -141,7 +141,7 @@ pub fn apply_cpu(
         let Some(&(_, lo, hi)) = CPU_KNOBS.iter().find(|(n, ..)| n == k) else {
             return Err(format!("unknown knob {k:?}"));
         };
-        if !(lo..=hi).contains(&v) || (k.ends_with("block") && v % 16 != 0) {
+        if !(lo..=hi).contains(&v) || (k.ends_with("block") && !v.is_multiple_of(16)) {
             return Err(format!(
                 "{k} = {v} is outside {lo}..={hi} (blocks: multiples of 16)"
             ));

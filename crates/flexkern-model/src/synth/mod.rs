@@ -166,7 +166,7 @@ fn use_more_bits(i: usize, n: usize) -> bool {
 /// llama.cpp's replacement when a row of `k` is not whole blocks of `f` (576-wide SmolLM2
 /// rows in the 256-element K-quants).
 pub fn fallback(f: Format, k: usize) -> Format {
-    if k % f.block_elems() == 0 {
+    if k.is_multiple_of(f.block_elems()) {
         return f;
     }
     match f {
