@@ -352,7 +352,14 @@ pub fn run_tune(a: &TuneArgs) -> Result<()> {
         (decode_gain - 1.0) * 100.0,
     );
     // Keep other devices' and families' entries; a stale or corrupt file is replaced.
-    let mut table = TuneTable::read(&path).unwrap_or_default();
+    let mut table = match TuneTable::read(&path) {
+        Ok(t) => t,
+        Err(_) if !path.exists() => TuneTable::new(),
+        Err(e) => {
+            eprintln!("{e}: replacing it");
+            TuneTable::new()
+        }
+    };
     table.version = tune::FORMAT_VERSION;
     table.upsert(TuneEntry {
         device: device.clone(),

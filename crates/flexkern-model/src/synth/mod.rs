@@ -140,6 +140,28 @@ impl Recipe {
         Ok(Recipe::Pure(f))
     }
 
+    /// llama.cpp's `general.file_type` (`llama_ftype`) where one names the recipe; llama.cpp
+    /// only prints it (it reads each tensor's own type).
+    fn llama_file_type(&self) -> Option<u32> {
+        Some(match *self {
+            Recipe::KMixed { base: Format::Q4K } => 15,
+            Recipe::KMixed { .. } => 17,
+            Recipe::Pure(f) => match f {
+                Format::F32 => 0,
+                Format::F16 => 1,
+                Format::Q4_0 => 2,
+                Format::Q4_1 => 3,
+                Format::Q8_0 => 7,
+                Format::Q5_0 => 8,
+                Format::Q5_1 => 9,
+                Format::Q6K => 18,
+                Format::IQ4NL => 25,
+                Format::BF16 => 32,
+                _ => return None,
+            },
+        })
+    }
+
     /// The format of matrix `role` in layer `layer` of `n_layer` (None: not a layer tensor),
     /// before the whole-block fallback.
     fn pick(&self, role: &str, layer: Option<usize>, n_layer: usize) -> Format {
@@ -270,6 +292,9 @@ pub fn plan(spec: &SynthSpec, tok: &TokenizerSource) -> Result<Plan, SynthError>
         (format!("{a}.rope.dimension_count"), u32v(s.head_dim())),
         (format!("{a}.vocab_size"), u32v(vocab)),
     ];
+    if let Some(ft) = spec.recipe.llama_file_type() {
+        keys.push(("general.file_type".into(), Value::U32(ft)));
+    }
     keys.extend(tok_meta);
     for (k, v) in keys {
         meta.add_metadata(k, v)?;

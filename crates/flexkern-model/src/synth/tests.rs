@@ -83,6 +83,9 @@ fn q4_k_m_mixes_like_llama_cpp() {
     assert!(formats_of(&p, "norm.weight")
         .iter()
         .all(|&f| f == Format::F32));
+    let meta = GgufFile::from_bytes(p.meta.to_bytes()).unwrap();
+    assert_eq!(meta.get_u32("general.file_type").unwrap(), 15); // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    assert_eq!(meta.get_usize("llama.vocab_size").unwrap(), 49152);
 }
 
 #[test]
