@@ -224,20 +224,23 @@ pub fn table_path() -> Option<PathBuf> {
     Some(dir.join("tune.json"))
 }
 
-/// This CPU as a table key: its model name and logical CPU count, e.g.
-/// `"AMD EPYC 7B13 (2 CPUs)"`.
+/// This CPU as a table key: its model name, family and model numbers (VMs often report a
+/// bare "AMD EPYC" for several generations) and logical CPU count, e.g.
+/// `"AMD EPYC (family 25 model 1, 2 CPUs)"`.
 pub fn cpu_device_name() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.split_whitespace().collect::<Vec<_>>().join(" "))
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim() == name)
+            .map(|(_, v)| v.split_whitespace().collect::<Vec<_>>().join(" "))
+    };
+    let model = field("model name").unwrap_or_else(|| std::env::consts::ARCH.to_string());
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("{model} ({cpus} CPUs)")
+    match (field("cpu family"), field("model")) {
+        (Some(f), Some(m)) => format!("{model} (family {f} model {m}, {cpus} CPUs)"),
+        _ => format!("{model} ({cpus} CPUs)"),
+    }
 }
 
 /// The CPU backend's tiles: `defaults` overlaid by this machine's tuned entry, read once per
