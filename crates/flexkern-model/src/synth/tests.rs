@@ -116,6 +116,9 @@ fn bad_arguments_are_typed_errors() {
     s.vocab = Some(100);
     let e = plan(&s, &TokenizerSource::Bytes).err().unwrap().to_string();
     assert!(e.contains("`vocab`") && e.contains("257"), "{e}");
+    s.vocab = Some(usize::MAX);
+    let e = plan(&s, &TokenizerSource::Bytes).err().unwrap().to_string();
+    assert!(e.contains("`vocab`") && e.contains("above"), "{e}");
     // A donor without a tokenizer.
     let mut w = flexkern_gguf::GgufWriter::new();
     w.add_metadata("general.architecture", Value::String("llama".into()))

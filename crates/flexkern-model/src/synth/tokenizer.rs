@@ -7,6 +7,9 @@ use flexkern_gguf::tokenizer::bpe::byte_to_char_table;
 use flexkern_gguf::tokenizer::token_type;
 use flexkern_gguf::{GgufFile, Value, ValueType};
 
+/// The largest `--vocab`: 4x the largest published vocabularies.
+pub const MAX_VOCAB: usize = 1 << 20;
+
 /// Where the vocabulary comes from.
 pub enum TokenizerSource<'a> {
     /// Copy `tokenizer.*` from this file.
@@ -45,8 +48,14 @@ pub(super) fn metadata(
             format!("{vocab} is below the tokenizer's {count} tokens"),
         ));
     }
-    if vocab > u32::MAX as usize {
-        return Err(invalid("vocab", format!("{vocab} does not fit token ids")));
+    // Checked before the padding is built (one metadata string per token).
+    if vocab > MAX_VOCAB {
+        return Err(invalid(
+            "vocab",
+            format!(
+                "{vocab} is above {MAX_VOCAB} (the largest published vocabularies are about 256K)"
+            ),
+        ));
     }
     // Pad every per-token array; a bad donor array (other length) is refused by its reader.
     for (k, v) in keys.iter_mut() {
