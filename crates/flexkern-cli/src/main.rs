@@ -34,6 +34,10 @@ enum Command {
     Dequantize(commands::quant::DequantizeArgs),
     /// y = W x for raw quantized W and .npy x.
     Gemv(commands::quant::GemvArgs),
+    /// A llama-family GGUF with random weights at a published shape (benchmarks).
+    SynthModel(commands::synth::SynthArgs),
+    /// Measure the CPU tile choices on this machine and write the tune table.
+    Tune(commands::tune::TuneArgs),
 }
 
 fn main() {
@@ -48,6 +52,8 @@ fn main() {
         Command::Quantize(a) => commands::quant::run_quantize(&a),
         Command::Dequantize(a) => commands::quant::run_dequantize(&a),
         Command::Gemv(a) => commands::quant::run_gemv(&a),
+        Command::SynthModel(a) => commands::synth::run_synth(&a),
+        Command::Tune(a) => commands::tune::run_tune(&a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

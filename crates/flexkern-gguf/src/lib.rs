@@ -4,6 +4,7 @@
 pub mod chat_template;
 pub mod error;
 pub mod reader;
+pub mod stream_writer;
 pub mod tokenizer;
 pub mod writer;
 
@@ -13,5 +14,6 @@ pub use reader::header::Header;
 pub use reader::tensor_info::{GgmlType, TensorInfo};
 pub use reader::value::{Value, ValueType};
 pub use reader::GgufFile;
+pub use stream_writer::{StreamWriter, TensorDecl};
 pub use tokenizer::{StreamDecoder, Tokenizer, TokenizerKind};
 pub use writer::GgufWriter;

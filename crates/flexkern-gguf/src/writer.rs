@@ -1,4 +1,5 @@
-//! GGUF v3 writer, enough to build tiny models for tests elsewhere.
+//! GGUF v3 writer: the whole file in memory (`to_bytes`, tiny models for tests); large files
+//! stream through `stream::StreamWriter` with the same layout.
 
 use std::path::Path;
 
@@ -22,7 +23,7 @@ pub struct GgufWriter {
     tensors: Vec<PendingTensor>,
 }
 
-fn bad(arg: &str, reason: impl Into<String>) -> GgufError {
+pub(crate) fn bad(arg: &str, reason: impl Into<String>) -> GgufError {
     GgufError::Writer {
         arg: arg.to_string(),
         reason: reason.into(),
@@ -60,12 +61,7 @@ impl GgufWriter {
         data: Vec<u8>,
     ) -> Result<&mut Self> {
         let name = name.into();
-        if dims.is_empty() || dims.len() > MAX_DIMS || dims.contains(&0) {
-            return Err(bad("dims", format!("{dims:?} for tensor {name:?}")));
-        }
-        let size = ty
-            .tensor_bytes(dims)
-            .ok_or_else(|| bad("dims", format!("{dims:?} not whole {} blocks", ty.name())))?;
+        let size = check_tensor(&name, dims, ty)?;
         if size != data.len() as u64 {
             return Err(bad(
                 "data",
@@ -95,6 +91,18 @@ impl GgufWriter {
         self.add_tensor(name, dims, GgmlType::F32, data)
     }
 
+    /// The metadata added so far (the streaming writer takes it over).
+    pub(crate) fn into_metadata(self) -> Result<(Vec<(String, Value)>, usize)> {
+        if !self.tensors.is_empty() {
+            return Err(bad(
+                "tensors",
+                "a streamed file declares its tensors up front; add none to the writer",
+            ));
+        }
+        let align = self.alignment() as usize;
+        Ok((self.metadata, align))
+    }
+
     fn alignment(&self) -> u64 {
         self.metadata
             .iter()
@@ -106,31 +114,16 @@ impl GgufWriter {
     /// The whole file as bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
         let align = self.alignment() as usize;
-        let mut out = Vec::new();
-        put_u32(&mut out, GGUF_MAGIC);
-        put_u32(&mut out, 3);
-        put_u64(&mut out, self.tensors.len() as u64);
-        put_u64(&mut out, self.metadata.len() as u64);
-        for (k, v) in &self.metadata {
-            put_str(&mut out, k);
-            put_u32(&mut out, v.value_type() as u32);
-            put_value(&mut out, v);
-        }
-        let mut offset = 0usize;
-        let mut offsets = Vec::with_capacity(self.tensors.len());
-        for t in &self.tensors {
-            put_str(&mut out, &t.name);
-            put_u32(&mut out, t.dims.len() as u32);
-            t.dims.iter().for_each(|&d| put_u64(&mut out, d));
-            put_u32(&mut out, t.ty as u32);
-            put_u64(&mut out, offset as u64);
-            offsets.push(offset);
-            offset = pad(offset + t.data.len(), align);
-        }
-        out.resize(pad(out.len(), align), 0);
+        let infos = self.tensors.iter().map(|t| TensorInfoOut {
+            name: &t.name,
+            dims: &t.dims,
+            ty: t.ty,
+            size: t.data.len() as u64,
+        });
+        let (mut out, offsets) = header(&self.metadata, infos, align);
         let base = out.len();
         for (t, off) in self.tensors.iter().zip(offsets) {
-            out.resize(base + off, 0);
+            out.resize(base + off as usize, 0);
             out.extend_from_slice(&t.data);
         }
         out
@@ -146,7 +139,57 @@ impl GgufWriter {
     }
 }
 
-fn pad(n: usize, align: usize) -> usize {
+/// A tensor's byte size from its dims and type, or an error naming `dims`.
+pub(crate) fn check_tensor(name: &str, dims: &[u64], ty: GgmlType) -> Result<u64> {
+    if dims.is_empty() || dims.len() > MAX_DIMS || dims.contains(&0) {
+        return Err(bad("dims", format!("{dims:?} for tensor {name:?}")));
+    }
+    ty.tensor_bytes(dims)
+        .ok_or_else(|| bad("dims", format!("{dims:?} not whole {} blocks", ty.name())))
+}
+
+/// One tensor's entry in the header.
+pub(crate) struct TensorInfoOut<'a> {
+    pub name: &'a str,
+    pub dims: &'a [u64],
+    pub ty: GgmlType,
+    pub size: u64,
+}
+
+/// Header, metadata and tensor infos, padded to `align`; returns the bytes and each tensor's
+/// offset in the data section. Shared by `to_bytes` and the streaming writer, so both lay out
+/// a file the same way.
+pub(crate) fn header<'a>(
+    metadata: &[(String, Value)],
+    tensors: impl ExactSizeIterator<Item = TensorInfoOut<'a>>,
+    align: usize,
+) -> (Vec<u8>, Vec<u64>) {
+    let mut out = Vec::new();
+    put_u32(&mut out, GGUF_MAGIC);
+    put_u32(&mut out, 3);
+    put_u64(&mut out, tensors.len() as u64);
+    put_u64(&mut out, metadata.len() as u64);
+    for (k, v) in metadata {
+        put_str(&mut out, k);
+        put_u32(&mut out, v.value_type() as u32);
+        put_value(&mut out, v);
+    }
+    let mut offset = 0usize;
+    let mut offsets = Vec::with_capacity(tensors.len());
+    for t in tensors {
+        put_str(&mut out, t.name);
+        put_u32(&mut out, t.dims.len() as u32);
+        t.dims.iter().for_each(|&d| put_u64(&mut out, d));
+        put_u32(&mut out, t.ty as u32);
+        put_u64(&mut out, offset as u64);
+        offsets.push(offset as u64);
+        offset = pad(offset + t.size as usize, align);
+    }
+    out.resize(pad(out.len(), align), 0);
+    (out, offsets)
+}
+
+pub(crate) fn pad(n: usize, align: usize) -> usize {
     align_up(n as u64, align as u64).map_or(n, |v| v as usize)
 }
 

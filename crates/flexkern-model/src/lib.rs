@@ -16,6 +16,7 @@ pub mod perplexity;
 pub mod prepared;
 pub mod reference;
 pub mod sampler;
+pub mod synth;
 pub mod weights;
 
 pub use batch::{generate_batch, BatchConfig, BatchStats, Finish, SeqOutput};

@@ -19,6 +19,7 @@ pub mod npy;
 pub mod ops;
 pub mod reference;
 pub mod tensor;
+pub mod tune;
 pub mod variant;
 pub mod verify;
 

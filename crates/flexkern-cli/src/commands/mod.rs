@@ -13,5 +13,7 @@ pub mod perplexity;
 pub mod quant;
 pub mod run;
 pub mod run_batch;
+pub mod synth;
 pub mod threads;
+pub mod tune;
 pub mod verify;

@@ -85,7 +85,8 @@ fn caps(isa: Isa) -> Caps {
             simd_lanes: if isa.name == "scalar" { 1 } else { 8 },
         },
         workers: cores,
-        tiles: TilePolicy::cpu_for_l2(l2_bytes()),
+        // This machine's `flexkern tune` entry, if any, over the L2-sized defaults.
+        tiles: crate::tune::cpu_tiles(|| TilePolicy::cpu_for_l2(l2_bytes())),
     }
 }
 
