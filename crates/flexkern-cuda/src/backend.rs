@@ -16,7 +16,7 @@ use flexkern::DType;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-const COMMON: &str = include_str!("../kernels/fk_common.cuh");
+pub(crate) const COMMON: &str = include_str!("../kernels/fk_common.cuh");
 const KV_WRITE: &str = include_str!("../kernels/kv_write.cu");
 
 /// GPU 0 (or another ordinal) behind the `Backend` trait.

@@ -12,6 +12,7 @@ pub mod codegen;
 pub mod error;
 pub mod host;
 pub mod plan;
+pub mod quant;
 pub mod runtime;
 pub mod verify;
 
