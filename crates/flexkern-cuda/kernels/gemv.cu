@@ -10,6 +10,9 @@
 // activation rows 16-byte aligned, float4 loads).
 
 #define FK_NW 4
+// Blocks per SM the register budget must allow: 4 (<= 128 registers) for small batches, 2 for
+// MB >= 8, whose accumulators need more (ptxas's default budget spills them).
+#define FK_MINB (FK_MB >= 8 ? 2 : 4)
 
 __device__ __forceinline__ float fk_silu(float x) { return x / (1.0f + expf(-x)); }
 
@@ -51,10 +54,11 @@ struct FkX {
 };
 
 #ifndef FK_EMBED
-extern "C" __global__ void __launch_bounds__(FK_NW * 32)
-    fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2,
-            float* __restrict__ Y, int m, i64 n, i64 k) {
-  typedef FK_FMT F;
+// A template, so `if constexpr` discards the tail of formats without one.
+template <class F>
+__device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, const float* __restrict__ X,
+                                             const float* __restrict__ X2, float* __restrict__ Y, int m,
+                                             i64 n, i64 k) {
   constexpr int NM = FK_MODE == 1 ? 2 : 1;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 row0 = ((i64)blockIdx.x * FK_NW + warp) * FK_R;
@@ -131,12 +135,17 @@ extern "C" __global__ void __launch_bounds__(FK_NW * 32)
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(FK_NW * 32, FK_MINB)
+    fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2,
+            float* __restrict__ Y, int m, i64 n, i64 k) {
+  fk_gemv_impl<FK_FMT>(a, b, X, X2, Y, m, n, k);
+}
 #else
 // Embedding: out[t, :] = the exact dequantization of row ids[t] (ids checked on the host).
 // One thread per unit of the output.
-extern "C" __global__ void fk_embed(FkMat a, const u32* __restrict__ ids, float* __restrict__ out,
-                                    i64 tokens, i64 k) {
-  typedef FK_FMT F;
+template <class F>
+__device__ __forceinline__ void fk_embed_impl(const FkMat& a, const u32* __restrict__ ids,
+                                              float* __restrict__ out, i64 tokens, i64 k) {
   const i64 units = k / F::UE;
   const i64 per_row = units + (k - units * F::UE);  // whole units, then tail elements
   for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < tokens * per_row;
@@ -155,5 +164,9 @@ extern "C" __global__ void fk_embed(FkMat a, const u32* __restrict__ ids, float*
       y[e] = F::elem(a, row, e);
     }
   }
+}
+extern "C" __global__ void fk_embed(FkMat a, const u32* __restrict__ ids, float* __restrict__ out,
+                                    i64 tokens, i64 k) {
+  fk_embed_impl<FK_FMT>(a, ids, out, tokens, k);
 }
 #endif

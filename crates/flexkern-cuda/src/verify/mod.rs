@@ -153,6 +153,7 @@ pub(crate) fn paged_pool(
 }
 
 mod extra;
+pub mod gemv;
 pub use extra::extra_checks;
 
 /// Lengths helper for the extra checks.
