@@ -44,7 +44,7 @@ impl CudaBuffer {
     pub fn device_buf(&self) -> &DeviceBuf {
         &self.buf
     }
-    fn ptr_at(&self, at: usize) -> u64 {
+    pub(crate) fn ptr_at(&self, at: usize) -> u64 {
         self.buf.ptr() + (at * self.dtype.size()) as u64
     }
 }

@@ -14,6 +14,7 @@ pub mod host;
 pub mod plan;
 pub mod quant;
 pub mod runtime;
+pub mod tensor_ops;
 pub mod verify;
 
 pub use error::{CudaError, Result};

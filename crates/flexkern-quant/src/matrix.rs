@@ -252,6 +252,16 @@ impl<'a> QuantMatrix<'a> {
         })
     }
 
+    /// The tensor's bytes in the file's layout (for MLX the single-buffer form: weights,
+    /// scales, biases), what a GPU uploads; `None` for a repacked matrix.
+    pub fn file_bytes(&self) -> Option<Cow<'_, [u8]>> {
+        match &self.data {
+            Data::Blocks(st) => Some(Cow::Borrowed(st.bytes())),
+            Data::Rows8(_) => None,
+            Data::Mlx { w, s, b } => Some(Cow::Owned([w.bytes(), s, b].concat())),
+        }
+    }
+
     /// True for a matrix from [`QuantMatrix::repacked`].
     pub fn is_repacked(&self) -> bool {
         matches!(self.data, Data::Rows8(_))
