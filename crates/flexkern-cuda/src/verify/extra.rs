@@ -364,5 +364,6 @@ pub fn extra_checks(dev: &Arc<Device>) -> Vec<Outcome> {
         ),
     ];
     v.extend(super::gemv::gemv_checks(dev, 0x5eed_0014));
+    v.extend(super::ops::ops_checks(dev, 0x5eed_0015));
     v
 }
