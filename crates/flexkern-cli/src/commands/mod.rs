@@ -6,6 +6,7 @@ pub mod bench;
 pub mod bench_cascade;
 pub mod bench_gemv;
 pub mod cuda;
+pub mod cuda_gemv;
 pub mod device;
 pub mod limits;
 pub mod paged;

@@ -67,6 +67,31 @@ impl DeviceMatrix {
         })
     }
 
+    /// A matrix over bytes already on the device (`buf` holds at least
+    /// `format.tensor_bytes(n, k)`): benchmarks fill weights on the device.
+    pub fn from_device(buf: DeviceBuf, format: Format, n: usize, k: usize) -> Result<DeviceMatrix> {
+        let unit = unit_type(format, k)?;
+        let want = format
+            .tensor_bytes(n, k)
+            .map_err(|e| invalid("n", e.to_string()))?;
+        if n == 0 || buf.bytes() < want {
+            return Err(invalid(
+                "buf",
+                format!(
+                    "{format} [{n}, {k}] takes {want} bytes, the buffer holds {}",
+                    buf.bytes()
+                ),
+            ));
+        }
+        Ok(DeviceMatrix {
+            buf,
+            format,
+            n,
+            k,
+            unit,
+        })
+    }
+
     /// Bytes of weights (what one GEMV reads).
     pub fn bytes(&self) -> usize {
         self.format.tensor_bytes(self.n, self.k).unwrap_or(0)
@@ -147,9 +172,8 @@ fn validate(c: &GemvCall) -> Result<()> {
     let mk = m.checked_mul(k).ok_or_else(|| invalid("m", "overflows"))?;
     need("x", c.x, mk, "activation elements (m * k)")?;
     if c.mode == Mode::DownSwiglu {
-        let x2 = c
-            .x2
-            .ok_or_else(|| invalid("x2", "the down projection with SwiGLU needs `up`"))?;
+        let x2 =
+            c.x2.ok_or_else(|| invalid("x2", "the down projection with SwiGLU needs `up`"))?;
         need("x2", x2, mk, "activation elements (m * k)")?;
     }
     let mn = m.checked_mul(n).ok_or_else(|| invalid("m", "overflows"))?;
@@ -241,13 +265,18 @@ pub fn embedding(
     if let Some(i) = host.iter().position(|&t| t as usize >= table.n) {
         return Err(invalid(
             "ids",
-            format!("entry {i} is {} but the table has {} rows", host[i], table.n),
+            format!(
+                "entry {i} is {} but the table has {} rows",
+                host[i], table.n
+            ),
         ));
     }
     if tokens == 0 {
         return Ok(());
     }
-    let f = dev.module(&embed_source(&table.unit))?.function("fk_embed")?;
+    let f = dev
+        .module(&embed_source(&table.unit))?
+        .function("fk_embed")?;
     let ue = unit_elems(table.format);
     let per_row = table.k / ue + table.k % ue;
     let total = tokens * per_row;

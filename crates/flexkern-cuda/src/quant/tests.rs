@@ -138,8 +138,7 @@ fn unit_decode_matches_flexkern_quant_on_the_host() {
             Format::MlxAffine {
                 bits, group_size, ..
             } => {
-                let (wb, _) =
-                    flexkern_quant::mlx::array_bytes(bits, group_size as usize, n, *k);
+                let (wb, _) = flexkern_quant::mlx::array_bytes(bits, group_size as usize, n, *k);
                 (k * bits as usize / 8, k / group_size as usize, wb)
             }
             _ => (f.row_bytes(*k).unwrap(), 0, 0),
@@ -162,7 +161,11 @@ fn unit_decode_matches_flexkern_quant_on_the_host() {
         input.extend_from_slice(bytemuck::cast_slice(&x));
         child.stdin.take().unwrap().write_all(&input).unwrap();
         let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{f} ({t}): harness exited {}", out.status);
+        assert!(
+            out.status.success(),
+            "{f} ({t}): harness exited {}",
+            out.status
+        );
         let got: &[f32] = bytemuck::cast_slice(&out.stdout);
         assert_eq!(got.len(), n * k + n, "{f}: output length");
         let (deq, dot) = got.split_at(n * k);
@@ -178,7 +181,11 @@ fn unit_decode_matches_flexkern_quant_on_the_host() {
         for r in 0..n {
             let row = &want[r * k..(r + 1) * k];
             let exact: f64 = row.iter().zip(&x).map(|(&a, &b)| a as f64 * b as f64).sum();
-            let mag: f64 = row.iter().zip(&x).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
+            let mag: f64 = row
+                .iter()
+                .zip(&x)
+                .map(|(&a, &b)| (a as f64 * b as f64).abs())
+                .sum();
             // Any f32 summation order of k products: (k + 8) ulps of the magnitude sum.
             let tol = (*k as f64 + 8.0) * f32::EPSILON as f64 * mag;
             let err = (dot[r] as f64 - exact).abs();

@@ -37,10 +37,7 @@ impl GemvCase {
             Mode::GateUp => "swiglu gate+up",
             Mode::DownSwiglu => "down(silu(g)*u)",
         };
-        format!(
-            "{mode} {} N{} K{} M{}",
-            self.format, self.n, self.k, self.m
-        )
+        format!("{mode} {} N{} K{} M{}", self.format, self.n, self.k, self.m)
     }
     fn tol(&self) -> f64 {
         let ue = unit_elems(self.format) as f64;
@@ -63,8 +60,14 @@ pub fn gemv_cases() -> Vec<GemvCase> {
     for f in gpu_formats() {
         let k = if f.block_elems() == 256 { 1536 } else { 1024 };
         match f {
-            Format::MlxAffine { scales, group_size, .. } => {
-                let ms: &[usize] = if scales == MlxScale::F16 { &[1, 4, 33] } else { &[1, 4] };
+            Format::MlxAffine {
+                scales, group_size, ..
+            } => {
+                let ms: &[usize] = if scales == MlxScale::F16 {
+                    &[1, 4, 33]
+                } else {
+                    &[1, 4]
+                };
                 for &m in ms {
                     v.push(c(f, 131, k, m, Mode::Plain));
                 }
@@ -108,11 +111,19 @@ fn silu(x: f64) -> f64 {
 }
 
 fn random(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
-    (0..n).map(|_| (rng.uniform() * 2.0 - 1.0) * scale).collect()
+    (0..n)
+        .map(|_| (rng.uniform() * 2.0 - 1.0) * scale)
+        .collect()
 }
 
 /// A random `[n, k]` matrix of `f` on the device and its exact dequantization.
-fn matrix(dev: &Arc<Device>, rng: &mut Rng, f: Format, n: usize, k: usize) -> Result<(DeviceMatrix, Vec<f32>)> {
+fn matrix(
+    dev: &Arc<Device>,
+    rng: &mut Rng,
+    f: Format,
+    n: usize,
+    k: usize,
+) -> Result<(DeviceMatrix, Vec<f32>)> {
     let w = random(rng, n * k, 1.0);
     let bytes = flexkern_quant::quantize(f, &w, n, k).map_err(|e| invalid("w", e.to_string()))?;
     let deq =
@@ -207,7 +218,10 @@ fn embedding_case(dev: &Arc<Device>, f: Format, seed: u64) -> Result<f64> {
         if let Some(e) = (0..k).find(|&e| row[e].to_bits() != want[e].to_bits()) {
             return Err(invalid(
                 "embedding",
-                format!("token {t} (row {id}) element {e}: {} vs {}", row[e], want[e]),
+                format!(
+                    "token {t} (row {id}) element {e}: {} vs {}",
+                    row[e], want[e]
+                ),
             ));
         }
     }
@@ -250,11 +264,17 @@ fn bad_input(dev: &Arc<Device>) -> Result<f64> {
     }
     let call = |mode, b, x, y, m| call(&a, mode, b, x, y, m);
     let cases: Vec<(&str, GemvCall)> = vec![
-        ("up of another shape", call(Mode::GateUp, Some(&b), &x, &y, 1)),
+        (
+            "up of another shape",
+            call(Mode::GateUp, Some(&b), &x, &y, 1),
+        ),
         ("no up", call(Mode::GateUp, None, &x, &y, 1)),
         ("short x", call(Mode::Plain, None, &small, &y, 1)),
         ("short y", call(Mode::Plain, None, &x, &small, 1)),
-        ("two rows in a one-row x", call(Mode::Plain, None, &x, &y, 2)),
+        (
+            "two rows in a one-row x",
+            call(Mode::Plain, None, &x, &y, 2),
+        ),
         ("no x2", call(Mode::DownSwiglu, None, &x, &y, 1)),
     ];
     for (what, c) in cases {
@@ -285,9 +305,9 @@ pub fn gemv_checks(dev: &Arc<Device>, seed: u64) -> Vec<Outcome> {
         gpu_formats()
             .into_iter()
             .filter(|f| match f {
-                Format::MlxAffine { group_size, scales, .. } => {
-                    *group_size == 64 && *scales == MlxScale::F16
-                }
+                Format::MlxAffine {
+                    group_size, scales, ..
+                } => *group_size == 64 && *scales == MlxScale::F16,
                 _ => true,
             })
             .map(Job::Embed),
@@ -349,7 +369,9 @@ mod tests {
             assert!(cases.iter().any(|c| c.m == m && c.mode == Mode::Plain));
         }
         assert!(cases.iter().any(|c| c.mode == Mode::GateUp && c.m > 1));
-        assert!(cases.iter().any(|c| c.mode == Mode::DownSwiglu && c.k % 4 != 0));
+        assert!(cases
+            .iter()
+            .any(|c| c.mode == Mode::DownSwiglu && c.k % 4 != 0));
         assert!(cases.iter().all(|c| c.format.blocks_per_row(c.k).is_ok()));
         assert!(cases.iter().all(|c| c.tol() <= 1e-5));
     }

@@ -82,7 +82,10 @@ fn rope_case(
             let base = (ti * heads + h) * head_dim;
             for (i, &f) in rope.inv_freq.iter().enumerate() {
                 let ang = (p as f32 * f) as f64;
-                let (s, c) = (ang.sin() * rope.mscale as f64, ang.cos() * rope.mscale as f64);
+                let (s, c) = (
+                    ang.sin() * rope.mscale as f64,
+                    ang.cos() * rope.mscale as f64,
+                );
                 let (a, bb) = match rope.style {
                     RopeStyle::Normal => (2 * i, 2 * i + 1),
                     RopeStyle::Neox => (i, i + half),
@@ -149,10 +152,7 @@ fn adds(b: &CudaBackend, rng: &mut Rng) -> Result<f64> {
             w += bias[i % d];
         }
         if got[i].to_bits() != w.to_bits() {
-            return Err(invalid(
-                "add",
-                format!("element {i}: {} vs {w}", got[i]),
-            ));
+            return Err(invalid("add", format!("element {i}: {} vs {w}", got[i])));
         }
     }
     Ok(0.0)
@@ -165,8 +165,8 @@ fn prepared(b: &CudaBackend, rng: &mut Rng, f: Format) -> Result<f64> {
         let w = random(rng, n * k);
         let bytes =
             flexkern_quant::quantize(f, &w, n, k).map_err(|e| invalid("w", e.to_string()))?;
-        let d = flexkern_quant::dequantize(f, &bytes, n, k)
-            .map_err(|e| invalid("w", e.to_string()))?;
+        let d =
+            flexkern_quant::dequantize(f, &bytes, n, k).map_err(|e| invalid("w", e.to_string()))?;
         Ok((bytes, d))
     };
     let (gb, gd) = wq(rng)?;
@@ -201,16 +201,29 @@ fn prepared(b: &CudaBackend, rng: &mut Rng, f: Format) -> Result<f64> {
 pub fn ops_checks(dev: &Arc<crate::runtime::Device>, seed: u64) -> Vec<Outcome> {
     let b = CudaBackend { dev: dev.clone() };
     let mut rng = Rng::new(seed);
-    let row = |name: String, tol: f64, r: Result<f64>| super::outcome(name, DType::F32, tol, r.map(|e| (e, 0.0)));
+    let row = |name: String, tol: f64, r: Result<f64>| {
+        super::outcome(name, DType::F32, tol, r.map(|e| (e, 0.0)))
+    };
     let mut v = vec![
-        row("rms_norm 5x4096".into(), 2e-6, rms_norm(&b, &mut rng, 5, 4096)),
-        row("rms_norm 3x1001".into(), 2e-6, rms_norm(&b, &mut rng, 3, 1001)),
+        row(
+            "rms_norm 5x4096".into(),
+            2e-6,
+            rms_norm(&b, &mut rng, 5, 4096),
+        ),
+        row(
+            "rms_norm 3x1001".into(),
+            2e-6,
+            rms_norm(&b, &mut rng, 3, 1001),
+        ),
         row("add + add_bias (bit-exact)".into(), 0.0, adds(&b, &mut rng)),
     ];
     for (name, r) in ropes(&b, &mut rng) {
         v.push(row(name, 2e-6, r));
     }
-    for f in [Format::Q4K, Format::mlx(4, 64, MlxScale::F16).expect("valid")] {
+    for f in [
+        Format::Q4K,
+        Format::mlx(4, 64, MlxScale::F16).expect("valid"),
+    ] {
         v.push(row(
             format!("TensorOps matmul + swiglu {f} (prepare_weight)"),
             1e-5,
