@@ -156,16 +156,14 @@ fn validate(c: &GemvCall) -> Result<()> {
     let (n, k, m) = (c.a.n, c.a.k, c.m);
     match (c.mode, c.b) {
         (Mode::GateUp, None) => return Err(invalid("b", "the fused gate/up GEMV needs `up`")),
-        (Mode::GateUp, Some(b)) => {
-            if b.format != c.a.format || b.n != n || b.k != k {
-                return Err(invalid(
-                    "b",
-                    format!(
-                        "up is {} [{}, {}], gate {} [{n}, {k}]",
-                        b.format, b.n, b.k, c.a.format
-                    ),
-                ));
-            }
+        (Mode::GateUp, Some(b)) if b.format != c.a.format || b.n != n || b.k != k => {
+            return Err(invalid(
+                "b",
+                format!(
+                    "up is {} [{}, {}], gate {} [{n}, {k}]",
+                    b.format, b.n, b.k, c.a.format
+                ),
+            ));
         }
         _ => {}
     }
@@ -199,7 +197,7 @@ pub fn config_for(dev_sms: usize, mode: Mode, a: &DeviceMatrix, m: usize) -> Gem
         mb,
         rows,
         mode,
-        xvec: a.k % 4 == 0,
+        xvec: a.k.is_multiple_of(4),
     }
 }
 
