@@ -19,7 +19,7 @@ __device__ __forceinline__ float fk_silu(float x) { return x / (1.0f + expf(-x))
 __device__ __forceinline__ FkF4 fk_ldx4(const float* p) {
   FkF4 v;
 #if FK_XV
-  asm volatile("ld.global.nc.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.a), "=f"(v.b), "=f"(v.c), "=f"(v.d) : "l"(p));
+  asm("ld.global.nc.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.a), "=f"(v.b), "=f"(v.c), "=f"(v.d) : "l"(p));
 #else
   v.a = __ldg(p);
   v.b = __ldg(p + 1);

@@ -107,14 +107,14 @@ FK_HD void fk_words(const u8* p, u32* w) {
   if constexpr (A >= 16 && NB % 16 == 0) {
 #pragma unroll
     for (int i = 0; i < NB / 16; ++i) {
-      asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+      asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
                    : "=r"(w[4 * i]), "=r"(w[4 * i + 1]), "=r"(w[4 * i + 2]), "=r"(w[4 * i + 3])
                    : "l"(p + 16 * i));
     }
   } else if constexpr (A >= 8 && NB % 8 == 0) {
 #pragma unroll
     for (int i = 0; i < NB / 8; ++i) {
-      asm volatile("ld.global.nc.v2.u32 {%0,%1}, [%2];" : "=r"(w[2 * i]), "=r"(w[2 * i + 1]) : "l"(p + 8 * i));
+      asm("ld.global.nc.v2.u32 {%0,%1}, [%2];" : "=r"(w[2 * i]), "=r"(w[2 * i + 1]) : "l"(p + 8 * i));
     }
   } else if constexpr (A >= 4) {
 #pragma unroll
@@ -233,14 +233,26 @@ struct FkQ8_0 {
   }
 };
 
-// The 16-entry table formats: codes index KV (IQ4's grid, or e2m1 doubled).
-FK_HD float fk_iq4nl(u32 c) {
-  const signed char t[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-  return (float)t[c];
+// The 16-entry table formats: codes index a table of int8 (IQ4's grid, or e2m1 doubled), held
+// as four little-endian words; the device selects with one byte permute per half (no local
+// memory array).
+constexpr u32 fk_pack4(int a, int b, int c, int d) {
+  return (u32)(u8)a | ((u32)(u8)b << 8) | ((u32)(u8)c << 16) | ((u32)(u8)d << 24);
 }
-FK_HD float fk_mxfp4v(u32 c) {
-  const signed char t[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-  return (float)t[c];
+template <bool MX>
+FK_HD float fk_lut(u32 c) {
+  constexpr u32 w0 = MX ? fk_pack4(0, 1, 2, 3) : fk_pack4(-127, -104, -83, -65);
+  constexpr u32 w1 = MX ? fk_pack4(4, 6, 8, 12) : fk_pack4(-49, -35, -22, -10);
+  constexpr u32 w2 = MX ? fk_pack4(0, -1, -2, -3) : fk_pack4(1, 13, 25, 38);
+  constexpr u32 w3 = MX ? fk_pack4(-4, -6, -8, -12) : fk_pack4(53, 69, 89, 113);
+#if defined(__CUDACC__)
+  const u32 lo = __byte_perm(w0, w1, c & 7u), hi = __byte_perm(w2, w3, c & 7u);
+  const u32 b = (c & 8u ? hi : lo) & 0xffu;
+#else
+  const u32 w[4] = {w0, w1, w2, w3};
+  const u32 b = (w[c >> 2] >> (8 * (c & 3u))) & 0xffu;
+#endif
+  return (float)(int)(signed char)b;
 }
 
 template <bool MX>
@@ -248,8 +260,8 @@ FK_HD void fk_lut_codes(const u32* w, float* q) {
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
     const u32 b = fk_byte(w, j);
-    q[j] = MX ? fk_mxfp4v(b & 15u) : fk_iq4nl(b & 15u);
-    q[j + 16] = MX ? fk_mxfp4v(b >> 4) : fk_iq4nl(b >> 4);
+    q[j] = fk_lut<MX>(b & 15u);
+    q[j + 16] = fk_lut<MX>(b >> 4);
   }
 }
 

@@ -13,5 +13,6 @@ pub mod paged;
 pub mod perplexity;
 pub mod quant;
 pub mod run;
+pub mod run_cuda;
 pub mod threads;
 pub mod verify;
