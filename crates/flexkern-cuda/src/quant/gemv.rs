@@ -183,21 +183,26 @@ fn batch_rows(m: usize) -> usize {
     m.clamp(1, MAX_M).next_power_of_two()
 }
 
-/// The kernel configuration for `c` on `dev`: two rows per warp for single-row plain GEMVs
-/// with enough rows to give every SM several blocks, else one.
+/// The kernel configuration for a GEMV of `m` rows on `a` with `dev_sms` SMs.
 pub fn config_for(dev_sms: usize, mode: Mode, a: &DeviceMatrix, m: usize) -> GemvConfig {
+    config(dev_sms, mode, &a.unit, a.n, a.k, m)
+}
+
+/// Two rows per warp for single-row plain GEMVs with enough rows to give every SM several
+/// blocks, else one.
+pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usize) -> GemvConfig {
     let mb = batch_rows(m);
-    let rows = if mb == 1 && mode == Mode::Plain && a.n >= 64 * dev_sms.max(1) {
+    let rows = if mb == 1 && mode == Mode::Plain && n >= 64 * dev_sms.max(1) {
         2
     } else {
         1
     };
     GemvConfig {
-        unit: a.unit.clone(),
+        unit: unit.to_string(),
         mb,
         rows,
         mode,
-        xvec: a.k.is_multiple_of(4),
+        xvec: k.is_multiple_of(4),
     }
 }
 

@@ -1,5 +1,5 @@
 //! `flexkern verify --device cuda`'s GEMV cases: every weight format, plain and batched (M 1,
-//! 4, 16, 33), both SwiGLU forms, odd N and K, and the embedding, against an f64 oracle over
+//! 4, 16, 33), both SwiGLU forms, odd N and K, and the embedding (see `gemv_cases`), against an f64 oracle over
 //! the exactly dequantized weights (flexkern-quant's `dequantize`) and the f32 activations, on
 //! fresh random inputs with NaN-poisoned outputs.
 //!
@@ -45,9 +45,25 @@ impl GemvCase {
     }
 }
 
-/// The case list: every fixed format at M 1/4/16/33 and both SwiGLU forms, MLX at every width
-/// and group (f16 scales: M 1/4/33, SwiGLU at group 64; bf16 scales: M 1/4), plain floats at
-/// an odd K, two rows per warp at a large N. Shapes stay small: the cost is compiling modules.
+/// The formats that run every mode and batch size: one per unit shape (UE 32 / 64 / 8, one or
+/// two groups, with and without offsets, the plain-float tail, MLX's separate arrays). The
+/// modes and batching are format-independent code over those shapes.
+pub fn mode_formats() -> Vec<Format> {
+    vec![
+        Format::Q4_0,
+        Format::Q4_1,
+        Format::Q2K,
+        Format::Q6K,
+        Format::Q4K,
+        Format::F16,
+        Format::mlx(4, 64, MlxScale::F16).expect("valid"),
+    ]
+}
+
+/// The case list: every format at M 1 and 33 (one launch of 16 rows twice, then 1; MLX with
+/// bf16 scales at M 1), the mode formats also at M 4 and 16 and in both SwiGLU forms (M 1 and
+/// 5), plain floats at odd K (unaligned rows, the tail), two rows per warp at a large N.
+/// Shapes stay small: verify's cost is compiling the modules (about 150).
 pub fn gemv_cases() -> Vec<GemvCase> {
     let c = |format, n, k, m, mode| GemvCase {
         format,
@@ -57,33 +73,30 @@ pub fn gemv_cases() -> Vec<GemvCase> {
         mode,
     };
     let mut v = Vec::new();
+    let modes = mode_formats();
     for f in gpu_formats() {
         let k = if f.block_elems() == 256 { 1536 } else { 1024 };
-        match f {
+        let bf16 = matches!(
+            f,
             Format::MlxAffine {
-                scales, group_size, ..
-            } => {
-                let ms: &[usize] = if scales == MlxScale::F16 {
-                    &[1, 4, 33]
-                } else {
-                    &[1, 4]
-                };
-                for &m in ms {
-                    v.push(c(f, 131, k, m, Mode::Plain));
-                }
-                if scales == MlxScale::F16 && group_size == 64 {
-                    v.push(c(f, 67, k, 3, Mode::GateUp));
-                    v.push(c(f, 67, k, 3, Mode::DownSwiglu));
-                }
+                scales: MlxScale::BF16,
+                ..
             }
-            _ => {
-                for m in [1, 4, 16, 33] {
-                    v.push(c(f, 131, k, m, Mode::Plain));
-                }
-                for m in [1, 5] {
-                    v.push(c(f, 67, k, m, Mode::GateUp));
-                    v.push(c(f, 67, k, m, Mode::DownSwiglu));
-                }
+        );
+        let ms: &[usize] = if bf16 {
+            &[1]
+        } else if modes.contains(&f) {
+            &[1, 4, 16, 33]
+        } else {
+            &[1, 33]
+        };
+        for &m in ms {
+            v.push(c(f, 131, k, m, Mode::Plain));
+        }
+        if modes.contains(&f) {
+            for m in [1, 5] {
+                v.push(c(f, 67, k, m, Mode::GateUp));
+                v.push(c(f, 67, k, m, Mode::DownSwiglu));
             }
         }
     }
@@ -304,10 +317,15 @@ pub fn gemv_checks(dev: &Arc<Device>, seed: u64) -> Vec<Outcome> {
     jobs.extend(
         gpu_formats()
             .into_iter()
-            .filter(|f| match f {
+            .filter(|f| match *f {
                 Format::MlxAffine {
-                    group_size, scales, ..
-                } => *group_size == 64 && *scales == MlxScale::F16,
+                    bits,
+                    group_size,
+                    scales,
+                } => matches!(
+                    (bits, group_size, scales),
+                    (4, 64, MlxScale::F16) | (3, 32, MlxScale::F16) | (5, 128, MlxScale::BF16)
+                ),
                 _ => true,
             })
             .map(Job::Embed),
@@ -374,5 +392,19 @@ mod tests {
             .any(|c| c.mode == Mode::DownSwiglu && c.k % 4 != 0));
         assert!(cases.iter().all(|c| c.format.blocks_per_row(c.k).is_ok()));
         assert!(cases.iter().all(|c| c.tol() <= 1e-5));
+        // The modules an H100 (132 SMs) compiles for them: verify's cost.
+        let mut modules = std::collections::HashSet::new();
+        for c in &cases {
+            let unit = crate::quant::unit_type(c.format, c.k).unwrap();
+            let mut left = c.m;
+            while left > 0 {
+                let mm = left.min(crate::quant::MAX_M);
+                let cfg = crate::quant::gemv::config(132, c.mode, &unit, c.n, c.k, mm);
+                modules.insert(cfg.source().name);
+                left -= mm;
+            }
+        }
+        eprintln!("{} GEMV modules", modules.len());
+        assert!(modules.len() <= 160, "{} modules", modules.len());
     }
 }
