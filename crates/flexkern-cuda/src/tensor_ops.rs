@@ -7,14 +7,17 @@ use crate::backend::{CudaBackend, CudaBuffer, COMMON};
 use crate::error::driver;
 use crate::quant::gemv::{embedding, gemv, DeviceMatrix, GemvCall};
 use crate::quant::Mode;
-use crate::runtime::compile::KernelSource;
+use crate::runtime::compile::{KernelSource, Module};
+use crate::runtime::Device;
 use cudarc::driver::result::launch_kernel;
+use cudarc::driver::sys::CUfunction;
 use flexkern::backend::tensor_ops::{Rope, RopeStyle, TensorOps};
 use flexkern::backend::{check_range, Buffer, Slice};
 use flexkern::error::{Error, Result};
 use flexkern::DType;
 use flexkern_quant::QuantMatrix;
 use std::ffi::c_void;
+use std::sync::{Arc, Mutex, Weak};
 
 const OPS: &str = include_str!("../kernels/ops.cu");
 
@@ -54,15 +57,34 @@ fn u32_slice(arg: &'static str, s: &Slice<'_, CudaBuffer>) -> Result<()> {
     check_range(arg, s.start, s.len, s.buf.len())
 }
 
+/// The ops module of each open device (by identity), loaded once: a step launches several
+/// ops per layer, and building and hashing the source each time would cost more than they do.
+static OPS_MODULES: Mutex<Vec<(Weak<Device>, Arc<Module>)>> = Mutex::new(Vec::new());
+
+fn ops_function(dev: &Arc<Device>, name: &str) -> crate::Result<CUfunction> {
+    let mut mods = OPS_MODULES.lock().expect("ops modules lock");
+    mods.retain(|(d, _)| d.strong_count() > 0);
+    if let Some((_, m)) = mods
+        .iter()
+        .find(|(d, _)| std::ptr::eq(d.as_ptr(), Arc::as_ptr(dev)))
+    {
+        return m.function(name);
+    }
+    let src = KernelSource {
+        name: "ops".into(),
+        source: format!("{}\n{OPS}", COMMON.replace("#pragma once", "")),
+    };
+    let m = dev.module(&src)?;
+    let f = m.function(name);
+    mods.push((Arc::downgrade(dev), m));
+    f
+}
+
 impl CudaBackend {
-    /// Launches `name` of the ops module over `n` elements' worth of 256-thread blocks.
+    /// Launches `name` of the ops module over `blocks` 256-thread blocks (grid-stride loops).
     fn ops_launch(&self, name: &str, blocks: usize, params: &mut [*mut c_void]) -> Result<()> {
-        let src = KernelSource {
-            name: "ops".into(),
-            source: format!("{}\n{OPS}", COMMON.replace("#pragma once", "")),
-        };
         let dev = &self.dev;
-        let f = dev.module(&src)?.function(name)?;
+        let f = ops_function(dev, name)?;
         dev.bind()?;
         let grid = blocks.clamp(1, 65535) as u32;
         // SAFETY: each caller passes the parameters of `name` in order, with every pointer

@@ -5,11 +5,15 @@
 
 use super::{embed_source, unit_elems, unit_type, GemvConfig, Mode, MAX_M};
 use crate::error::{driver, invalid, Result};
+use crate::runtime::compile::Module;
 use crate::runtime::{Device, DeviceBuf};
 use cudarc::driver::result::launch_kernel;
+use cudarc::driver::sys::CUfunction;
 use flexkern_quant::Format;
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Arc;
+use std::sync::Mutex;
 
 /// `FkMat` of quant_blocks.cuh, passed by value.
 #[repr(C)]
@@ -30,6 +34,39 @@ pub struct DeviceMatrix {
     pub n: usize,
     pub k: usize,
     unit: String,
+    /// Kernels this matrix has launched, by configuration: a launch builds and hashes no
+    /// source after the first (the model launches hundreds per token).
+    funcs: Mutex<HashMap<GemvConfig, Kernel>>,
+}
+
+/// A loaded kernel and the module keeping it alive.
+struct Kernel {
+    _module: Arc<Module>,
+    f: usize,
+}
+
+impl DeviceMatrix {
+    fn kernel(&self, dev: &Arc<Device>, cfg: &GemvConfig, embed: bool) -> Result<CUfunction> {
+        let mut m = self.funcs.lock().expect("kernel cache lock");
+        if let Some(k) = m.get(cfg) {
+            return Ok(k.f as CUfunction);
+        }
+        let (src, name) = if embed {
+            (embed_source(&self.unit), "fk_embed")
+        } else {
+            (cfg.source(), "fk_gemv")
+        };
+        let module = dev.module(&src)?;
+        let f = module.function(name)?;
+        m.insert(
+            cfg.clone(),
+            Kernel {
+                _module: module,
+                f: f as usize,
+            },
+        );
+        Ok(f)
+    }
 }
 
 impl DeviceMatrix {
@@ -64,6 +101,7 @@ impl DeviceMatrix {
             n,
             k,
             unit,
+            funcs: Mutex::new(HashMap::new()),
         })
     }
 
@@ -89,6 +127,7 @@ impl DeviceMatrix {
             n,
             k,
             unit,
+            funcs: Mutex::new(HashMap::new()),
         })
     }
 
@@ -219,7 +258,7 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
     while done < c.m {
         let mm = (c.m - done).min(MAX_M);
         let cfg = config_for(dev.props.sms, c.mode, c.a, mm);
-        let f = dev.module(&cfg.source())?.function("fk_gemv")?;
+        let f = c.a.kernel(dev, &cfg, false)?;
         let (mut a, mut b) = (a, b);
         let mut x = c.x.ptr() + (done * k * 4) as u64;
         let mut x2 = c.x2.map_or(0, |x2| x2.ptr() + (done * k * 4) as u64);
