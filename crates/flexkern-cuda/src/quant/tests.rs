@@ -209,7 +209,7 @@ fn resources(log: &str) -> (u32, u32, u32) {
             regs = regs.max(v);
         }
         // ".     16 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
-        for part in line.trim_start_matches(|c| c == '.' || c == ' ').split(',') {
+        for part in line.trim_start_matches(['.', ' ']).split(',') {
             let v = part.split_whitespace().next().map_or(0, num);
             if part.contains("stack frame") {
                 stack += v;
