@@ -59,6 +59,9 @@ FK_HD float fk_bhalf(u32 h) { return fk_bits_f((h & 0xffffu) << 16); }
 
 // Small unsigned integer (< 2^23) to float with one OR and one add (exact; I2F is slow).
 FK_HD float fk_u2f(u32 q) { return fk_bits_f(0x4b000000u | q) - 8388608.0f; }
+// q - OFF for q, OFF < 2^22, still one OR and one add (the constant folds at compile time).
+template <int OFF>
+FK_HD float fk_u2f_off(u32 q) { return fk_bits_f(0x4b000000u | q) - (8388608.0f + (float)OFF); }
 
 // Multiply / add that the device compiler may not fuse: the exact dequantization.
 FK_HD float fk_mul_rn(float a, float b) {
@@ -157,8 +160,8 @@ struct FkQ4_0 {
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const u32 b = fk_byte(w, j);
-      q[j] = fk_u2f(b & 15u) - 8.0f;
-      q[j + 16] = fk_u2f(b >> 4) - 8.0f;
+      q[j] = fk_u2f_off<8>(b & 15u);
+      q[j + 16] = fk_u2f_off<8>(b >> 4);
     }
   }
 };
@@ -188,8 +191,8 @@ FK_HD void fk_q5_codes(const u32* w, u32 qh, float* q) {
     const u32 b = fk_byte(w, j);
     const u32 q0 = (b & 15u) | (((qh >> j) & 1u) << 4);
     const u32 q1 = (b >> 4) | (((qh >> (j + 16)) & 1u) << 4);
-    q[j] = MIN ? fk_u2f(q0) : fk_u2f(q0) - 16.0f;
-    q[j + 16] = MIN ? fk_u2f(q1) : fk_u2f(q1) - 16.0f;
+    q[j] = fk_u2f_off<MIN ? 0 : 16>(q0);
+    q[j + 16] = fk_u2f_off<MIN ? 0 : 16>(q1);
   }
 }
 
@@ -229,7 +232,7 @@ struct FkQ8_0 {
     fk_words<32, fk_align_of(FK_Q8_0_BYTES, FK_Q8_0_QS)>(p + FK_Q8_0_QS, w);
     s[0] = fk_half(fk_ld16(p + FK_Q8_0_D));
 #pragma unroll
-    for (int j = 0; j < 32; ++j) q[j] = fk_u2f(fk_byte(w, j) ^ 0x80u) - 128.0f;  // int8
+    for (int j = 0; j < 32; ++j) q[j] = fk_u2f_off<128>(fk_byte(w, j) ^ 0x80u);  // int8
   }
 };
 
@@ -344,7 +347,7 @@ struct FkQ3K {
     for (int l = 0; l < 32; ++l) {
       const u32 low = (fk_byte(w, l) >> sh) & 3u;
       const u32 high = (fk_byte(hm, l) >> uu) & 1u;
-      q[l] = fk_u2f(low + 4u * high) - 4.0f;  // low - (high ? 0 : 4)
+      q[l] = fk_u2f_off<4>(low + 4u * high);  // low - (high ? 0 : 4)
     }
   }
 };
@@ -433,7 +436,7 @@ struct FkQ6K {
 #pragma unroll
     for (int l = 0; l < 32; ++l) {
       const u32 v = ((fk_byte(lw, l) >> lsh) & 15u) | (((fk_byte(hw, l) >> hsh) & 3u) << 4);
-      q[l] = fk_u2f(v) - 32.0f;
+      q[l] = fk_u2f_off<32>(v);
     }
   }
 };
