@@ -224,9 +224,10 @@ fn resources(log: &str) -> (u32, u32, u32) {
 /// Every format's kernels compile for sm_90a without spilling or a stack frame (local memory). By default a representative set
 /// (every fixed format's single-row GEMV, the largest-register configurations, a few
 /// embeddings); `FK_GEMV_COMPILE_ALL=1` compiles every format in every configuration verify
-/// uses (about 200 modules, ten minutes on two cores). Last full run (NVRTC 13.0, sm_90a): no
-/// spills anywhere; registers 38-128 for the single-row GEMVs (at most 128 by the launch
-/// bounds), 102-168 for plain MB 16, at most 224 (F32 gate+up, MB 16); embeddings 26-80.
+/// uses (312 modules, 331 s on two busy cores). Last full run (NVRTC 13, sm_90a): no spills and
+/// no stack frame anywhere; registers 46-128 for the single-row GEMVs (128 is the launch bounds'
+/// cap), 70-127 single-row gate+up, 102-168 plain MB 16, 116-224 gate+up MB 16, 91-200
+/// down-with-SwiGLU MB 16, 26-80 embeddings; the slowest module 9.9 s (down, MB 16).
 #[test]
 fn kernels_compile_with_nvrtc_without_spills() {
     if !crate::runtime::nvrtc_present() {
