@@ -590,3 +590,31 @@ fn assert_sync() {
     fn is_sync<T: Sync + Send>() {}
     is_sync::<QuantMatrix<'static>>();
 }
+
+#[cfg(test)]
+mod file_bytes_tests {
+    use super::*;
+    use crate::format::MlxScale;
+
+    /// What a GPU uploads is the file's bytes: blocks as given, MLX's three arrays joined in
+    /// the single-buffer order, nothing for a repacked copy.
+    #[test]
+    fn file_bytes_are_the_given_bytes() {
+        let (n, k) = (8, 64);
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
+        for f in [
+            Format::Q4_0,
+            Format::Q8_0,
+            Format::mlx(4, 32, MlxScale::F16).unwrap(),
+        ] {
+            let bytes = crate::quantize(f, &w, n, k).unwrap();
+            let q = QuantMatrix::new(f, n, k, &bytes).unwrap();
+            assert_eq!(q.file_bytes().unwrap().as_ref(), &bytes[..], "{f}");
+        }
+        let bytes = crate::quantize(Format::Q4_0, &w, n, k).unwrap();
+        let q = QuantMatrix::new(Format::Q4_0, n, k, &bytes).unwrap();
+        assert!(q.repacked().unwrap().file_bytes().is_none());
+    }
+}

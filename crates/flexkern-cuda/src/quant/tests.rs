@@ -221,9 +221,9 @@ fn resources(log: &str) -> (u32, u32, u32) {
     (regs, spills, stack)
 }
 
-/// Every format's kernels compile for sm_90a without spilling or a stack frame (local memory). By default a representative set
-/// (every fixed format's single-row GEMV, the largest-register configurations, a few
-/// embeddings); `FK_GEMV_COMPILE_ALL=1` compiles every format in every configuration verify
+/// Every format's kernels compile for sm_90a without spilling or a stack frame (local
+/// memory). By default a representative set (every fixed format's single-row GEMV, the
+/// largest-register configurations, a few embeddings); `FK_GEMV_COMPILE_ALL=1` compiles every format in every configuration verify
 /// uses (312 modules, 331 s on two busy cores). Last full run (NVRTC 13, sm_90a): no spills and
 /// no stack frame anywhere; registers 46-128 for the single-row GEMVs (128 is the launch bounds'
 /// cap), 70-127 single-row gate+up, 102-168 plain MB 16, 116-224 gate+up MB 16, 91-200
