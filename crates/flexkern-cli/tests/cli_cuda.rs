@@ -18,12 +18,28 @@ fn run(args: &[&str]) -> (i32, String, String) {
 #[test]
 fn cuda_commands_skip_with_a_typed_error_or_pass() {
     let driver = flexkern_cuda::runtime::driver_present();
-    for args in [
+    let mut cases = vec![
         &["verify", "--device", "cuda", "--quick"][..],
         &[
             "bench", "attn", "--device", "cuda", "--quick", "--only", "B1 ",
         ],
-    ] {
+        &[
+            "bench",
+            "gemv",
+            "--device",
+            "cuda",
+            "--quick",
+            "--formats",
+            "q4_0",
+            "--n",
+            "512",
+        ],
+    ];
+    // `run` needs the default model, which a GPU machine may not hold: checked without one.
+    if !driver {
+        cases.push(&["run", "--device", "cuda", "--prompt", "hi", "-n", "2"]);
+    }
+    for args in cases {
         let (code, out, err) = run(args);
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         if driver {

@@ -16,7 +16,7 @@ use flexkern::DType;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-const COMMON: &str = include_str!("../kernels/fk_common.cuh");
+pub(crate) const COMMON: &str = include_str!("../kernels/fk_common.cuh");
 const KV_WRITE: &str = include_str!("../kernels/kv_write.cu");
 
 /// GPU 0 (or another ordinal) behind the `Backend` trait.
@@ -44,7 +44,7 @@ impl CudaBuffer {
     pub fn device_buf(&self) -> &DeviceBuf {
         &self.buf
     }
-    fn ptr_at(&self, at: usize) -> u64 {
+    pub(crate) fn ptr_at(&self, at: usize) -> u64 {
         self.buf.ptr() + (at * self.dtype.size()) as u64
     }
 }

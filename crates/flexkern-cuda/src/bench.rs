@@ -252,3 +252,72 @@ pub fn decode(
         local_bytes,
     })
 }
+
+/// One GEMV timing: median milliseconds per call and the weight bytes one call reads.
+pub struct GemvRun {
+    pub ms: f64,
+    pub weight_bytes: usize,
+    pub kernel: String,
+}
+
+/// Times `y[m, n] = x[m, k] · Wᵀ` for `format` with random weight bytes made on the device
+/// (valid floats for F32 / F16 / BF16; any bytes decode for the block formats, which is all a
+/// timing needs). Enough distinct weight copies that they overflow the L2 cache are visited in
+/// turn, each rep timing one pass over all of them (CUDA events), so every call streams its
+/// weights from HBM as a decode step does.
+pub fn gemv(
+    dev: &Arc<Device>,
+    format: flexkern_quant::Format,
+    n: usize,
+    k: usize,
+    m: usize,
+    reps: usize,
+) -> Result<GemvRun> {
+    use crate::quant::gemv::{gemv as run, DeviceMatrix, GemvCall};
+    use flexkern_quant::Format;
+    crate::quant::unit_type(format, k)?;
+    let bytes = format
+        .tensor_bytes(n, k)
+        .map_err(|e| crate::error::invalid("n", e.to_string()))?;
+    let copies = (dev.props.l2_bytes.max(1 << 20) * 4)
+        .div_ceil(bytes)
+        .clamp(2, 64);
+    let mut mats = Vec::with_capacity(copies);
+    for c in 0..copies {
+        let buf = match format {
+            Format::F32 => random(dev, n * k, DType::F32, 100 + c as u64)?,
+            Format::F16 => random(dev, n * k, DType::F16, 100 + c as u64)?,
+            Format::BF16 => random(dev, n * k, DType::BF16, 100 + c as u64)?,
+            _ => random(dev, bytes, DType::U8, 100 + c as u64)?,
+        };
+        mats.push(DeviceMatrix::from_device(buf, format, n, k)?);
+    }
+    let x = random(dev, m * k, DType::F32, 7)?;
+    let y = dev.alloc(m * n * 4)?;
+    let kernel =
+        crate::quant::gemv::config_for(dev.props.sms, crate::quant::Mode::Plain, &mats[0], m)
+            .source()
+            .name;
+    let ms = time_ms(dev, 2, reps, || {
+        for a in &mats {
+            run(
+                dev,
+                &GemvCall {
+                    mode: crate::quant::Mode::Plain,
+                    a,
+                    b: None,
+                    x: &x,
+                    x2: None,
+                    y: &y,
+                    m,
+                },
+            )?;
+        }
+        Ok(())
+    })?;
+    Ok(GemvRun {
+        ms: ms / copies as f64,
+        weight_bytes: bytes,
+        kernel,
+    })
+}

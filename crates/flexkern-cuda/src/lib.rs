@@ -12,7 +12,9 @@ pub mod codegen;
 pub mod error;
 pub mod host;
 pub mod plan;
+pub mod quant;
 pub mod runtime;
+pub mod tensor_ops;
 pub mod verify;
 
 pub use error::{CudaError, Result};

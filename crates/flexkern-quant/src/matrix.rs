@@ -252,6 +252,16 @@ impl<'a> QuantMatrix<'a> {
         })
     }
 
+    /// The tensor's bytes in the file's layout (for MLX the single-buffer form: weights,
+    /// scales, biases), what a GPU uploads; `None` for a repacked matrix.
+    pub fn file_bytes(&self) -> Option<Cow<'_, [u8]>> {
+        match &self.data {
+            Data::Blocks(st) => Some(Cow::Borrowed(st.bytes())),
+            Data::Rows8(_) => None,
+            Data::Mlx { w, s, b } => Some(Cow::Owned([w.bytes(), s, b].concat())),
+        }
+    }
+
     /// True for a matrix from [`QuantMatrix::repacked`].
     pub fn is_repacked(&self) -> bool {
         matches!(self.data, Data::Rows8(_))
@@ -579,4 +589,32 @@ pub fn down_with_swiglu(
 fn assert_sync() {
     fn is_sync<T: Sync + Send>() {}
     is_sync::<QuantMatrix<'static>>();
+}
+
+#[cfg(test)]
+mod file_bytes_tests {
+    use super::*;
+    use crate::format::MlxScale;
+
+    /// What a GPU uploads is the file's bytes: blocks as given, MLX's three arrays joined in
+    /// the single-buffer order, nothing for a repacked copy.
+    #[test]
+    fn file_bytes_are_the_given_bytes() {
+        let (n, k) = (8, 64);
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
+        for f in [
+            Format::Q4_0,
+            Format::Q8_0,
+            Format::mlx(4, 32, MlxScale::F16).unwrap(),
+        ] {
+            let bytes = crate::quantize(f, &w, n, k).unwrap();
+            let q = QuantMatrix::new(f, n, k, &bytes).unwrap();
+            assert_eq!(q.file_bytes().unwrap().as_ref(), &bytes[..], "{f}");
+        }
+        let bytes = crate::quantize(Format::Q4_0, &w, n, k).unwrap();
+        let q = QuantMatrix::new(Format::Q4_0, n, k, &bytes).unwrap();
+        assert!(q.repacked().unwrap().file_bytes().is_none());
+    }
 }

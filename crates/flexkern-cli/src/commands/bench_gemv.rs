@@ -47,6 +47,9 @@ pub struct BenchGemvArgs {
     /// sizes not given on the command line).
     #[arg(long)]
     pub quick: bool,
+    /// cuda: GPU 0, CUDA events, against the copy bandwidth (N defaults to 14336,4096).
+    #[arg(long, value_enum, default_value_t)]
+    pub device: super::device::Device,
 }
 
 /// The sizes a run uses: the user's, else the defaults of the mode; each checked (>= 1, and
@@ -234,6 +237,9 @@ impl Case {
 }
 
 pub fn run_bench_gemv(args: &BenchGemvArgs) -> Result<()> {
+    if args.device == super::device::Device::Cuda {
+        return super::cuda_gemv::bench_gemv(args);
+    }
     let pool = match args.threads {
         Some(t) => rayon::ThreadPoolBuilder::new()
             .num_threads(super::threads::check_threads(t)?)

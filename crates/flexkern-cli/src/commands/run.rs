@@ -179,6 +179,9 @@ fn json_str(s: &str) -> String {
 }
 
 pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
+    if args.device == Device::Cuda {
+        return super::run_cuda::run_model(args);
+    }
     args.device.require_cpu("run")?;
     if let Some(t) = args.threads {
         let t = super::threads::check_threads(t)?;

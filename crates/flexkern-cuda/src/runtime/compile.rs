@@ -118,10 +118,22 @@ pub fn compile_for(src: &KernelSource, arch: &str) -> Result<Vec<u8>> {
     if !super::nvrtc_present() {
         return Err(CudaError::NoNvrtc("libnvrtc could not be loaded".into()));
     }
-    compile_cubin(src, &options(arch))
+    compile_cubin(src, &options(arch)).map(|(bin, _)| bin)
 }
 
-fn compile_cubin(src: &KernelSource, opts: &[String]) -> Result<Vec<u8>> {
+/// `compile_for` with ptxas's resource report: (cubin, the compile log holding each kernel's
+/// registers, spill stores / loads and stack bytes).
+pub fn compile_verbose(src: &KernelSource, arch: &str) -> Result<(Vec<u8>, String)> {
+    if !super::nvrtc_present() {
+        return Err(CudaError::NoNvrtc("libnvrtc could not be loaded".into()));
+    }
+    let mut opts = options(arch);
+    opts.push("--ptxas-options=-v".into());
+    compile_cubin(src, &opts)
+}
+
+/// (cubin, compile log).
+fn compile_cubin(src: &KernelSource, opts: &[String]) -> Result<(Vec<u8>, String)> {
     let csrc = CString::new(src.source.as_str()).map_err(|_| CudaError::Compile {
         module: src.name.clone(),
         log: "source holds a NUL byte".into(),
@@ -155,7 +167,10 @@ fn compile_cubin(src: &KernelSource, opts: &[String]) -> Result<Vec<u8>> {
                         log: "no cubin (is the architecture a real one?)".into(),
                     })
                 } else {
-                    Ok(bin)
+                    let log = nvrtc::get_program_log(prog)
+                        .map(|l| CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    Ok((bin, log))
                 }
             }
         };
@@ -193,7 +208,7 @@ impl Device {
                         "libnvrtc could not be loaded (add the CUDA toolkit's lib64 to LD_LIBRARY_PATH)".into(),
                     ));
                 }
-                let b = compile_cubin(src, &opts)?;
+                let b = compile_cubin(src, &opts)?.0;
                 if let Some(f) = &file {
                     // Write-then-rename: a concurrent reader never sees half a file.
                     if let Some(d) = f.parent() {

@@ -352,7 +352,7 @@ fn nan_score_poisons_the_row(dev: &Arc<Device>) -> Result<String> {
 
 /// Every GPU-only check, each as one verify row.
 pub fn extra_checks(dev: &Arc<Device>) -> Vec<Outcome> {
-    vec![
+    let mut v = vec![
         check("bad input: typed errors", bad_input(dev)),
         check("deterministic split-KV", deterministic(dev)),
         check("CUDA graph capture + replay", graph_replay(dev)),
@@ -362,5 +362,8 @@ pub fn extra_checks(dev: &Arc<Device>) -> Vec<Outcome> {
             "kept NaN score poisons its row",
             nan_score_poisons_the_row(dev),
         ),
-    ]
+    ];
+    v.extend(super::gemv::gemv_checks(dev, 0x5eed_0014));
+    v.extend(super::ops::ops_checks(dev, 0x5eed_0015));
+    v
 }

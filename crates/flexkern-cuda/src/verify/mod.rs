@@ -153,6 +153,8 @@ pub(crate) fn paged_pool(
 }
 
 mod extra;
+pub mod gemv;
+pub mod ops;
 pub use extra::extra_checks;
 
 /// Lengths helper for the extra checks.

@@ -1,0 +1,37 @@
+"""GEMV peers on the GPU, on the shapes of `flexkern bench gemv --device cuda` (N x K =
+14336 x 4096 and 4096 x 4096, M = 1): cuBLAS f16 through torch.mv and F.linear, beside the
+device-to-device copy bandwidth measured in the same process (bytes read + written). Weight
+copies cycled so they overflow the L2 cache, as flexkern's benchmark does. Event-timed medians."""
+import sys, torch
+import torch.nn.functional as F
+
+dev = "cuda"
+print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))
+quick = "--quick" in sys.argv
+reps = 5 if quick else 30
+
+def bench(fn, iters=reps, warm=3):
+    for _ in range(warm): fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(iters):
+        s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
+        s.record(); fn(); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
+    ts.sort(); return ts[len(ts) // 2] / 1e3
+
+x = torch.empty(2**30, dtype=torch.uint8, device=dev); y = torch.empty_like(x)
+t = bench(lambda: y.copy_(x)); copy = 2 * x.numel() / t
+print(f"copy bandwidth (device to device, read + write): {copy/1e9:.0f} GB/s")
+del x, y
+l2 = torch.cuda.get_device_properties(0).L2_cache_size
+print(f"{'peer':<12} {'N':>6} {'K':>6} {'us/call':>10} {'GB/s':>9} {'of copy':>8}")
+for (N, K) in [(14336, 4096), (4096, 4096)]:
+    byts = N * K * 2
+    copies = max(2, min(64, -(-4 * l2 // byts)))
+    ws = [torch.randn(N, K, dtype=torch.float16, device=dev) for _ in range(copies)]
+    v = torch.randn(K, dtype=torch.float16, device=dev)
+    for peer, fn in [("torch.mv", lambda w: torch.mv(w, v)), ("F.linear", lambda w: F.linear(v[None], w))]:
+        t = bench(lambda: [fn(w) for w in ws]) / copies
+        gbs = byts / t / 1e9
+        print(f"{peer:<12} {N:>6} {K:>6} {t*1e6:>10.2f} {gbs:>9.0f} {100*gbs*1e9/copy:>7.1f}%")
+    del ws

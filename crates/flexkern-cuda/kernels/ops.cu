@@ -1,0 +1,55 @@
+// flexkern-cuda: the forward pass's small kernels, each the CPU's formula (backend/cpu/
+// tensor_ops.rs) in the same operation order; products that the CPU rounds separately use
+// __fmul_rn / __fadd_rn so nothing is fused into an FMA the CPU does not do.
+
+// RMSNorm: one block per row; the sum of squares in f64 as on the CPU.
+extern "C" __global__ void __launch_bounds__(256) fk_rms_norm(const float* __restrict__ x, const float* __restrict__ w,
+                                                              float* __restrict__ out, i64 rows, int d, float eps) {
+  __shared__ double part[8];
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * d;
+    double ss = 0.0;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) ss += (double)xr[i] * (double)xr[i];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    double tot = 0.0;
+    for (int i = 0; i < (int)(blockDim.x >> 5); ++i) tot += part[i];
+    const float scale = (float)(1.0 / sqrt(tot / (double)d + (double)eps));
+    for (int i = threadIdx.x; i < d; i += blockDim.x) out[r * d + i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
+    __syncthreads();  // `part` is rewritten by the next row
+  }
+}
+
+// RoPE in place: one thread per (token, head, pair). Normal pairs (2i, 2i+1), NeoX (i, i+half).
+extern "C" __global__ void fk_rope(float* __restrict__ x, const u32* __restrict__ pos, const float* __restrict__ inv_freq,
+                                   i64 tokens, int heads, int head_dim, int half, int neox, float mscale) {
+  const i64 total = tokens * heads * half;
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+    const int p = (int)(i % half);
+    const i64 th = i / half;
+    const i64 t = th / heads;
+    float s, c;
+    sincosf(__fmul_rn((float)pos[t], inv_freq[p]), &s, &c);
+    c = __fmul_rn(c, mscale);
+    s = __fmul_rn(s, mscale);
+    float* h = x + th * head_dim;
+    const int a = neox ? p : 2 * p, b = neox ? p + half : 2 * p + 1;
+    const float x0 = h[a], x1 = h[b];
+    h[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    h[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+  }
+}
+
+// acc[i] += x[i].
+extern "C" __global__ void fk_add(float* __restrict__ acc, const float* __restrict__ x, i64 len) {
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < len; i += (i64)gridDim.x * blockDim.x)
+    acc[i] += x[i];
+}
+
+// x[r, :] += bias for the first rows rows.
+extern "C" __global__ void fk_add_bias(float* __restrict__ x, const float* __restrict__ bias, i64 rows, int d) {
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < rows * d; i += (i64)gridDim.x * blockDim.x)
+    x[i] += bias[i % d];
+}

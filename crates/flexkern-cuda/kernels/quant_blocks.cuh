@@ -1,0 +1,565 @@
+// flexkern-cuda: the weight formats as "units" for the GEMV and embedding kernels. Plain C++
+// that compiles for the device (NVRTC) and the host (g++, the decode test in quant.rs), so
+// every format's decoding is checked bit for bit against flexkern-quant without a GPU.
+//
+// A unit is UE consecutive weights of one row (a 32- or 64-weight slice of a block, a 32-weight
+// slice of an MLX group, 8 plain floats), decoded as G groups of UE/G codes q with one scale s
+// and, when OFF, one offset o per group: weight = s * q + o, which is exactly how
+// flexkern-quant's `dequantize` computes it (same operations, same order). The dot product
+// factors the scale out: s * sum(q x) + o * sum(x), in f32 against f32 activations (no 8-bit
+// activation rounding: the weights are widened in registers).
+//
+// Block byte offsets come from the generated layout header (FK_<FMT>_<FIELD>, from the Rust
+// structs); loads use the widest access the block's alignment allows (16 bytes for Q4_K, Q5_K
+// and aligned plain rows, 8 / 4 / 2 / 1 bytes elsewhere).
+#pragma once
+
+#if defined(__CUDACC__)
+#define FK_HD __device__ __forceinline__
+#else
+#include <cstdint>
+#include <cstring>
+#include <cmath>
+#define FK_HD inline
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+#endif
+
+// ---- bit casts, conversions, loads (device intrinsics or their exact host equivalents) ----
+FK_HD float fk_bits_f(u32 b) {
+#if defined(__CUDACC__)
+  return __uint_as_float(b);
+#else
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+#endif
+}
+
+FK_HD float fk_half(u32 h) {
+#if defined(__CUDACC__)
+  float f;
+  unsigned short s = (unsigned short)h;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(s));
+  return f;
+#else
+  const u32 sign = (h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 0x3ffu;
+  if (e == 0u) {
+    const float v = (float)m * 5.9604644775390625e-08f;  // m * 2^-24, exact
+    return sign ? -v : v;
+  }
+  if (e == 31u) return fk_bits_f(sign | 0x7f800000u | (m << 13));
+  return fk_bits_f(sign | ((e + 112u) << 23) | (m << 13));
+#endif
+}
+FK_HD float fk_bhalf(u32 h) { return fk_bits_f((h & 0xffffu) << 16); }
+
+// Small unsigned integer (< 2^23) to float with one OR and one add (exact; I2F is slow).
+FK_HD float fk_u2f(u32 q) { return fk_bits_f(0x4b000000u | q) - 8388608.0f; }
+// q - OFF for q, OFF < 2^22, still one OR and one add (the constant folds at compile time).
+template <int OFF>
+FK_HD float fk_u2f_off(u32 q) { return fk_bits_f(0x4b000000u | q) - (8388608.0f + (float)OFF); }
+
+// Multiply / add that the device compiler may not fuse: the exact dequantization.
+FK_HD float fk_mul_rn(float a, float b) {
+#if defined(__CUDACC__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+FK_HD float fk_add_rn(float a, float b) {
+#if defined(__CUDACC__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+// The largest power of two (<= 16) dividing both a and b: the alignment of field b of blocks
+// of a bytes laid end to end from an aligned base.
+constexpr int fk_align_of(int a, int b) {
+  return ((a | b) & 1) ? 1 : ((a | b) & 2) ? 2 : ((a | b) & 4) ? 4 : ((a | b) & 8) ? 8 : 16;
+}
+
+FK_HD u32 fk_ld8(const u8* p) {
+#if defined(__CUDACC__)
+  return (u32)__ldg(p);
+#else
+  return *p;
+#endif
+}
+FK_HD u32 fk_ld16(const u8* p) {
+#if defined(__CUDACC__)
+  return (u32)__ldg((const unsigned short*)p);
+#else
+  u16 v;
+  memcpy(&v, p, 2);
+  return v;
+#endif
+}
+
+// NB bytes (a multiple of 4) at p, known to be A-aligned, as little-endian words.
+template <int NB, int A>
+FK_HD void fk_words(const u8* p, u32* w) {
+  static_assert(NB % 4 == 0, "whole words");
+#if defined(__CUDACC__)
+  if constexpr (A >= 16 && NB % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < NB / 16; ++i) {
+      asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(w[4 * i]), "=r"(w[4 * i + 1]), "=r"(w[4 * i + 2]), "=r"(w[4 * i + 3])
+                   : "l"(p + 16 * i));
+    }
+  } else if constexpr (A >= 8 && NB % 8 == 0) {
+#pragma unroll
+    for (int i = 0; i < NB / 8; ++i) {
+      asm("ld.global.nc.v2.u32 {%0,%1}, [%2];" : "=r"(w[2 * i]), "=r"(w[2 * i + 1]) : "l"(p + 8 * i));
+    }
+  } else if constexpr (A >= 4) {
+#pragma unroll
+    for (int i = 0; i < NB / 4; ++i) w[i] = __ldg((const unsigned int*)(p + 4 * i));
+  } else if constexpr (A == 2) {
+#pragma unroll
+    for (int i = 0; i < NB / 4; ++i) w[i] = fk_ld16(p + 4 * i) | (fk_ld16(p + 4 * i + 2) << 16);
+  } else {
+#pragma unroll
+    for (int i = 0; i < NB / 4; ++i)
+      w[i] = fk_ld8(p + 4 * i) | (fk_ld8(p + 4 * i + 1) << 8) | (fk_ld8(p + 4 * i + 2) << 16) |
+             (fk_ld8(p + 4 * i + 3) << 24);
+  }
+#else
+  memcpy(w, p, NB);
+#endif
+}
+
+FK_HD u32 fk_byte(const u32* w, int i) { return (w[i >> 2] >> (8 * (i & 3))) & 0xffu; }
+
+// One matrix: `w` the blocks (or MLX's packed weights), rows `row_bytes` apart; MLX also has
+// its scale and bias arrays `s` and `b`, `groups` entries per row.
+struct FkMat {
+  const u8* w;
+  const u8* s;
+  const u8* b;
+  i64 row_bytes;
+  i64 groups;
+};
+
+// ---- the 32-weight legacy formats ----
+struct FkQ4_0 {
+  static constexpr int UE = 32, G = 1, QK = 32;
+  static constexpr bool OFF = false;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
+    const u8* p = m.w + row * m.row_bytes + u * FK_Q4_0_BYTES;
+    u32 w[4];
+    fk_words<16, fk_align_of(FK_Q4_0_BYTES, FK_Q4_0_QS)>(p + FK_Q4_0_QS, w);
+    s[0] = fk_half(fk_ld16(p + FK_Q4_0_D));
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const u32 b = fk_byte(w, j);
+      q[j] = fk_u2f_off<8>(b & 15u);
+      q[j + 16] = fk_u2f_off<8>(b >> 4);
+    }
+  }
+};
+
+struct FkQ4_1 {
+  static constexpr int UE = 32, G = 1, QK = 32;
+  static constexpr bool OFF = true;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float* o) {
+    const u8* p = m.w + row * m.row_bytes + u * FK_Q4_1_BYTES;
+    u32 w[4];
+    fk_words<16, fk_align_of(FK_Q4_1_BYTES, FK_Q4_1_QS)>(p + FK_Q4_1_QS, w);
+    s[0] = fk_half(fk_ld16(p + FK_Q4_1_D));
+    o[0] = fk_half(fk_ld16(p + FK_Q4_1_M));
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const u32 b = fk_byte(w, j);
+      q[j] = fk_u2f(b & 15u);
+      q[j + 16] = fk_u2f(b >> 4);
+    }
+  }
+};
+
+template <bool MIN>
+FK_HD void fk_q5_codes(const u32* w, u32 qh, float* q) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const u32 b = fk_byte(w, j);
+    const u32 q0 = (b & 15u) | (((qh >> j) & 1u) << 4);
+    const u32 q1 = (b >> 4) | (((qh >> (j + 16)) & 1u) << 4);
+    q[j] = fk_u2f_off<MIN ? 0 : 16>(q0);
+    q[j + 16] = fk_u2f_off<MIN ? 0 : 16>(q1);
+  }
+}
+
+struct FkQ5_0 {
+  static constexpr int UE = 32, G = 1, QK = 32;
+  static constexpr bool OFF = false;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
+    const u8* p = m.w + row * m.row_bytes + u * FK_Q5_0_BYTES;
+    u32 w[4], qh;
+    fk_words<16, fk_align_of(FK_Q5_0_BYTES, FK_Q5_0_QS)>(p + FK_Q5_0_QS, w);
+    fk_words<4, fk_align_of(FK_Q5_0_BYTES, FK_Q5_0_QH)>(p + FK_Q5_0_QH, &qh);
+    s[0] = fk_half(fk_ld16(p + FK_Q5_0_D));
+    fk_q5_codes<false>(w, qh, q);
+  }
+};
+
+struct FkQ5_1 {
+  static constexpr int UE = 32, G = 1, QK = 32;
+  static constexpr bool OFF = true;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float* o) {
+    const u8* p = m.w + row * m.row_bytes + u * FK_Q5_1_BYTES;
+    u32 w[4], qh;
+    fk_words<16, fk_align_of(FK_Q5_1_BYTES, FK_Q5_1_QS)>(p + FK_Q5_1_QS, w);
+    fk_words<4, fk_align_of(FK_Q5_1_BYTES, FK_Q5_1_QH)>(p + FK_Q5_1_QH, &qh);
+    s[0] = fk_half(fk_ld16(p + FK_Q5_1_D));
+    o[0] = fk_half(fk_ld16(p + FK_Q5_1_M));
+    fk_q5_codes<true>(w, qh, q);
+  }
+};
+
+struct FkQ8_0 {
+  static constexpr int UE = 32, G = 1, QK = 32;
+  static constexpr bool OFF = false;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
+    const u8* p = m.w + row * m.row_bytes + u * FK_Q8_0_BYTES;
+    u32 w[8];
+    fk_words<32, fk_align_of(FK_Q8_0_BYTES, FK_Q8_0_QS)>(p + FK_Q8_0_QS, w);
+    s[0] = fk_half(fk_ld16(p + FK_Q8_0_D));
+#pragma unroll
+    for (int j = 0; j < 32; ++j) q[j] = fk_u2f_off<128>(fk_byte(w, j) ^ 0x80u);  // int8
+  }
+};
+
+// The 16-entry table formats: codes index a table of int8 (IQ4's grid, or e2m1 doubled), held
+// as four little-endian words; the device selects with one byte permute per half (no local
+// memory array).
+constexpr u32 fk_pack4(int a, int b, int c, int d) {
+  return (u32)(u8)a | ((u32)(u8)b << 8) | ((u32)(u8)c << 16) | ((u32)(u8)d << 24);
+}
+template <bool MX>
+FK_HD float fk_lut(u32 c) {
+  constexpr u32 w0 = MX ? fk_pack4(0, 1, 2, 3) : fk_pack4(-127, -104, -83, -65);
+  constexpr u32 w1 = MX ? fk_pack4(4, 6, 8, 12) : fk_pack4(-49, -35, -22, -10);
+  constexpr u32 w2 = MX ? fk_pack4(0, -1, -2, -3) : fk_pack4(1, 13, 25, 38);
+  constexpr u32 w3 = MX ? fk_pack4(-4, -6, -8, -12) : fk_pack4(53, 69, 89, 113);
+#if defined(__CUDACC__)
+  const u32 lo = __byte_perm(w0, w1, c & 7u), hi = __byte_perm(w2, w3, c & 7u);
+  const u32 b = (c & 8u ? hi : lo) & 0xffu;
+#else
+  const u32 w[4] = {w0, w1, w2, w3};
+  const u32 b = (w[c >> 2] >> (8 * (c & 3u))) & 0xffu;
+#endif
+  return (float)(int)(signed char)b;
+}
+
+template <bool MX>
+FK_HD void fk_lut_codes(const u32* w, float* q) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const u32 b = fk_byte(w, j);
+    q[j] = fk_lut<MX>(b & 15u);
+    q[j + 16] = fk_lut<MX>(b >> 4);
+  }
+}
+
+struct FkIQ4NL {
+  static constexpr int UE = 32, G = 1, QK = 32;
+  static constexpr bool OFF = false;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
+    const u8* p = m.w + row * m.row_bytes + u * FK_IQ4_NL_BYTES;
+    u32 w[4];
+    fk_words<16, fk_align_of(FK_IQ4_NL_BYTES, FK_IQ4_NL_QS)>(p + FK_IQ4_NL_QS, w);
+    s[0] = fk_half(fk_ld16(p + FK_IQ4_NL_D));
+    fk_lut_codes<false>(w, q);
+  }
+};
+
+struct FkMXFP4 {
+  static constexpr int UE = 32, G = 1, QK = 32;
+  static constexpr bool OFF = false;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
+    const u8* p = m.w + row * m.row_bytes + u * FK_MXFP4_BYTES;
+    u32 w[4];
+    fk_words<16, fk_align_of(FK_MXFP4_BYTES, FK_MXFP4_QS)>(p + FK_MXFP4_QS, w);
+    const u32 e = fk_ld8(p + FK_MXFP4_E);
+    s[0] = fk_bits_f(e < 2u ? (0x00200000u << e) : ((e - 1u) << 23));  // 2^(e - 128)
+    fk_lut_codes<true>(w, q);
+  }
+};
+
+// ---- the 256-weight K-quants ----
+// Q2_K and Q3_K's 2-bit codes of unit u (weights 32u..32u+32): qs[32 (u/4) + l] >> 2 (u%4).
+template <int QS, int BYTES>
+FK_HD void fk_q2_words(const u8* p, i64 u, u32* w) {
+  fk_words<32, fk_align_of(BYTES, QS)>(p + QS + 32 * (u >> 2), w);
+}
+
+struct FkQ2K {
+  static constexpr int UE = 32, G = 2, QK = 256;
+  static constexpr bool OFF = true;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float* o) {
+    const u8* p = m.w + row * m.row_bytes + (u >> 3) * FK_Q2_K_BYTES;
+    const int uu = (int)(u & 7);
+    u32 w[8];
+    fk_q2_words<FK_Q2_K_QS, FK_Q2_K_BYTES>(p, uu, w);
+    const float d = fk_half(fk_ld16(p + FK_Q2_K_D)), dmin = fk_half(fk_ld16(p + FK_Q2_K_DMIN));
+    const u32 sc = fk_ld16(p + FK_Q2_K_SCALES + 2 * uu);
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      const u32 b = (sc >> (8 * g)) & 0xffu;
+      s[g] = d * fk_u2f(b & 15u);
+      o[g] = -(dmin * fk_u2f(b >> 4));
+    }
+    const int sh = 2 * (uu & 3);
+#pragma unroll
+    for (int l = 0; l < 32; ++l) q[l] = fk_u2f((fk_byte(w, l) >> sh) & 3u);
+  }
+};
+
+struct FkQ3K {
+  static constexpr int UE = 32, G = 2, QK = 256;
+  static constexpr bool OFF = false;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
+    const u8* p = m.w + row * m.row_bytes + (u >> 3) * FK_Q3_K_BYTES;
+    const int uu = (int)(u & 7);
+    u32 w[8], hm[8], a[3];
+    fk_q2_words<FK_Q3_K_QS, FK_Q3_K_BYTES>(p, uu, w);
+    fk_words<32, fk_align_of(FK_Q3_K_BYTES, FK_Q3_K_HMASK)>(p + FK_Q3_K_HMASK, hm);
+    fk_words<12, fk_align_of(FK_Q3_K_BYTES, FK_Q3_K_SCALES)>(p + FK_Q3_K_SCALES, a);
+    const float d = fk_half(fk_ld16(p + FK_Q3_K_D));
+    // Scale j (of 16) = 6 bits: low 4 from a0/a1 nibbles, high 2 from a2 (unpack_q3_scales).
+    const int kw = uu >> 1;  // word k holds scales 4k..4k+3; unit uu needs 2uu, 2uu+1
+    const u32 lo = kw == 0 ? a[0] : kw == 1 ? a[1] : kw == 2 ? (a[0] >> 4) : (a[1] >> 4);
+    const u32 word = (lo & 0x0f0f0f0fu) | (((a[2] >> (2 * kw)) & 0x03030303u) << 4);
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      const int sc = (int)((word >> (8 * (2 * (uu & 1) + g))) & 0xffu) - 32;
+      s[g] = d * (float)sc;
+    }
+    const int sh = 2 * (uu & 3);
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+      const u32 low = (fk_byte(w, l) >> sh) & 3u;
+      const u32 high = (fk_byte(hm, l) >> uu) & 1u;
+      q[l] = fk_u2f_off<4>(low + 4u * high);  // low - (high ? 0 : 4)
+    }
+  }
+};
+
+// Q4_K / Q5_K's eight 6-bit (scale, min) pairs: pair j of the 12 bytes at p.
+template <int BYTES, int OFFS>
+FK_HD void fk_scale_min_k4(const u8* p, int j, u32& sc, u32& mn) {
+  u32 a[3];
+  fk_words<12, fk_align_of(BYTES, OFFS)>(p + OFFS, a);
+  if (j < 4) {
+    sc = fk_byte(a, j) & 63u;
+    mn = fk_byte(a, j + 4) & 63u;
+  } else {
+    sc = (fk_byte(a, j + 4) & 0xfu) | ((fk_byte(a, j - 4) >> 6) << 4);
+    mn = (fk_byte(a, j + 4) >> 4) | ((fk_byte(a, j) >> 6) << 4);
+  }
+}
+
+struct FkQ4K {
+  // Unit i (of 4) = weights 64i..64i+64: low nibbles of qs[32i..32i+32], then high nibbles.
+  static constexpr int UE = 64, G = 2, QK = 256;
+  static constexpr bool OFF = true;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float* o) {
+    const u8* p = m.w + row * m.row_bytes + (u >> 2) * FK_Q4_K_BYTES;
+    const int i = (int)(u & 3);
+    u32 w[8];
+    fk_words<32, fk_align_of(FK_Q4_K_BYTES, FK_Q4_K_QS)>(p + FK_Q4_K_QS + 32 * i, w);
+    const float d = fk_half(fk_ld16(p + FK_Q4_K_D)), dmin = fk_half(fk_ld16(p + FK_Q4_K_DMIN));
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      u32 sc, mn;
+      fk_scale_min_k4<FK_Q4_K_BYTES, FK_Q4_K_SCALES>(p, 2 * i + g, sc, mn);
+      s[g] = d * fk_u2f(sc);
+      o[g] = -(dmin * fk_u2f(mn));
+    }
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+      const u32 b = fk_byte(w, l);
+      q[l] = fk_u2f(b & 15u);
+      q[l + 32] = fk_u2f(b >> 4);
+    }
+  }
+};
+
+struct FkQ5K {
+  static constexpr int UE = 64, G = 2, QK = 256;
+  static constexpr bool OFF = true;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float* o) {
+    const u8* p = m.w + row * m.row_bytes + (u >> 2) * FK_Q5_K_BYTES;
+    const int i = (int)(u & 3);
+    u32 w[8], h[8];
+    fk_words<32, fk_align_of(FK_Q5_K_BYTES, FK_Q5_K_QS)>(p + FK_Q5_K_QS + 32 * i, w);
+    fk_words<32, fk_align_of(FK_Q5_K_BYTES, FK_Q5_K_QH)>(p + FK_Q5_K_QH, h);
+    const float d = fk_half(fk_ld16(p + FK_Q5_K_D)), dmin = fk_half(fk_ld16(p + FK_Q5_K_DMIN));
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      u32 sc, mn;
+      fk_scale_min_k4<FK_Q5_K_BYTES, FK_Q5_K_SCALES>(p, 2 * i + g, sc, mn);
+      s[g] = d * fk_u2f(sc);
+      o[g] = -(dmin * fk_u2f(mn));
+    }
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+      const u32 b = fk_byte(w, l), hb = fk_byte(h, l);
+      q[l] = fk_u2f((b & 15u) | (((hb >> (2 * i)) & 1u) << 4));
+      q[l + 32] = fk_u2f((b >> 4) | (((hb >> (2 * i + 1)) & 1u) << 4));
+    }
+  }
+};
+
+struct FkQ6K {
+  // Unit uu (of 8) = weights 32uu..32uu+32: half h = uu/4, quarter c = uu%4 of unpack_q6.
+  static constexpr int UE = 32, G = 2, QK = 256;
+  static constexpr bool OFF = false;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
+    const u8* p = m.w + row * m.row_bytes + (u >> 3) * FK_Q6_K_BYTES;
+    const int uu = (int)(u & 7), h = uu >> 2, c = uu & 3;
+    u32 lw[8], hw[8];
+    fk_words<32, fk_align_of(FK_Q6_K_BYTES, FK_Q6_K_QL)>(p + FK_Q6_K_QL + 64 * h + 32 * (c & 1), lw);
+    fk_words<32, fk_align_of(FK_Q6_K_BYTES, FK_Q6_K_QH)>(p + FK_Q6_K_QH + 32 * h, hw);
+    const float d = fk_half(fk_ld16(p + FK_Q6_K_D));
+    const u32 sc = fk_ld16(p + FK_Q6_K_SCALES + 8 * h + 2 * c);
+#pragma unroll
+    for (int g = 0; g < 2; ++g) s[g] = d * (float)(int)(signed char)((sc >> (8 * g)) & 0xffu);
+    const int lsh = 4 * (c >> 1), hsh = 2 * c;
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+      const u32 v = ((fk_byte(lw, l) >> lsh) & 15u) | (((fk_byte(hw, l) >> hsh) & 3u) << 4);
+      q[l] = fk_u2f_off<32>(v);
+    }
+  }
+};
+
+struct FkIQ4XS {
+  static constexpr int UE = 32, G = 1, QK = 256;
+  static constexpr bool OFF = false;
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
+    const u8* p = m.w + row * m.row_bytes + (u >> 3) * FK_IQ4_XS_BYTES;
+    const int ib = (int)(u & 7);
+    u32 w[4];
+    fk_words<16, fk_align_of(FK_IQ4_XS_BYTES, FK_IQ4_XS_QS)>(p + FK_IQ4_XS_QS + 16 * ib, w);
+    const float d = fk_half(fk_ld16(p + FK_IQ4_XS_D));
+    const u32 lo = (fk_ld8(p + FK_IQ4_XS_SCALES_L + ib / 2) >> (4 * (ib % 2))) & 0xfu;
+    const u32 hi = (fk_ld16(p + FK_IQ4_XS_SCALES_H) >> (2 * ib)) & 3u;
+    s[0] = d * (float)((int)(lo | (hi << 4)) - 32);
+    fk_lut_codes<false>(w, q);
+  }
+};
+
+// ---- plain floats: 8 per unit; A is the rows' alignment (16 when k * size % 16 == 0) ----
+template <int T, int A>  // T: 0 f32, 1 f16, 2 bf16
+struct FkFloat {
+  static constexpr int UE = 8, G = 1, QK = 1;
+  static constexpr bool OFF = false;
+  static constexpr int SIZE = T == 0 ? 4 : 2;
+  FK_HD static float cvt(u32 bits) {
+    if constexpr (T == 0) return fk_bits_f(bits);
+    else if constexpr (T == 1) return fk_half(bits);
+    else return fk_bhalf(bits);
+  }
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
+    const u8* p = m.w + row * m.row_bytes + u * 8 * SIZE;
+    u32 w[2 * SIZE];
+    fk_words<8 * SIZE, A>(p, w);
+    s[0] = 1.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) q[j] = cvt(SIZE == 4 ? w[j] : (w[j / 2] >> (16 * (j % 2))) & 0xffffu);
+  }
+  // Element e of the row (the tail past the last whole unit).
+  FK_HD static float elem(const FkMat& m, i64 row, i64 e) {
+    const u8* p = m.w + row * m.row_bytes + e * SIZE;
+    if constexpr (SIZE == 4) {
+      u32 w;
+      fk_words<4, 4>(p, &w);
+      return cvt(w);
+    } else {
+      return cvt(fk_ld16(p));
+    }
+  }
+};
+
+// ---- MLX affine: 32 weights of a group per unit, BITS-bit little-endian bit stream ----
+template <int BITS, int GROUP, bool BF>
+struct FkMlx {
+  static constexpr int UE = 32, G = 1, QK = GROUP;
+  static constexpr bool OFF = true;
+  FK_HD static float scale(const u8* p) { return BF ? fk_bhalf(fk_ld16(p)) : fk_half(fk_ld16(p)); }
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float* o) {
+    // 32 weights span 4 * BITS bytes; a row spans k * BITS / 8, a multiple of 4 * BITS.
+    u32 w[BITS + 1];
+    fk_words<4 * BITS, fk_align_of(4 * BITS, 4 * BITS)>(m.w + row * m.row_bytes + u * 4 * BITS, w);
+    w[BITS] = 0;
+    const i64 g = row * m.groups + (u * 32) / GROUP;
+    s[0] = scale(m.s + 2 * g);
+    o[0] = scale(m.b + 2 * g);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int bit = j * BITS, wi = bit >> 5, sh = bit & 31;
+      const u64 two = (u64)w[wi] | ((u64)w[wi + 1] << 32);
+      q[j] = fk_u2f((u32)(two >> sh) & ((1u << BITS) - 1u));
+    }
+  }
+};
+
+// ---- the dot and the exact decode, shared by the kernels and the host test ----
+struct FkF4 {
+  float a, b, c, d;
+};
+
+// An activation held in memory the caller can read directly (the host test).
+struct FkXArr {
+  const float* x;
+  FK_HD FkF4 ld4(int e) const { return FkF4{x[e], x[e + 1], x[e + 2], x[e + 3]}; }
+};
+
+// sum over the unit of (s q + o) x with the scale factored out of each group; `x.ld4(e)` gives
+// the unit's activation elements e..e+4.
+template <class F, class L>
+FK_HD float fk_unit_dot(const float* q, const float* s, const float* o, const L& x) {
+  constexpr int GE = F::UE / F::G;
+  static_assert(GE % 4 == 0, "groups of whole float4s");
+  float acc = 0.0f;
+#pragma unroll
+  for (int g = 0; g < F::G; ++g) {
+    float t = 0.0f, xs = 0.0f;
+#pragma unroll
+    for (int e = 0; e < GE; e += 4) {
+      const FkF4 v = x.ld4(g * GE + e);
+      const float* w = q + g * GE + e;
+      t += w[0] * v.a;
+      t += w[1] * v.b;
+      t += w[2] * v.c;
+      t += w[3] * v.d;
+      if constexpr (F::OFF) xs += (v.a + v.b) + (v.c + v.d);
+    }
+    acc += s[g] * t;
+    if constexpr (F::OFF) acc += o[g] * xs;
+  }
+  return acc;
+}
+
+// The unit's weights as flexkern-quant's `dequantize` computes them: s * q (+ o), unfused.
+template <class F>
+FK_HD void fk_unit_decode(const float* q, const float* s, const float* o, float* y) {
+  constexpr int GE = F::UE / F::G;
+#pragma unroll
+  for (int e = 0; e < F::UE; ++e) {
+    const float v = fk_mul_rn(s[e / GE], q[e]);
+    if constexpr (F::OFF) y[e] = fk_add_rn(v, o[e / GE]);
+    else y[e] = v;
+  }
+}
+
+// Whether F has a per-element tail (plain floats: any k).
+template <class F> struct FkHasTail { static constexpr bool value = F::QK == 1; };

@@ -1,0 +1,342 @@
+//! Weight matrices in device memory (the file's bytes, uploaded once) and the GEMV / embedding
+//! launches. Every argument is checked before anything is launched: a format the GPU does not
+//! take, a `k` the format cannot hold, buffers too small for `m` rows, mismatched gate / up
+//! shapes and out-of-range token ids are typed errors naming the argument.
+
+use super::{embed_source, unit_elems, unit_type, GemvConfig, Mode, MAX_M};
+use crate::error::{driver, invalid, Result};
+use crate::runtime::compile::Module;
+use crate::runtime::{Device, DeviceBuf};
+use cudarc::driver::result::launch_kernel;
+use cudarc::driver::sys::CUfunction;
+use flexkern_quant::Format;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+/// `FkMat` of quant_blocks.cuh, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct FkMat {
+    w: u64,
+    s: u64,
+    b: u64,
+    row_bytes: i64,
+    groups: i64,
+}
+
+/// A `[n, k]` weight matrix of `format` in device memory, in the file's layout (for MLX the
+/// single-buffer form: packed weights, scales, biases).
+pub struct DeviceMatrix {
+    pub buf: DeviceBuf,
+    pub format: Format,
+    pub n: usize,
+    pub k: usize,
+    unit: String,
+    /// Kernels this matrix has launched, by configuration: a launch builds and hashes no
+    /// source after the first (the model launches hundreds per token).
+    funcs: Mutex<HashMap<GemvConfig, Kernel>>,
+}
+
+/// A loaded kernel and the module keeping it alive.
+struct Kernel {
+    _module: Arc<Module>,
+    f: usize,
+}
+
+impl DeviceMatrix {
+    fn kernel(&self, dev: &Arc<Device>, cfg: &GemvConfig, embed: bool) -> Result<CUfunction> {
+        let mut m = self.funcs.lock().expect("kernel cache lock");
+        if let Some(k) = m.get(cfg) {
+            return Ok(k.f as CUfunction);
+        }
+        let (src, name) = if embed {
+            (embed_source(&self.unit), "fk_embed")
+        } else {
+            (cfg.source(), "fk_gemv")
+        };
+        let module = dev.module(&src)?;
+        let f = module.function(name)?;
+        m.insert(
+            cfg.clone(),
+            Kernel {
+                _module: module,
+                f: f as usize,
+            },
+        );
+        Ok(f)
+    }
+}
+
+impl DeviceMatrix {
+    /// Uploads `bytes` (exactly `format.tensor_bytes(n, k)`).
+    pub fn upload(
+        dev: &Arc<Device>,
+        format: Format,
+        n: usize,
+        k: usize,
+        bytes: &[u8],
+    ) -> Result<DeviceMatrix> {
+        let unit = unit_type(format, k)?;
+        if n == 0 {
+            return Err(invalid("n", "a weight matrix needs at least one row"));
+        }
+        let want = format
+            .tensor_bytes(n, k)
+            .map_err(|e| invalid("n", e.to_string()))?;
+        if bytes.len() != want {
+            return Err(invalid(
+                "bytes",
+                format!(
+                    "{format} [{n}, {k}] takes {want} bytes, got {}",
+                    bytes.len()
+                ),
+            ));
+        }
+        let buf = dev.upload(bytes)?;
+        Ok(DeviceMatrix {
+            buf,
+            format,
+            n,
+            k,
+            unit,
+            funcs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A matrix over bytes already on the device (`buf` holds at least
+    /// `format.tensor_bytes(n, k)`): benchmarks fill weights on the device.
+    pub fn from_device(buf: DeviceBuf, format: Format, n: usize, k: usize) -> Result<DeviceMatrix> {
+        let unit = unit_type(format, k)?;
+        let want = format
+            .tensor_bytes(n, k)
+            .map_err(|e| invalid("n", e.to_string()))?;
+        if n == 0 || buf.bytes() < want {
+            return Err(invalid(
+                "buf",
+                format!(
+                    "{format} [{n}, {k}] takes {want} bytes, the buffer holds {}",
+                    buf.bytes()
+                ),
+            ));
+        }
+        Ok(DeviceMatrix {
+            buf,
+            format,
+            n,
+            k,
+            unit,
+            funcs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Bytes of weights (what one GEMV reads).
+    pub fn bytes(&self) -> usize {
+        self.format.tensor_bytes(self.n, self.k).unwrap_or(0)
+    }
+
+    fn mat(&self) -> FkMat {
+        let base = self.buf.ptr();
+        match self.format {
+            Format::MlxAffine {
+                bits, group_size, ..
+            } => {
+                let (wb, sb) =
+                    flexkern_quant::mlx::array_bytes(bits, group_size as usize, self.n, self.k);
+                FkMat {
+                    w: base,
+                    s: base + wb as u64,
+                    b: base + (wb + sb) as u64,
+                    row_bytes: (self.k * bits as usize / 8) as i64,
+                    groups: (self.k / group_size as usize) as i64,
+                }
+            }
+            f => FkMat {
+                w: base,
+                s: 0,
+                b: 0,
+                row_bytes: f.row_bytes(self.k).unwrap_or(0) as i64,
+                groups: 0,
+            },
+        }
+    }
+}
+
+/// One GEMV: `y[m, n] = x[m, k] · aᵀ` (Plain), `silu(x · aᵀ) * (x · bᵀ)` (GateUp), or
+/// `(silu(x) * x2) · aᵀ` (DownSwiglu). Activations and outputs are row-major f32.
+pub struct GemvCall<'a> {
+    pub mode: Mode,
+    pub a: &'a DeviceMatrix,
+    pub b: Option<&'a DeviceMatrix>,
+    pub x: &'a DeviceBuf,
+    pub x2: Option<&'a DeviceBuf>,
+    pub y: &'a DeviceBuf,
+    pub m: usize,
+}
+
+fn need(arg: &'static str, buf: &DeviceBuf, elems: usize, what: &str) -> Result<()> {
+    let bytes = elems
+        .checked_mul(4)
+        .ok_or_else(|| invalid(arg, "size overflows"))?;
+    if buf.bytes() < bytes {
+        return Err(invalid(
+            arg,
+            format!(
+                "{} bytes hold fewer than the {elems} f32 {what}",
+                buf.bytes()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn validate(c: &GemvCall) -> Result<()> {
+    let (n, k, m) = (c.a.n, c.a.k, c.m);
+    match (c.mode, c.b) {
+        (Mode::GateUp, None) => return Err(invalid("b", "the fused gate/up GEMV needs `up`")),
+        (Mode::GateUp, Some(b)) if b.format != c.a.format || b.n != n || b.k != k => {
+            return Err(invalid(
+                "b",
+                format!(
+                    "up is {} [{}, {}], gate {} [{n}, {k}]",
+                    b.format, b.n, b.k, c.a.format
+                ),
+            ));
+        }
+        _ => {}
+    }
+    let mk = m.checked_mul(k).ok_or_else(|| invalid("m", "overflows"))?;
+    need("x", c.x, mk, "activation elements (m * k)")?;
+    if c.mode == Mode::DownSwiglu {
+        let x2 =
+            c.x2.ok_or_else(|| invalid("x2", "the down projection with SwiGLU needs `up`"))?;
+        need("x2", x2, mk, "activation elements (m * k)")?;
+    }
+    let mn = m.checked_mul(n).ok_or_else(|| invalid("m", "overflows"))?;
+    need("y", c.y, mn, "output elements (m * n)")
+}
+
+/// Activation rows per launch for a batch of `m` (a power of two, at most `MAX_M`).
+fn batch_rows(m: usize) -> usize {
+    m.clamp(1, MAX_M).next_power_of_two()
+}
+
+/// The kernel configuration for a GEMV of `m` rows on `a` with `dev_sms` SMs.
+pub fn config_for(dev_sms: usize, mode: Mode, a: &DeviceMatrix, m: usize) -> GemvConfig {
+    config(dev_sms, mode, &a.unit, a.n, a.k, m)
+}
+
+/// Two rows per warp for single-row plain GEMVs with enough rows to give every SM several
+/// blocks, else one.
+pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usize) -> GemvConfig {
+    let mb = batch_rows(m);
+    let rows = if mb == 1 && mode == Mode::Plain && n >= 64 * dev_sms.max(1) {
+        2
+    } else {
+        1
+    };
+    GemvConfig {
+        unit: unit.to_string(),
+        mb,
+        rows,
+        mode,
+        xvec: k.is_multiple_of(4),
+    }
+}
+
+/// Queues the GEMV on `dev`'s stream (batches of more than `MAX_M` rows as several launches).
+pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
+    validate(c)?;
+    if c.m == 0 {
+        return Ok(());
+    }
+    let (n, k) = (c.a.n, c.a.k);
+    let a = c.a.mat();
+    let b = c.b.map_or(FkMat::default(), |b| b.mat());
+    let mut done = 0;
+    while done < c.m {
+        let mm = (c.m - done).min(MAX_M);
+        let cfg = config_for(dev.props.sms, c.mode, c.a, mm);
+        let f = c.a.kernel(dev, &cfg, false)?;
+        let (mut a, mut b) = (a, b);
+        let mut x = c.x.ptr() + (done * k * 4) as u64;
+        let mut x2 = c.x2.map_or(0, |x2| x2.ptr() + (done * k * 4) as u64);
+        let mut y = c.y.ptr() + (done * n * 4) as u64;
+        let (mut m32, mut n64, mut k64) = (mm as i32, n as i64, k as i64);
+        let mut params: [*mut c_void; 8] = [
+            (&mut a as *mut FkMat).cast(),
+            (&mut b as *mut FkMat).cast(),
+            (&mut x as *mut u64).cast(),
+            (&mut x2 as *mut u64).cast(),
+            (&mut y as *mut u64).cast(),
+            (&mut m32 as *mut i32).cast(),
+            (&mut n64 as *mut i64).cast(),
+            (&mut k64 as *mut i64).cast(),
+        ];
+        let rows_per_block = 4 * cfg.rows;
+        let grid = n.div_ceil(rows_per_block) as u32;
+        dev.bind()?;
+        // SAFETY: fk_gemv(FkMat, FkMat, const float*, const float*, float*, int, i64, i64)
+        // reads rows < n of the matrices (sized by `upload`) and m * k activations, writes
+        // m * n outputs: all checked in `validate`.
+        unsafe { launch_kernel(f, (grid, 1, 1), (128, 1, 1), 0, dev.stream(), &mut params) }
+            .map_err(|e| driver("cuLaunchKernel", e))?;
+        done += mm;
+    }
+    Ok(())
+}
+
+/// Rows `ids[at..at + tokens]` (u32, in `ids`) of `table`, dequantized exactly into the first
+/// `tokens` rows of `out` (f32). The ids are checked against the table on the host first.
+pub fn embedding(
+    dev: &Arc<Device>,
+    table: &DeviceMatrix,
+    ids: &DeviceBuf,
+    at: usize,
+    tokens: usize,
+    out: &DeviceBuf,
+) -> Result<()> {
+    let end = at
+        .checked_add(tokens)
+        .filter(|&e| e * 4 <= ids.bytes())
+        .ok_or_else(|| invalid("ids", "range past the buffer"))?;
+    need("out", out, tokens * table.k, "output elements (tokens * k)")?;
+    let mut host = vec![0u32; end - at];
+    dev.read(ids, at * 4, &mut host)?;
+    if let Some(i) = host.iter().position(|&t| t as usize >= table.n) {
+        return Err(invalid(
+            "ids",
+            format!(
+                "entry {i} is {} but the table has {} rows",
+                host[i], table.n
+            ),
+        ));
+    }
+    if tokens == 0 {
+        return Ok(());
+    }
+    let f = dev
+        .module(&embed_source(&table.unit))?
+        .function("fk_embed")?;
+    let ue = unit_elems(table.format);
+    let per_row = table.k / ue + table.k % ue;
+    let total = tokens * per_row;
+    let mut a = table.mat();
+    let mut idp = ids.ptr() + (at * 4) as u64;
+    let mut o = out.ptr();
+    let (mut t64, mut k64) = (tokens as i64, table.k as i64);
+    let mut params: [*mut c_void; 5] = [
+        (&mut a as *mut FkMat).cast(),
+        (&mut idp as *mut u64).cast(),
+        (&mut o as *mut u64).cast(),
+        (&mut t64 as *mut i64).cast(),
+        (&mut k64 as *mut i64).cast(),
+    ];
+    dev.bind()?;
+    let blocks = total.div_ceil(128).clamp(1, 65535) as u32;
+    // SAFETY: fk_embed(FkMat, const u32*, float*, i64, i64) reads rows ids[t] < n (checked
+    // above) and writes tokens * k outputs (checked).
+    unsafe { launch_kernel(f, (blocks, 1, 1), (128, 1, 1), 0, dev.stream(), &mut params) }
+        .map_err(|e| driver("cuLaunchKernel", e))
+}

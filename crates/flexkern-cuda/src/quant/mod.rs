@@ -1,0 +1,173 @@
+//! Quantized GEMV and embedding on the GPU for every weight format flexkern-quant reads (the
+//! file's blocks as they are, uploaded once): the unit types of `kernels/quant_blocks.cuh`
+//! named per format, the kernel sources (one module per format and configuration, compiled
+//! on first use), and the launches (`gemv.rs`).
+
+pub mod gemv;
+pub mod layout;
+#[cfg(test)]
+mod tests;
+
+use crate::error::{invalid, Result};
+use crate::runtime::compile::KernelSource;
+use flexkern_quant::{Format, MlxScale};
+
+pub(crate) const BLOCKS: &str = include_str!("../../kernels/quant_blocks.cuh");
+pub(crate) const GEMV: &str = include_str!("../../kernels/gemv.cu");
+
+/// The largest activation batch one launch takes; larger `m` runs in groups of this many.
+pub const MAX_M: usize = 16;
+
+/// The largest power of two (<= 16) dividing `bytes`: the alignment of rows of that length.
+pub fn align_of(bytes: usize) -> usize {
+    if bytes == 0 {
+        16
+    } else {
+        (1usize << bytes.trailing_zeros()).min(16)
+    }
+}
+
+/// The C++ unit type that decodes `f` with rows of `k` weights, or a typed error for formats
+/// the GPU does not take (the activation-only Q8_1 and Q8_K) and for `k` the format cannot
+/// hold.
+pub fn unit_type(f: Format, k: usize) -> Result<String> {
+    f.blocks_per_row(k)
+        .map_err(|e| invalid("k", e.to_string()))?;
+    let row_bytes = f.row_bytes(k).map_err(|e| invalid("k", e.to_string()))?;
+    Ok(match f {
+        Format::F32 => format!("FkFloat<0, {}>", align_of(row_bytes).max(4)),
+        Format::F16 => format!("FkFloat<1, {}>", align_of(row_bytes)),
+        Format::BF16 => format!("FkFloat<2, {}>", align_of(row_bytes)),
+        Format::Q4_0 => "FkQ4_0".into(),
+        Format::Q4_1 => "FkQ4_1".into(),
+        Format::Q5_0 => "FkQ5_0".into(),
+        Format::Q5_1 => "FkQ5_1".into(),
+        Format::Q8_0 => "FkQ8_0".into(),
+        Format::Q2K => "FkQ2K".into(),
+        Format::Q3K => "FkQ3K".into(),
+        Format::Q4K => "FkQ4K".into(),
+        Format::Q5K => "FkQ5K".into(),
+        Format::Q6K => "FkQ6K".into(),
+        Format::IQ4NL => "FkIQ4NL".into(),
+        Format::IQ4XS => "FkIQ4XS".into(),
+        Format::MXFP4 => "FkMXFP4".into(),
+        Format::MlxAffine {
+            bits,
+            group_size,
+            scales,
+        } => format!(
+            "FkMlx<{bits}, {group_size}, {}>",
+            matches!(scales, MlxScale::BF16)
+        ),
+        Format::Q8_1 | Format::Q8K => {
+            return Err(invalid(
+                "format",
+                format!("{f} is an activation format, not a weight format the GPU reads"),
+            ))
+        }
+    })
+}
+
+/// Weights per unit of `f` (the kernels' inner step): K-quants Q4_K / Q5_K 64, plain floats 8,
+/// the rest 32.
+pub fn unit_elems(f: Format) -> usize {
+    match f {
+        Format::F32 | Format::F16 | Format::BF16 => 8,
+        Format::Q4K | Format::Q5K => 64,
+        _ => 32,
+    }
+}
+
+/// The prelude every quant module starts with: integer types, the layout, the unit types.
+pub(crate) fn prelude() -> String {
+    format!(
+        "{}\n{}\n{}\n",
+        crate::backend::COMMON.replace("#pragma once", ""),
+        layout::header().replace("#pragma once", ""),
+        BLOCKS.replace("#pragma once", "")
+    )
+}
+
+/// GEMV variants: plain, gate and up fused with SwiGLU, down with the activation formed on load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    Plain = 0,
+    GateUp = 1,
+    DownSwiglu = 2,
+}
+
+/// One compiled GEMV configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GemvConfig {
+    pub unit: String,
+    /// Activation rows the kernel holds accumulators for (1, 2, 4, 8 or 16).
+    pub mb: usize,
+    /// Weight rows per warp.
+    pub rows: usize,
+    pub mode: Mode,
+    /// Activation rows 16-byte aligned (k % 4 == 0): float4 loads.
+    pub xvec: bool,
+}
+
+fn ident(unit: &str) -> String {
+    unit.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect::<String>()
+        .trim_end_matches('_')
+        .to_string()
+}
+
+impl GemvConfig {
+    pub fn source(&self) -> KernelSource {
+        let mode = match self.mode {
+            Mode::Plain => "plain",
+            Mode::GateUp => "gateup",
+            Mode::DownSwiglu => "downswiglu",
+        };
+        KernelSource {
+            name: format!(
+                "gemv_{}_{mode}_m{}_r{}{}",
+                ident(&self.unit),
+                self.mb,
+                self.rows,
+                if self.xvec { "" } else { "_xs" }
+            ),
+            source: format!(
+                "#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n{}\n{GEMV}",
+                self.unit,
+                self.mb,
+                self.rows,
+                self.mode as i32,
+                self.xvec as i32,
+                prelude()
+            ),
+        }
+    }
+}
+
+/// The embedding module of a unit type.
+pub fn embed_source(unit: &str) -> KernelSource {
+    KernelSource {
+        name: format!("embed_{}", ident(unit)),
+        source: format!(
+            "#define FK_FMT {unit}\n#define FK_EMBED 1\n#define FK_MODE 0\n#define FK_XV 0\n{}\n{GEMV}",
+            prelude()
+        ),
+    }
+}
+
+/// Every format the GPU GEMV takes: the fixed ones, then MLX at every width, group and scale
+/// type.
+pub fn gpu_formats() -> Vec<Format> {
+    let mut v: Vec<Format> = Format::all_fixed()
+        .filter(|f| !matches!(f, Format::Q8_1 | Format::Q8K))
+        .collect();
+    for bits in flexkern_quant::format::MLX_BITS {
+        for g in flexkern_quant::format::MLX_GROUPS {
+            for s in [MlxScale::F16, MlxScale::BF16] {
+                v.push(Format::mlx(bits, g, s).expect("catalogued MLX format"));
+            }
+        }
+    }
+    v
+}

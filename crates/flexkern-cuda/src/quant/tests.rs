@@ -1,0 +1,329 @@
+//! Checks that need no GPU: every format's unit decode compiled for the host with g++ against
+//! flexkern-quant's `dequantize` (bit for bit) and its dot against an f64 dot over those
+//! weights; every kernel configuration compiled by NVRTC for sm_90a with ptxas's register and
+//! spill report. Each skips with a message when its compiler is missing.
+
+use super::*;
+use flexkern::verify::Rng;
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+/// The host harness: `run<F>` decodes every unit of n rows exactly and dots each row with x.
+const HARNESS: &str = r#"
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+template <class F>
+void run(const FkMat& m, i64 n, i64 k, const float* x, float* deq, float* dot) {
+  const i64 units = k / F::UE;
+  for (i64 row = 0; row < n; ++row) {
+    float acc = 0.0f;
+    for (i64 u = 0; u < units; ++u) {
+      float q[F::UE], s[F::G], o[F::G];
+      F::unit(m, row, u, q, s, o);
+      fk_unit_decode<F>(q, s, o, deq + row * k + u * F::UE);
+      acc += fk_unit_dot<F>(q, s, o, FkXArr{x + u * F::UE});
+    }
+    if constexpr (FkHasTail<F>::value) {
+      for (i64 e = units * F::UE; e < k; ++e) {
+        deq[row * k + e] = F::elem(m, row, e);
+        acc += deq[row * k + e] * x[e];
+      }
+    }
+    dot[row] = acc;
+  }
+}
+int main(int argc, char** argv) {
+  if (argc != 8) return 2;
+  const int code = atoi(argv[1]);
+  const i64 n = atoll(argv[2]), k = atoll(argv[3]), row_bytes = atoll(argv[4]),
+            groups = atoll(argv[5]), wbytes = atoll(argv[6]), soff = atoll(argv[7]);
+  std::vector<u8> w(wbytes + 64);
+  std::vector<float> x(k), deq(n * k), dot(n);
+  if (fread(w.data(), 1, wbytes, stdin) != (size_t)wbytes) return 3;
+  if (fread(x.data(), 4, k, stdin) != (size_t)k) return 3;
+  const i64 sb = n * groups * 2;
+  FkMat m{w.data(), w.data() + soff, w.data() + soff + sb, row_bytes, groups};
+  switch (code) {
+FK_CASES
+    default: return 4;
+  }
+  fwrite(deq.data(), 4, n * k, stdout);
+  fwrite(dot.data(), 4, n, stdout);
+  return 0;
+}
+"#;
+
+fn harness_source(formats: &[(Format, String)]) -> String {
+    let cases: String = formats
+        .iter()
+        .enumerate()
+        .map(|(i, (_, t))| {
+            format!("    case {i}: run<{t}>(m, n, k, x.data(), deq.data(), dot.data()); break;\n")
+        })
+        .collect();
+    format!(
+        "{}\n{}\n{}",
+        layout::header().replace("#pragma once", ""),
+        BLOCKS.replace("#pragma once", ""),
+        HARNESS.replace("FK_CASES", &cases)
+    )
+}
+
+/// Random weights with rows at three magnitudes (tiny ones give subnormal f16 scales).
+fn weights(rng: &mut Rng, n: usize, k: usize) -> Vec<f32> {
+    (0..n * k)
+        .map(|i| {
+            let mag = [1.0f32, 1e-6, 30.0][(i / k) % 3];
+            (rng.uniform() * 2.0 - 1.0) * mag
+        })
+        .collect()
+}
+
+#[test]
+fn unit_decode_matches_flexkern_quant_on_the_host() {
+    if Command::new("g++").arg("--version").output().is_err() {
+        eprintln!("unit_decode_matches_flexkern_quant_on_the_host: g++ not found, skipped");
+        return;
+    }
+    // Every format at a K it holds; plain floats also at odd K (the tail) and unaligned rows.
+    let mut cases: Vec<(Format, String, usize)> = Vec::new();
+    for f in gpu_formats() {
+        let qk = f.block_elems().max(32);
+        let ks: Vec<usize> = match f {
+            Format::F32 | Format::F16 | Format::BF16 => vec![37, 40, 64],
+            _ => vec![2 * qk.max(256) / qk * qk],
+        };
+        for k in ks {
+            cases.push((f, unit_type(f, k).unwrap(), k));
+        }
+    }
+    let mut types: Vec<(Format, String)> = Vec::new();
+    for (f, t, _) in &cases {
+        if !types.iter().any(|(_, u)| u == t) {
+            types.push((*f, t.clone()));
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("fk_quant_harness_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("harness.cpp");
+    std::fs::write(&src, harness_source(&types)).unwrap();
+    let exe = dir.join("harness");
+    let t0 = std::time::Instant::now();
+    let out = Command::new("g++")
+        .args(["-std=c++17", "-O1", "-ffp-contract=off", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("g++ runs");
+    assert!(
+        out.status.success(),
+        "harness compile failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "harness: {} unit types compiled in {:.1} s",
+        types.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    let mut rng = Rng::new(14);
+    let n = 3;
+    for (f, t, k) in &cases {
+        let code = types.iter().position(|(_, u)| u == t).unwrap();
+        let w = weights(&mut rng, n, *k);
+        let bytes = flexkern_quant::quantize(*f, &w, n, *k).unwrap();
+        let want = flexkern_quant::dequantize(*f, &bytes, n, *k).unwrap();
+        let x: Vec<f32> = (0..*k).map(|_| rng.uniform() * 2.0 - 1.0).collect();
+        let (row_bytes, groups, soff) = match *f {
+            Format::MlxAffine {
+                bits, group_size, ..
+            } => {
+                let (wb, _) = flexkern_quant::mlx::array_bytes(bits, group_size as usize, n, *k);
+                (k * bits as usize / 8, k / group_size as usize, wb)
+            }
+            _ => (f.row_bytes(*k).unwrap(), 0, 0),
+        };
+        let mut child = Command::new(&exe)
+            .args([
+                code.to_string(),
+                n.to_string(),
+                k.to_string(),
+                row_bytes.to_string(),
+                groups.to_string(),
+                bytes.len().to_string(),
+                soff.to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = bytes.clone();
+        input.extend_from_slice(bytemuck::cast_slice(&x));
+        child.stdin.take().unwrap().write_all(&input).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{f} ({t}): harness exited {}",
+            out.status
+        );
+        let got: &[f32] = bytemuck::cast_slice(&out.stdout);
+        assert_eq!(got.len(), n * k + n, "{f}: output length");
+        let (deq, dot) = got.split_at(n * k);
+        for (i, (g, w)) in deq.iter().zip(&want).enumerate() {
+            assert_eq!(
+                g.to_bits(),
+                w.to_bits(),
+                "{f} ({t}) k={k}: weight {i} (row {}, col {}) decodes to {g}, flexkern-quant {w}",
+                i / k,
+                i % k
+            );
+        }
+        for r in 0..n {
+            let row = &want[r * k..(r + 1) * k];
+            let exact: f64 = row.iter().zip(&x).map(|(&a, &b)| a as f64 * b as f64).sum();
+            let mag: f64 = row
+                .iter()
+                .zip(&x)
+                .map(|(&a, &b)| (a as f64 * b as f64).abs())
+                .sum();
+            // Any f32 summation order of k products: (k + 8) ulps of the magnitude sum.
+            let tol = (*k as f64 + 8.0) * f32::EPSILON as f64 * mag;
+            let err = (dot[r] as f64 - exact).abs();
+            assert!(
+                err <= tol && dot[r].is_finite(),
+                "{f} ({t}) k={k}: row {r} dot {} vs {exact} (err {err:e}, tol {tol:e})",
+                dot[r]
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Parses ptxas's report: (most registers of any kernel, spill bytes, stack-frame bytes).
+fn resources(log: &str) -> (u32, u32, u32) {
+    let (mut regs, mut spills, mut stack) = (0, 0, 0);
+    let num = |s: &str| s.trim().parse::<u32>().unwrap_or(0);
+    for line in log.lines() {
+        if let Some(i) = line.find("Used ") {
+            let v = line[i + 5..].split_whitespace().next().map_or(0, num);
+            regs = regs.max(v);
+        }
+        // ".     16 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
+        for part in line.trim_start_matches(['.', ' ']).split(',') {
+            let v = part.split_whitespace().next().map_or(0, num);
+            if part.contains("stack frame") {
+                stack += v;
+            } else if part.contains("spill") {
+                spills += v;
+            }
+        }
+    }
+    (regs, spills, stack)
+}
+
+/// Every format's kernels compile for sm_90a without spilling or a stack frame (local
+/// memory). By default a representative set (every fixed format's single-row GEMV, the
+/// largest-register configurations, a few embeddings); `FK_GEMV_COMPILE_ALL=1` compiles every format in every configuration verify
+/// uses (312 modules, 331 s on two busy cores). Last full run (NVRTC 13, sm_90a): no spills and
+/// no stack frame anywhere; registers 46-128 for the single-row GEMVs (128 is the launch bounds'
+/// cap), 70-127 single-row gate+up, 102-168 plain MB 16, 116-224 gate+up MB 16, 91-200
+/// down-with-SwiGLU MB 16, 26-80 embeddings; the slowest module 9.9 s (down, MB 16).
+#[test]
+fn kernels_compile_with_nvrtc_without_spills() {
+    if !crate::runtime::nvrtc_present() {
+        eprintln!("kernels_compile_with_nvrtc_without_spills: libnvrtc not found, skipped");
+        return;
+    }
+    let all = std::env::var("FK_GEMV_COMPILE_ALL").is_ok_and(|v| v == "1");
+    let heavy = [Format::F32, Format::Q5K, Format::Q4K];
+    let mut report = Vec::new();
+    for f in gpu_formats() {
+        let mlx = matches!(f, Format::MlxAffine { .. });
+        if !all && mlx && f != Format::mlx(3, 32, flexkern_quant::MlxScale::F16).unwrap() {
+            continue;
+        }
+        let k = 4096;
+        let unit = unit_type(f, k).unwrap();
+        let mut srcs = Vec::new();
+        if all || matches!(f, Format::F16 | Format::Q3K | Format::MlxAffine { .. }) {
+            srcs.push(embed_source(&unit));
+        }
+        for (mb, rows, mode) in [
+            (1, 2, Mode::Plain),
+            (1, 1, Mode::GateUp),
+            (16, 1, Mode::Plain),
+            (16, 1, Mode::GateUp),
+            (16, 1, Mode::DownSwiglu),
+        ] {
+            if !all && (mb, mode) != (1, Mode::Plain) && !heavy.contains(&f) {
+                continue;
+            }
+            srcs.push(
+                GemvConfig {
+                    unit: unit.clone(),
+                    mb,
+                    rows,
+                    mode,
+                    xvec: true,
+                }
+                .source(),
+            );
+        }
+        for src in srcs {
+            let t = std::time::Instant::now();
+            let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a")
+                .unwrap_or_else(|e| panic!("{}: {e}", src.name));
+            assert!(!bin.is_empty());
+            let (regs, spills, stack) = resources(&log);
+            report.push(format!(
+                "{}: {regs} registers, {spills} spill bytes, {stack} stack bytes, {:.0} ms",
+                src.name,
+                t.elapsed().as_secs_f64() * 1e3
+            ));
+            assert_eq!(
+                spills + stack,
+                0,
+                "{} spills or uses a stack:\n{log}",
+                src.name
+            );
+        }
+    }
+    for r in &report {
+        eprintln!("{r}");
+    }
+}
+
+#[test]
+fn bad_formats_and_shapes_are_typed_errors() {
+    assert!(unit_type(Format::Q8K, 256)
+        .unwrap_err()
+        .to_string()
+        .contains("format"));
+    assert!(unit_type(Format::Q4_0, 48)
+        .unwrap_err()
+        .to_string()
+        .contains("`k`"));
+    assert!(unit_type(Format::F16, 0).is_err());
+    assert_eq!(unit_type(Format::F16, 37).unwrap(), "FkFloat<1, 2>");
+    assert_eq!(unit_type(Format::F32, 37).unwrap(), "FkFloat<0, 4>");
+    assert_eq!(unit_type(Format::BF16, 4096).unwrap(), "FkFloat<2, 16>");
+}
+
+/// Development aid: compiles the module `FK_GEMV_SCRATCH` names (a .cu file) and prints
+/// ptxas's report. Ignored by default.
+#[test]
+#[ignore]
+fn scratch_compile() {
+    let Ok(path) = std::env::var("FK_GEMV_SCRATCH") else {
+        return;
+    };
+    let body = std::fs::read_to_string(path).unwrap();
+    let src = crate::runtime::compile::KernelSource {
+        name: "scratch".into(),
+        source: body.replace("FK_PRELUDE", &prelude()),
+    };
+    match crate::runtime::compile::compile_verbose(&src, "sm_90a") {
+        Ok((_, log)) => eprintln!("{log}"),
+        Err(e) => eprintln!("{e}"),
+    }
+}

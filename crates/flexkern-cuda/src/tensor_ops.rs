@@ -1,0 +1,369 @@
+//! `TensorOps` for `CudaBackend`: the model's non-attention kernels on the GPU. Weights are
+//! the file's blocks uploaded once (`prepare_weight`); GEMV, SwiGLU and embedding run the
+//! `quant` kernels, RMSNorm / RoPE / adds the small kernels of `kernels/ops.cu`, each checked
+//! like the CPU's (typed errors naming the argument, before any launch).
+
+use crate::backend::{CudaBackend, CudaBuffer, COMMON};
+use crate::error::driver;
+use crate::quant::gemv::{embedding, gemv, DeviceMatrix, GemvCall};
+use crate::quant::Mode;
+use crate::runtime::compile::{KernelSource, Module};
+use crate::runtime::Device;
+use cudarc::driver::result::launch_kernel;
+use cudarc::driver::sys::CUfunction;
+use flexkern::backend::tensor_ops::{Rope, RopeStyle, TensorOps};
+use flexkern::backend::{check_range, Buffer, Slice};
+use flexkern::error::{Error, Result};
+use flexkern::DType;
+use flexkern_quant::QuantMatrix;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, Weak};
+
+const OPS: &str = include_str!("../kernels/ops.cu");
+
+fn invalid(arg: &'static str, msg: impl Into<String>) -> Error {
+    Error::InvalidArgument {
+        arg,
+        msg: msg.into(),
+    }
+}
+
+/// An f32 buffer holding at least `need` elements.
+fn f32_rows(arg: &'static str, b: &CudaBuffer, need: usize) -> Result<()> {
+    if b.dtype() != DType::F32 {
+        return Err(invalid(
+            arg,
+            format!("expected f32, got {}", b.dtype().name()),
+        ));
+    }
+    if b.len() < need {
+        return Err(invalid(
+            arg,
+            format!("needs {need} elements, the buffer holds {}", b.len()),
+        ));
+    }
+    Ok(())
+}
+
+fn size(arg: &'static str, a: usize, b: usize) -> Result<usize> {
+    a.checked_mul(b)
+        .ok_or_else(|| invalid(arg, "size overflows"))
+}
+
+fn u32_slice(arg: &'static str, s: &Slice<'_, CudaBuffer>) -> Result<()> {
+    if s.buf.dtype() != DType::U32 {
+        return Err(invalid(arg, "expected a u32 buffer"));
+    }
+    check_range(arg, s.start, s.len, s.buf.len())
+}
+
+/// The ops module of each open device (by identity), loaded once: a step launches several
+/// ops per layer, and building and hashing the source each time would cost more than they do.
+static OPS_MODULES: Mutex<Vec<(Weak<Device>, Arc<Module>)>> = Mutex::new(Vec::new());
+
+fn ops_function(dev: &Arc<Device>, name: &str) -> crate::Result<CUfunction> {
+    let mut mods = OPS_MODULES.lock().expect("ops modules lock");
+    mods.retain(|(d, _)| d.strong_count() > 0);
+    if let Some((_, m)) = mods
+        .iter()
+        .find(|(d, _)| std::ptr::eq(d.as_ptr(), Arc::as_ptr(dev)))
+    {
+        return m.function(name);
+    }
+    let src = KernelSource {
+        name: "ops".into(),
+        source: format!("{}\n{OPS}", COMMON.replace("#pragma once", "")),
+    };
+    let m = dev.module(&src)?;
+    let f = m.function(name);
+    mods.push((Arc::downgrade(dev), m));
+    f
+}
+
+impl CudaBackend {
+    /// Launches `name` of the ops module over `blocks` 256-thread blocks (grid-stride loops).
+    fn ops_launch(&self, name: &str, blocks: usize, params: &mut [*mut c_void]) -> Result<()> {
+        let dev = &self.dev;
+        let f = ops_function(dev, name)?;
+        dev.bind()?;
+        let grid = blocks.clamp(1, 65535) as u32;
+        // SAFETY: each caller passes the parameters of `name` in order, with every pointer
+        // range checked against its buffer first.
+        unsafe { launch_kernel(f, (grid, 1, 1), (256, 1, 1), 0, dev.stream(), params) }
+            .map_err(|e| driver("cuLaunchKernel", e))?;
+        Ok(())
+    }
+
+    fn run_gemv(
+        &self,
+        mode: Mode,
+        a: &DeviceMatrix,
+        b: Option<&DeviceMatrix>,
+        x: &CudaBuffer,
+        m: usize,
+        y: &CudaBuffer,
+    ) -> Result<()> {
+        f32_rows("x", x, size("x", m, a.k)?)?;
+        f32_rows("y", y, size("y", m, a.n)?)?;
+        let call = GemvCall {
+            mode,
+            a,
+            b,
+            x: x.device_buf(),
+            x2: None,
+            y: y.device_buf(),
+            m,
+        };
+        Ok(gemv(&self.dev, &call)?)
+    }
+}
+
+impl TensorOps for CudaBackend {
+    type Weight<'w> = DeviceMatrix;
+
+    fn prepare_weight<'w>(&self, w: QuantMatrix<'w>) -> Result<DeviceMatrix> {
+        let bytes = w.file_bytes().ok_or_else(|| {
+            invalid(
+                "w",
+                "a CPU-repacked matrix: the GPU takes the file's layout",
+            )
+        })?;
+        Ok(DeviceMatrix::upload(
+            &self.dev,
+            w.format(),
+            w.n(),
+            w.k(),
+            &bytes,
+        )?)
+    }
+
+    fn weight_shape(w: &DeviceMatrix) -> (usize, usize) {
+        (w.n, w.k)
+    }
+
+    fn matmul(&self, w: &DeviceMatrix, x: &CudaBuffer, m: usize, y: &mut CudaBuffer) -> Result<()> {
+        self.run_gemv(Mode::Plain, w, None, x, m, y)
+    }
+
+    fn matmul_many(
+        &self,
+        ws: &[&DeviceMatrix],
+        x: &CudaBuffer,
+        m: usize,
+        ys: &mut [&mut CudaBuffer],
+    ) -> Result<()> {
+        if ws.len() != ys.len() {
+            return Err(invalid(
+                "ys",
+                format!("{} outputs for {} matrices", ys.len(), ws.len()),
+            ));
+        }
+        if let Some(w) = ws.iter().find(|w| w.k != ws[0].k) {
+            return Err(invalid(
+                "ws",
+                format!("k = {} differs from the first matrix's {}", w.k, ws[0].k),
+            ));
+        }
+        for (w, y) in ws.iter().zip(ys.iter()) {
+            f32_rows("ys", y, size("ys", m, w.n)?)?;
+        }
+        for (w, y) in ws.iter().zip(ys.iter()) {
+            self.run_gemv(Mode::Plain, w, None, x, m, y)?;
+        }
+        Ok(())
+    }
+
+    fn swiglu(
+        &self,
+        gate: &DeviceMatrix,
+        up: &DeviceMatrix,
+        x: &CudaBuffer,
+        m: usize,
+        out: &mut CudaBuffer,
+    ) -> Result<()> {
+        self.run_gemv(Mode::GateUp, gate, Some(up), x, m, out)
+    }
+
+    fn embedding(
+        &self,
+        table: &DeviceMatrix,
+        ids: Slice<'_, CudaBuffer>,
+        out: &mut CudaBuffer,
+    ) -> Result<()> {
+        u32_slice("ids", &ids)?;
+        f32_rows("out", out, size("out", ids.len, table.k)?)?;
+        Ok(embedding(
+            &self.dev,
+            table,
+            ids.buf.device_buf(),
+            ids.start,
+            ids.len,
+            out.device_buf(),
+        )?)
+    }
+
+    fn rms_norm(
+        &self,
+        x: &CudaBuffer,
+        rows: usize,
+        weight: &CudaBuffer,
+        eps: f32,
+        out: &mut CudaBuffer,
+    ) -> Result<()> {
+        let d = weight.len();
+        if d == 0 || weight.dtype() != DType::F32 {
+            return Err(invalid("weight", "expected a non-empty f32 buffer"));
+        }
+        let n = size("x", rows, d)?;
+        f32_rows("x", x, n)?;
+        f32_rows("out", out, n)?;
+        if d > i32::MAX as usize {
+            return Err(invalid("weight", "longer than i32::MAX"));
+        }
+        if rows == 0 {
+            return Ok(());
+        }
+        let (mut xp, mut wp, mut op) = (
+            x.device_buf().ptr(),
+            weight.device_buf().ptr(),
+            out.device_buf().ptr(),
+        );
+        let (mut r64, mut d32, mut e) = (rows as i64, d as i32, eps);
+        let mut p: [*mut c_void; 6] = [
+            (&mut xp as *mut u64).cast(),
+            (&mut wp as *mut u64).cast(),
+            (&mut op as *mut u64).cast(),
+            (&mut r64 as *mut i64).cast(),
+            (&mut d32 as *mut i32).cast(),
+            (&mut e as *mut f32).cast(),
+        ];
+        self.ops_launch("fk_rms_norm", rows, &mut p)
+    }
+
+    fn rope(
+        &self,
+        x: &mut CudaBuffer,
+        heads: usize,
+        head_dim: usize,
+        positions: Slice<'_, CudaBuffer>,
+        rope: &Rope,
+        inv_freq: &CudaBuffer,
+    ) -> Result<()> {
+        u32_slice("positions", &positions)?;
+        if rope.n_rot > head_dim
+            || !rope.n_rot.is_multiple_of(2)
+            || inv_freq.len() != rope.n_rot / 2
+            || inv_freq.dtype() != DType::F32
+        {
+            return Err(invalid(
+                "rope",
+                format!(
+                    "n_rot {} with {} frequencies for head_dim {head_dim}",
+                    rope.n_rot,
+                    inv_freq.len()
+                ),
+            ));
+        }
+        if head_dim > i32::MAX as usize || heads > i32::MAX as usize {
+            return Err(invalid("head_dim", "larger than i32::MAX"));
+        }
+        let row = size("x", heads, head_dim)?;
+        f32_rows("x", x, size("x", positions.len, row)?)?;
+        let half = rope.n_rot / 2;
+        let total = positions.len * heads * half;
+        if total == 0 {
+            return Ok(());
+        }
+        let (mut xp, mut pp, mut fp) = (
+            x.device_buf().ptr(),
+            positions.buf.ptr_at(positions.start),
+            inv_freq.device_buf().ptr(),
+        );
+        let (mut t, mut h, mut hd, mut hf, mut neox, mut ms) = (
+            positions.len as i64,
+            heads as i32,
+            head_dim as i32,
+            half as i32,
+            (rope.style == RopeStyle::Neox) as i32,
+            rope.mscale,
+        );
+        let mut p: [*mut c_void; 9] = [
+            (&mut xp as *mut u64).cast(),
+            (&mut pp as *mut u64).cast(),
+            (&mut fp as *mut u64).cast(),
+            (&mut t as *mut i64).cast(),
+            (&mut h as *mut i32).cast(),
+            (&mut hd as *mut i32).cast(),
+            (&mut hf as *mut i32).cast(),
+            (&mut neox as *mut i32).cast(),
+            (&mut ms as *mut f32).cast(),
+        ];
+        self.ops_launch("fk_rope", total.div_ceil(256), &mut p)
+    }
+
+    fn add(&self, acc: &mut CudaBuffer, x: &CudaBuffer, len: usize) -> Result<()> {
+        f32_rows("acc", acc, len)?;
+        f32_rows("x", x, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let (mut ap, mut xp, mut l) = (acc.device_buf().ptr(), x.device_buf().ptr(), len as i64);
+        let mut p: [*mut c_void; 3] = [
+            (&mut ap as *mut u64).cast(),
+            (&mut xp as *mut u64).cast(),
+            (&mut l as *mut i64).cast(),
+        ];
+        self.ops_launch("fk_add", len.div_ceil(256), &mut p)
+    }
+
+    fn add_bias(&self, x: &mut CudaBuffer, rows: usize, bias: &CudaBuffer) -> Result<()> {
+        let d = bias.len();
+        if d == 0 || bias.dtype() != DType::F32 || d > i32::MAX as usize {
+            return Err(invalid("bias", "expected a non-empty f32 buffer"));
+        }
+        let n = size("x", rows, d)?;
+        f32_rows("x", x, n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (mut xp, mut bp, mut r, mut d32) = (
+            x.device_buf().ptr(),
+            bias.device_buf().ptr(),
+            rows as i64,
+            d as i32,
+        );
+        let mut p: [*mut c_void; 4] = [
+            (&mut xp as *mut u64).cast(),
+            (&mut bp as *mut u64).cast(),
+            (&mut r as *mut i64).cast(),
+            (&mut d32 as *mut i32).cast(),
+        ];
+        self.ops_launch("fk_add_bias", n.div_ceil(256), &mut p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_compile_with_nvrtc() {
+        if !crate::runtime::nvrtc_present() {
+            eprintln!("ops_compile_with_nvrtc: libnvrtc not found, skipped");
+            return;
+        }
+        let src = KernelSource {
+            name: "ops".into(),
+            source: format!("{}\n{OPS}", COMMON.replace("#pragma once", "")),
+        };
+        let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!bin.is_empty());
+        assert!(
+            !log.lines()
+                .any(|l| l.contains("spill stores") && !l.contains(" 0 bytes spill stores")),
+            "{log}"
+        );
+        eprintln!("{log}");
+    }
+}

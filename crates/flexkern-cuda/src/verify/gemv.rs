@@ -1,0 +1,410 @@
+//! `flexkern verify --device cuda`'s GEMV cases: every weight format, plain and batched (M 1,
+//! 4, 16, 33), both SwiGLU forms, odd N and K, and the embedding (see `gemv_cases`), against an f64 oracle over
+//! the exactly dequantized weights (flexkern-quant's `dequantize`) and the f32 activations, on
+//! fresh random inputs with NaN-poisoned outputs.
+//!
+//! Error: max over outputs of |got - oracle| / (sum |w x| over the row), the f32 accumulation's
+//! natural scale. Tolerance from the accumulation: each lane sums a unit's UE products, then
+//! K / (32 UE) unit results, then 5 shuffle levels, each step one rounding of at most
+//! `eps * (the partial magnitude)`, plus a few for scales, offsets and the SwiGLU activation:
+//! `(UE + K / (32 UE) + 24) * eps`, at most the
+//! project's 1e-5. NaN or infinity never passes; the embedding is bit-exact.
+
+use super::outcome;
+use crate::error::{invalid, Result};
+use crate::quant::gemv::{embedding, gemv, DeviceMatrix, GemvCall};
+use crate::quant::{gpu_formats, unit_elems, Mode};
+use crate::runtime::Device;
+use flexkern::verify::{Outcome, Rng};
+use flexkern::DType;
+use flexkern_quant::{Format, MlxScale};
+use std::sync::Arc;
+
+/// One GEMV check.
+#[derive(Clone, Debug)]
+pub struct GemvCase {
+    pub format: Format,
+    pub n: usize,
+    pub k: usize,
+    pub m: usize,
+    pub mode: Mode,
+}
+
+impl GemvCase {
+    pub fn name(&self) -> String {
+        let mode = match self.mode {
+            Mode::Plain => "gemv",
+            Mode::GateUp => "swiglu gate+up",
+            Mode::DownSwiglu => "down(silu(g)*u)",
+        };
+        format!("{mode} {} N{} K{} M{}", self.format, self.n, self.k, self.m)
+    }
+    fn tol(&self) -> f64 {
+        let ue = unit_elems(self.format) as f64;
+        ((ue + self.k as f64 / (32.0 * ue) + 24.0) * f32::EPSILON as f64).min(1e-5)
+    }
+}
+
+/// The formats that run every mode and batch size: one per unit shape (UE 32 / 64 / 8, one or
+/// two groups, with and without offsets, the plain-float tail, MLX's separate arrays). The
+/// modes and batching are format-independent code over those shapes.
+pub fn mode_formats() -> Vec<Format> {
+    vec![
+        Format::Q4_0,
+        Format::Q4_1,
+        Format::Q2K,
+        Format::Q6K,
+        Format::Q4K,
+        Format::F16,
+        Format::mlx(4, 64, MlxScale::F16).expect("valid"),
+    ]
+}
+
+/// The case list: every format at M 1 and 33 (one launch of 16 rows twice, then 1; MLX with
+/// bf16 scales at M 1), the mode formats also at M 4 and 16 and in both SwiGLU forms (M 1 and
+/// 5), plain floats at odd K (unaligned rows, the tail), two rows per warp at a large N.
+/// Shapes stay small: verify's cost is compiling the modules (about 150).
+pub fn gemv_cases() -> Vec<GemvCase> {
+    let c = |format, n, k, m, mode| GemvCase {
+        format,
+        n,
+        k,
+        m,
+        mode,
+    };
+    let mut v = Vec::new();
+    let modes = mode_formats();
+    for f in gpu_formats() {
+        let k = if f.block_elems() == 256 { 1536 } else { 1024 };
+        let bf16 = matches!(
+            f,
+            Format::MlxAffine {
+                scales: MlxScale::BF16,
+                ..
+            }
+        );
+        let ms: &[usize] = if bf16 {
+            &[1]
+        } else if modes.contains(&f) {
+            &[1, 4, 16, 33]
+        } else {
+            &[1, 33]
+        };
+        for &m in ms {
+            v.push(c(f, 131, k, m, Mode::Plain));
+        }
+        if modes.contains(&f) {
+            for m in [1, 5] {
+                v.push(c(f, 67, k, m, Mode::GateUp));
+                v.push(c(f, 67, k, m, Mode::DownSwiglu));
+            }
+        }
+    }
+    for f in [Format::F32, Format::F16, Format::BF16] {
+        v.push(c(f, 45, 1001, 1, Mode::Plain));
+        v.push(c(f, 45, 1001, 4, Mode::Plain));
+        v.push(c(f, 45, 1003, 2, Mode::GateUp));
+        v.push(c(f, 45, 1003, 2, Mode::DownSwiglu));
+    }
+    for f in [Format::Q4_0, Format::Q4K, Format::F16, Format::Q6K] {
+        v.push(c(f, 8999, 256, 1, Mode::Plain));
+    }
+    v.push(c(
+        Format::mlx(4, 64, MlxScale::F16).expect("valid"),
+        8999,
+        256,
+        1,
+        Mode::Plain,
+    ));
+    v
+}
+
+fn silu(x: f64) -> f64 {
+    x / (1.0 + (-x).exp())
+}
+
+fn random(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|_| (rng.uniform() * 2.0 - 1.0) * scale)
+        .collect()
+}
+
+/// A random `[n, k]` matrix of `f` on the device and its exact dequantization.
+fn matrix(
+    dev: &Arc<Device>,
+    rng: &mut Rng,
+    f: Format,
+    n: usize,
+    k: usize,
+) -> Result<(DeviceMatrix, Vec<f32>)> {
+    let w = random(rng, n * k, 1.0);
+    let bytes = flexkern_quant::quantize(f, &w, n, k).map_err(|e| invalid("w", e.to_string()))?;
+    let deq =
+        flexkern_quant::dequantize(f, &bytes, n, k).map_err(|e| invalid("w", e.to_string()))?;
+    Ok((DeviceMatrix::upload(dev, f, n, k, &bytes)?, deq))
+}
+
+/// Row `r` of `w` dotted with `x` in f64: (value, sum of |products|).
+fn dot(w: &[f32], x: &[f64]) -> (f64, f64) {
+    w.iter().zip(x).fold((0.0, 0.0), |(s, a), (&wv, &xv)| {
+        let p = wv as f64 * xv;
+        (s + p, a + p.abs())
+    })
+}
+
+/// Runs one case: the normalized error.
+pub fn run_gemv_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> {
+    let mut rng = Rng::new(seed);
+    let (n, k, m) = (c.n, c.k, c.m);
+    let (a, wa) = matrix(dev, &mut rng, c.format, n, k)?;
+    let b = if c.mode == Mode::GateUp {
+        Some(matrix(dev, &mut rng, c.format, n, k)?)
+    } else {
+        None
+    };
+    let x = random(&mut rng, m * k, 1.0);
+    let x2 = random(&mut rng, m * k, 1.0);
+    let xd = dev.upload(&x)?;
+    let x2d = dev.upload(&x2)?;
+    let y = dev.alloc(m * n * 4)?;
+    dev.memset(&y, 0, m * n * 4, 0xff)?;
+    gemv(
+        dev,
+        &GemvCall {
+            mode: c.mode,
+            a: &a,
+            b: b.as_ref().map(|b| &b.0),
+            x: &xd,
+            x2: (c.mode == Mode::DownSwiglu).then_some(&x2d),
+            y: &y,
+            m,
+        },
+    )?;
+    let mut got = vec![0f32; m * n];
+    dev.read(&y, 0, &mut got)?;
+    let mut worst = 0.0f64;
+    for j in 0..m {
+        let xr: Vec<f64> = match c.mode {
+            Mode::DownSwiglu => (0..k)
+                .map(|e| silu(x[j * k + e] as f64) * x2[j * k + e] as f64)
+                .collect(),
+            _ => x[j * k..(j + 1) * k].iter().map(|&v| v as f64).collect(),
+        };
+        for r in 0..n {
+            let (ya, ma) = dot(&wa[r * k..(r + 1) * k], &xr);
+            let (want, scale) = match &b {
+                Some((_, wb)) => {
+                    let (yb, mb) = dot(&wb[r * k..(r + 1) * k], &xr);
+                    let out = silu(ya) * yb;
+                    // First-order propagation of each dot's error (|silu'| <= 1.1).
+                    (out, 1.1 * ma * yb.abs() + silu(ya).abs() * mb + out.abs())
+                }
+                None => (ya, ma),
+            };
+            let g = got[j * n + r] as f64;
+            let e = if g.is_finite() {
+                (g - want).abs() / scale.max(f64::MIN_POSITIVE)
+            } else {
+                f64::INFINITY
+            };
+            worst = worst.max(e);
+        }
+    }
+    Ok(worst)
+}
+
+/// The embedding of every format: rows (first, last, repeated) decoded bit for bit.
+fn embedding_case(dev: &Arc<Device>, f: Format, seed: u64) -> Result<f64> {
+    let mut rng = Rng::new(seed);
+    let (n, k) = (37, if f.block_elems() == 256 { 512 } else { 320 });
+    let (a, w) = matrix(dev, &mut rng, f, n, k)?;
+    let ids: Vec<u32> = vec![0, 36, 5, 5, 17];
+    let idd = dev.upload(&ids)?;
+    let out = dev.alloc(ids.len() * k * 4)?;
+    dev.memset(&out, 0, ids.len() * k * 4, 0xff)?;
+    embedding(dev, &a, &idd, 0, ids.len(), &out)?;
+    let mut got = vec![0f32; ids.len() * k];
+    dev.read(&out, 0, &mut got)?;
+    for (t, &id) in ids.iter().enumerate() {
+        let want = &w[id as usize * k..][..k];
+        let row = &got[t * k..][..k];
+        if let Some(e) = (0..k).find(|&e| row[e].to_bits() != want[e].to_bits()) {
+            return Err(invalid(
+                "embedding",
+                format!(
+                    "token {t} (row {id}) element {e}: {} vs {}",
+                    row[e], want[e]
+                ),
+            ));
+        }
+    }
+    // A bad id is a typed error and writes nothing.
+    let bad = dev.upload(&[0u32, n as u32])?;
+    match embedding(dev, &a, &bad, 0, 2, &out) {
+        Err(crate::CudaError::Invalid { arg: "ids", .. }) => Ok(0.0),
+        other => Err(invalid(
+            "embedding",
+            format!("an id past the table gave {other:?}"),
+        )),
+    }
+}
+
+/// Typed errors before any launch: wrong up shape, short buffers, missing x2, activation formats.
+fn bad_input(dev: &Arc<Device>) -> Result<f64> {
+    let mut rng = Rng::new(3);
+    let (a, _) = matrix(dev, &mut rng, Format::Q4_0, 8, 64)?;
+    let (b, _) = matrix(dev, &mut rng, Format::Q4_0, 9, 64)?;
+    let x = dev.alloc(64 * 4)?;
+    let y = dev.alloc(8 * 4)?;
+    let small = dev.alloc(4)?;
+    fn call<'a>(
+        a: &'a DeviceMatrix,
+        mode: Mode,
+        b: Option<&'a DeviceMatrix>,
+        x: &'a crate::runtime::DeviceBuf,
+        y: &'a crate::runtime::DeviceBuf,
+        m: usize,
+    ) -> GemvCall<'a> {
+        GemvCall {
+            mode,
+            a,
+            b,
+            x,
+            x2: None,
+            y,
+            m,
+        }
+    }
+    let call = |mode, b, x, y, m| call(&a, mode, b, x, y, m);
+    let cases: Vec<(&str, GemvCall)> = vec![
+        (
+            "up of another shape",
+            call(Mode::GateUp, Some(&b), &x, &y, 1),
+        ),
+        ("no up", call(Mode::GateUp, None, &x, &y, 1)),
+        ("short x", call(Mode::Plain, None, &small, &y, 1)),
+        ("short y", call(Mode::Plain, None, &x, &small, 1)),
+        (
+            "two rows in a one-row x",
+            call(Mode::Plain, None, &x, &y, 2),
+        ),
+        ("no x2", call(Mode::DownSwiglu, None, &x, &y, 1)),
+    ];
+    for (what, c) in cases {
+        if !matches!(gemv(dev, &c), Err(crate::CudaError::Invalid { .. })) {
+            return Err(invalid("bad input", format!("{what}: no typed error")));
+        }
+    }
+    let bytes = vec![0u8; Format::Q8K.tensor_bytes(1, 256).unwrap_or(0)];
+    if DeviceMatrix::upload(dev, Format::Q8K, 1, 256, &bytes).is_ok()
+        || DeviceMatrix::upload(dev, Format::Q4_0, 1, 48, &[0u8; 27]).is_ok()
+        || DeviceMatrix::upload(dev, Format::Q4_0, 2, 64, &[0u8; 36]).is_ok()
+    {
+        return Err(invalid("bad input", "a bad matrix was accepted"));
+    }
+    Ok(0.0)
+}
+
+/// Every GEMV check, run on `workers` threads sharing the device (first-use NVRTC compiles
+/// overlap), in case order.
+pub fn gemv_checks(dev: &Arc<Device>, seed: u64) -> Vec<Outcome> {
+    enum Job {
+        Gemv(GemvCase),
+        Embed(Format),
+        Bad,
+    }
+    let mut jobs: Vec<Job> = gemv_cases().into_iter().map(Job::Gemv).collect();
+    jobs.extend(
+        gpu_formats()
+            .into_iter()
+            .filter(|f| match *f {
+                Format::MlxAffine {
+                    bits,
+                    group_size,
+                    scales,
+                } => matches!(
+                    (bits, group_size, scales),
+                    (4, 64, MlxScale::F16) | (3, 32, MlxScale::F16) | (5, 128, MlxScale::BF16)
+                ),
+                _ => true,
+            })
+            .map(Job::Embed),
+    );
+    jobs.push(Job::Bad);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done: std::sync::Mutex<Vec<Option<Outcome>>> =
+        std::sync::Mutex::new(vec![None; jobs.len()]);
+    let workers = std::thread::available_parallelism()
+        .map_or(4, |p| p.get())
+        .min(16);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= jobs.len() {
+                    break;
+                }
+                let sd = seed.wrapping_add(7919 * i as u64);
+                let o = match &jobs[i] {
+                    Job::Gemv(c) => outcome(c.name(), DType::F32, c.tol(), {
+                        run_gemv_case(dev, c, sd).map(|e| (e, 0.0))
+                    }),
+                    Job::Embed(f) => outcome(
+                        format!("embedding {f} (bit-exact)"),
+                        DType::F32,
+                        0.0,
+                        embedding_case(dev, *f, sd).map(|e| (e, 0.0)),
+                    ),
+                    Job::Bad => outcome(
+                        "gemv bad input: typed errors".into(),
+                        DType::F32,
+                        0.0,
+                        bad_input(dev).map(|e| (e, 0.0)),
+                    ),
+                };
+                done.lock().expect("results lock")[i] = Some(o);
+            });
+        }
+    });
+    done.into_inner()
+        .expect("results lock")
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cases_cover_every_format_and_mode() {
+        let cases = gemv_cases();
+        for f in gpu_formats() {
+            assert!(cases.iter().any(|c| c.format == f), "{f}");
+        }
+        for m in [1, 4, 16, 33] {
+            assert!(cases.iter().any(|c| c.m == m && c.mode == Mode::Plain));
+        }
+        assert!(cases.iter().any(|c| c.mode == Mode::GateUp && c.m > 1));
+        assert!(cases
+            .iter()
+            .any(|c| c.mode == Mode::DownSwiglu && c.k % 4 != 0));
+        assert!(cases.iter().all(|c| c.format.blocks_per_row(c.k).is_ok()));
+        assert!(cases.iter().all(|c| c.tol() <= 1e-5));
+        // The modules an H100 (132 SMs) compiles for them: verify's cost.
+        let mut modules = std::collections::HashSet::new();
+        for c in &cases {
+            let unit = crate::quant::unit_type(c.format, c.k).unwrap();
+            let mut left = c.m;
+            while left > 0 {
+                let mm = left.min(crate::quant::MAX_M);
+                let cfg = crate::quant::gemv::config(132, c.mode, &unit, c.n, c.k, mm);
+                modules.insert(cfg.source().name);
+                left -= mm;
+            }
+        }
+        eprintln!("{} GEMV modules", modules.len());
+        assert!(modules.len() <= 160, "{} modules", modules.len());
+    }
+}

@@ -1,0 +1,235 @@
+//! `flexkern verify --device cuda`'s forward-pass op cases, through `TensorOps` on
+//! `CudaBackend`: RMSNorm, RoPE (normal / NeoX, linear scaling, YaRN, Llama-3 frequency
+//! factors, partial rotation, large positions), add, add_bias, and GEMV / SwiGLU through
+//! `prepare_weight`. Oracles in f64 from the CPU's formulas (the angle is the CPU's f32
+//! product `pos * inv_freq`); outputs NaN-poisoned; adds bit-exact.
+
+use crate::backend::{CudaBackend, CudaBuffer};
+use crate::error::{invalid, Result};
+use flexkern::backend::tensor_ops::{Rope, RopeStyle, TensorOps, Yarn};
+use flexkern::backend::{to_device, to_host, Backend, Slice};
+use flexkern::verify::{Outcome, Rng};
+use flexkern::DType;
+use flexkern_quant::{Format, MlxScale, QuantMatrix};
+use std::sync::Arc;
+
+fn random(rng: &mut Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.uniform() * 2.0 - 1.0).collect()
+}
+
+fn up(b: &CudaBackend, x: &[f32]) -> Result<CudaBuffer> {
+    Ok(to_device(b, x)?)
+}
+
+fn poisoned(b: &CudaBackend, n: usize) -> Result<CudaBuffer> {
+    up(b, &vec![f32::NAN; n])
+}
+
+fn down(b: &CudaBackend, buf: &CudaBuffer) -> Result<Vec<f32>> {
+    Ok(to_host(b, buf)?)
+}
+
+/// max |got - want| / max(1e-30, max |want|); NaN is infinite.
+fn err(got: &[f32], want: &[f64]) -> f64 {
+    let scale = want.iter().fold(1e-30f64, |m, v| m.max(v.abs()));
+    got.iter().zip(want).fold(0.0, |e, (&g, &w)| {
+        if g.is_finite() {
+            e.max((g as f64 - w).abs() / scale)
+        } else {
+            f64::INFINITY
+        }
+    })
+}
+
+fn rms_norm(b: &CudaBackend, rng: &mut Rng, rows: usize, d: usize) -> Result<f64> {
+    let x = random(rng, rows * d);
+    let w = random(rng, d);
+    let out = poisoned(b, rows * d)?;
+    let mut out = out;
+    b.rms_norm(&up(b, &x)?, rows, &up(b, &w)?, 1e-5, &mut out)?;
+    let got = down(b, &out)?;
+    let mut want = vec![0f64; rows * d];
+    for r in 0..rows {
+        let xr = &x[r * d..(r + 1) * d];
+        let ss: f64 = xr.iter().map(|&v| v as f64 * v as f64).sum();
+        let s = 1.0 / (ss / d as f64 + 1e-5f32 as f64).sqrt();
+        for i in 0..d {
+            want[r * d + i] = xr[i] as f64 * s * w[i] as f64;
+        }
+    }
+    Ok(err(&got, &want))
+}
+
+fn rope_case(
+    b: &CudaBackend,
+    rng: &mut Rng,
+    rope: &Rope,
+    heads: usize,
+    head_dim: usize,
+    positions: &[u32],
+) -> Result<f64> {
+    let t = positions.len();
+    let x = random(rng, t * heads * head_dim);
+    let mut xd = up(b, &x)?;
+    let pos = to_device(b, positions)?;
+    let freqs = up(b, &rope.inv_freq)?;
+    b.rope(&mut xd, heads, head_dim, Slice::all(&pos), rope, &freqs)?;
+    let got = down(b, &xd)?;
+    let mut want: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    let half = rope.n_rot / 2;
+    for (ti, &p) in positions.iter().enumerate() {
+        for h in 0..heads {
+            let base = (ti * heads + h) * head_dim;
+            for (i, &f) in rope.inv_freq.iter().enumerate() {
+                let ang = (p as f32 * f) as f64;
+                let (s, c) = (
+                    ang.sin() * rope.mscale as f64,
+                    ang.cos() * rope.mscale as f64,
+                );
+                let (a, bb) = match rope.style {
+                    RopeStyle::Normal => (2 * i, 2 * i + 1),
+                    RopeStyle::Neox => (i, i + half),
+                };
+                let (x0, x1) = (x[base + a] as f64, x[base + bb] as f64);
+                want[base + a] = x0 * c - x1 * s;
+                want[base + bb] = x0 * s + x1 * c;
+            }
+        }
+    }
+    Ok(err(&got, &want))
+}
+
+fn ropes(b: &CudaBackend, rng: &mut Rng) -> Vec<(String, Result<f64>)> {
+    let yarn = Yarn {
+        factor: 4.0,
+        orig_ctx: 4096,
+        ext_factor: 1.0,
+        attn_factor: 1.0,
+        beta_fast: 32.0,
+        beta_slow: 1.0,
+    };
+    let factors: Vec<f32> = (0..64).map(|i| 1.0 + (i % 7) as f32).collect();
+    let pos: Vec<u32> = vec![0, 1, 17, 4095, 100_000, 131_071];
+    let mut v = Vec::new();
+    for style in [RopeStyle::Normal, RopeStyle::Neox] {
+        let cases: Vec<(&str, std::result::Result<Rope, flexkern::Error>)> = vec![
+            ("plain", Ok(Rope::new(style, 128, 500_000.0, 1.0))),
+            ("linear x4", Ok(Rope::new(style, 128, 10_000.0, 0.25))),
+            ("YaRN x4", Rope::yarn(style, 128, 10_000.0, &yarn)),
+            (
+                "Llama-3 factors",
+                Rope::new(style, 128, 500_000.0, 1.0).with_freq_factors(&factors),
+            ),
+            ("partial 32 of 64", Ok(Rope::new(style, 32, 10_000.0, 1.0))),
+        ];
+        for (what, r) in cases {
+            let hd = if what.starts_with("partial") { 64 } else { 128 };
+            let res = match r {
+                Ok(r) => rope_case(b, rng, &r, 3, hd, &pos),
+                Err(e) => Err(e.into()),
+            };
+            v.push((format!("rope {style:?} {what}"), res));
+        }
+    }
+    v
+}
+
+fn adds(b: &CudaBackend, rng: &mut Rng) -> Result<f64> {
+    let (rows, d) = (7, 333);
+    let a = random(rng, rows * d);
+    let x = random(rng, rows * d);
+    let bias = random(rng, d);
+    let mut ad = up(b, &a)?;
+    b.add(&mut ad, &up(b, &x)?, rows * d - 5)?;
+    b.add_bias(&mut ad, rows - 1, &up(b, &bias)?)?;
+    let got = down(b, &ad)?;
+    for i in 0..rows * d {
+        let mut w = a[i];
+        if i < rows * d - 5 {
+            w += x[i];
+        }
+        if i < (rows - 1) * d {
+            w += bias[i % d];
+        }
+        if got[i].to_bits() != w.to_bits() {
+            return Err(invalid("add", format!("element {i}: {} vs {w}", got[i])));
+        }
+    }
+    Ok(0.0)
+}
+
+/// `matmul` and `swiglu` through `prepare_weight` (the file's bytes, MLX's three arrays).
+fn prepared(b: &CudaBackend, rng: &mut Rng, f: Format) -> Result<f64> {
+    let (n, k, m) = (70, 512, 3);
+    let wq = |rng: &mut Rng| -> Result<(Vec<u8>, Vec<f32>)> {
+        let w = random(rng, n * k);
+        let bytes =
+            flexkern_quant::quantize(f, &w, n, k).map_err(|e| invalid("w", e.to_string()))?;
+        let d =
+            flexkern_quant::dequantize(f, &bytes, n, k).map_err(|e| invalid("w", e.to_string()))?;
+        Ok((bytes, d))
+    };
+    let (gb, gd) = wq(rng)?;
+    let (ub, ud) = wq(rng)?;
+    let qm = |bytes| QuantMatrix::new(f, n, k, bytes).map_err(|e| invalid("w", e.to_string()));
+    let gate = b.prepare_weight(qm(&gb)?)?;
+    let upw = b.prepare_weight(qm(&ub)?)?;
+    let x = random(rng, m * k);
+    let xd = up(b, &x)?;
+    let mut y = poisoned(b, m * n)?;
+    let mut s = poisoned(b, m * n)?;
+    b.matmul(&gate, &xd, m, &mut y)?;
+    b.swiglu(&gate, &upw, &xd, m, &mut s)?;
+    let (gy, gs) = (down(b, &y)?, down(b, &s)?);
+    let dot = |w: &[f32], j: usize, r: usize| -> f64 {
+        (0..k)
+            .map(|e| w[r * k + e] as f64 * x[j * k + e] as f64)
+            .sum()
+    };
+    let silu = |v: f64| v / (1.0 + (-v).exp());
+    let (mut wy, mut ws) = (vec![0f64; m * n], vec![0f64; m * n]);
+    for j in 0..m {
+        for r in 0..n {
+            wy[j * n + r] = dot(&gd, j, r);
+            ws[j * n + r] = silu(dot(&gd, j, r)) * dot(&ud, j, r);
+        }
+    }
+    Ok(err(&gy, &wy).max(err(&gs, &ws)))
+}
+
+/// Every op check as verify rows.
+pub fn ops_checks(dev: &Arc<crate::runtime::Device>, seed: u64) -> Vec<Outcome> {
+    let b = CudaBackend { dev: dev.clone() };
+    let mut rng = Rng::new(seed);
+    let row = |name: String, tol: f64, r: Result<f64>| {
+        super::outcome(name, DType::F32, tol, r.map(|e| (e, 0.0)))
+    };
+    let mut v = vec![
+        row(
+            "rms_norm 5x4096".into(),
+            2e-6,
+            rms_norm(&b, &mut rng, 5, 4096),
+        ),
+        row(
+            "rms_norm 3x1001".into(),
+            2e-6,
+            rms_norm(&b, &mut rng, 3, 1001),
+        ),
+        row("add + add_bias (bit-exact)".into(), 0.0, adds(&b, &mut rng)),
+    ];
+    for (name, r) in ropes(&b, &mut rng) {
+        v.push(row(name, 2e-6, r));
+    }
+    for f in [
+        Format::Q4K,
+        Format::mlx(4, 64, MlxScale::F16).expect("valid"),
+    ] {
+        v.push(row(
+            format!("TensorOps matmul + swiglu {f} (prepare_weight)"),
+            1e-5,
+            prepared(&b, &mut rng, f),
+        ));
+    }
+    let _ = b.synchronize();
+    v
+}
