@@ -22,6 +22,10 @@ impl QuantBlock for BlockIQ4NL {
     const ELEMS: usize = 32;
     type Dot = BlockQ8_0;
 
+    fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
+        crate::precise::dot32!(iq4_nl, w, x)
+    }
+
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         let mut l = [0u8; 32];
         for (x, b) in src.chunks_exact(32).zip(dst) {
