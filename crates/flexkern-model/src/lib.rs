@@ -17,6 +17,7 @@ pub mod weights;
 
 pub use config::Config;
 pub use error::{ModelError, Result};
+pub use flexkern_quant::Precision;
 pub use forward::{Logits, Model};
 pub use generate::{generate, Flow, GenStats};
 pub use kv::KvCache;
