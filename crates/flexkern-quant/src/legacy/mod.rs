@@ -129,9 +129,7 @@ impl QuantBlock for BlockQ4_0 {
     const ELEMS: usize = QK;
     type Dot = BlockQ8_0;
 
-    fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
-        crate::precise::dot32!(q4_0, w, x)
-    }
+    crate::precise::precise_dots!(crate::precise::avx2::q4_0);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
@@ -185,9 +183,7 @@ impl QuantBlock for BlockQ4_1 {
     const ELEMS: usize = QK;
     type Dot = BlockQ8_1;
 
-    fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
-        crate::precise::dot32!(q4_1, w, x)
-    }
+    crate::precise::precise_dots!(crate::precise::avx2::q4_1);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
@@ -243,9 +239,7 @@ impl QuantBlock for BlockQ5_0 {
     const ELEMS: usize = QK;
     type Dot = BlockQ8_0;
 
-    fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
-        crate::precise::dot32!(q5_0, w, x)
-    }
+    crate::precise::precise_dots!(crate::precise::avx2::q5_0);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
@@ -309,9 +303,7 @@ impl QuantBlock for BlockQ5_1 {
     const ELEMS: usize = QK;
     type Dot = BlockQ8_1;
 
-    fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
-        crate::precise::dot32!(q5_1, w, x)
-    }
+    crate::precise::precise_dots!(crate::precise::avx2::q5_1);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
@@ -432,9 +424,7 @@ impl QuantBlock for BlockQ8_0 {
     const ELEMS: usize = QK;
     type Dot = BlockQ8_0;
 
-    fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
-        crate::precise::dot32!(q8_0, w, x)
-    }
+    crate::precise::precise_dots!(crate::precise::avx2::q8_0);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
@@ -481,9 +471,7 @@ impl QuantBlock for BlockQ8_1 {
     const ELEMS: usize = QK;
     type Dot = BlockQ8_1;
 
-    fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
-        crate::precise::dot32!(q8_1, w, x)
-    }
+    crate::precise::precise_dots!(crate::precise::avx2::q8_1);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {

@@ -22,9 +22,7 @@ impl QuantBlock for BlockIQ4NL {
     const ELEMS: usize = 32;
     type Dot = BlockQ8_0;
 
-    fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
-        crate::precise::dot32!(iq4_nl, w, x)
-    }
+    crate::precise::precise_dots!(crate::precise::avx2::iq4_nl);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         let mut l = [0u8; 32];

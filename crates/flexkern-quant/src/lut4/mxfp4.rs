@@ -48,9 +48,7 @@ impl QuantBlock for BlockMXFP4 {
     const ELEMS: usize = 32;
     type Dot = BlockQ8_0;
 
-    fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
-        crate::precise::dot32!(mxfp4, w, x)
-    }
+    crate::precise::precise_dots!(crate::precise::avx2::mxfp4);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(32).zip(dst) {
