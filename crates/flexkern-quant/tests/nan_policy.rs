@@ -9,8 +9,8 @@ mod common;
 
 use common::*;
 use flexkern_quant::{
-    cpu, dequantize, down_with_swiglu, gemv_many, quantize, swiglu_gate_up, Activation, QuantError,
-    Precision, QuantMatrix,
+    cpu, dequantize, down_with_swiglu, gemv_many, quantize, swiglu_gate_up, Activation, Precision,
+    QuantError, QuantMatrix,
 };
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -55,7 +55,10 @@ fn check_matrix(q: &QuantMatrix, w: &[f32], x: &[f32], what: &str) {
     } else {
         // Precise batches widen each row once and sum in another order than single rows.
         for (a, b) in y[..N].iter().zip(&clean) {
-            assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{what}: {a} vs {b}");
+            assert!(
+                (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+                "{what}: {a} vs {b}"
+            );
         }
     }
     assert!(y[N..2 * N].iter().all(|v| v.is_nan()), "{what}: NaN row");
