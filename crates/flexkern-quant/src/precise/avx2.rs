@@ -93,7 +93,12 @@ macro_rules! row_loop {
     ($w:expr, $x:expr, $out:expr, $elems:expr, |$b:ident, $xp:ident, $acc:ident| $block:expr) => {{
         let (w, x, out) = ($w, $x, $out);
         let nb = x.len() / $elems;
-        let rows = out.len().min(w.len() / nb.max(1));
+        if nb == 0 || w.is_empty() {
+            // No weights: empty dots.
+            out.fill(0.0);
+            return;
+        }
+        let rows = out.len().min(w.len() / nb);
         let ahead = crate::simd::PREFETCH_BYTES.div_ceil(std::mem::size_of_val(&w[0]).max(1));
         let last = w.len().saturating_sub(1);
         for (r, o) in out.iter_mut().enumerate().take(rows) {

@@ -176,6 +176,40 @@ mod tests {
 
     /// Both the register kernels and the stack-buffer path, on every block format, against the
     /// f64 dot of the exactly dequantized weights with the unrounded activation.
+    /// No blocks: an empty dot, on every path (the row kernels index the first block).
+    #[test]
+    fn empty_rows_are_zero() {
+        use crate::legacy::BlockQ4_0;
+        let mut out = [f32::NAN; 2];
+        BlockQ4_0::dot_f32_rows(&[], &[], &mut out);
+        assert_eq!(out, [0.0; 2]);
+        assert_eq!(crate::k_quants::BlockQ4K::dot_f32(&[], &[]), 0.0);
+        assert_eq!(dot_by_blocks::<BlockQ4_0>(&[], &[]), 0.0);
+    }
+
+    /// One `gemv_many` over matrices of one format in both precisions: each keeps its own.
+    #[test]
+    fn mixed_precisions_in_one_call_keep_their_own() {
+        let (n, k) = (9, 64);
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 40.0)
+            .collect();
+        let x: Vec<f32> = (0..k)
+            .map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0)
+            .collect();
+        let bytes = quantize(Format::Q4_0, &w, n, k).unwrap();
+        let d = QuantMatrix::new(Format::Q4_0, n, k, &bytes).unwrap();
+        let p = d.clone().with_precision(Precision::Precise);
+        let (mut yd, mut yp) = (vec![f32::NAN; n], vec![f32::NAN; n]);
+        crate::gemv_many(&[&d, &p], x.as_slice().into(), 1, &mut [&mut yd, &mut yp]).unwrap();
+        for (q, y) in [(&d, &yd), (&p, &yp)] {
+            let mut want = vec![f32::NAN; n];
+            q.gemv(x.as_slice().into(), &mut want).unwrap();
+            assert_eq!(y, &want, "{:?}", q.precision());
+        }
+        assert_ne!(yd, yp, "the default rounds its activation");
+    }
+
     #[test]
     fn dot_f32_matches_f64_of_dequantized_weights() {
         let mut s = 0x2545_f491_4f6c_dd1du64;
