@@ -347,3 +347,54 @@ fn run_bad_inputs_and_the_ctx_note() {
     assert_eq!(c, 0, "{err}");
     assert!(!err.contains("KV cache is full"), "{err}");
 }
+
+/// `--precise` runs (f32 activations, f32 KV) and refuses an explicit `--kv-type`.
+#[test]
+fn precise_mode_runs_and_conflicts_with_kv_type() {
+    let d = dir("precise");
+    let model = d.join("tiny.gguf");
+    tiny_model(&model);
+    let m = model.display().to_string();
+    let text = d.join("text.txt");
+    std::fs::write(&text, "hi there hello world ".repeat(40)).unwrap();
+    let t = text.display().to_string();
+    let run = [
+        "run",
+        "--model",
+        &m,
+        "--prompt",
+        "hi",
+        "-n",
+        "4",
+        "--temperature",
+        "0",
+    ];
+    let ppl = [
+        "perplexity",
+        "--model",
+        &m,
+        "--file",
+        &t,
+        "--ctx",
+        "8",
+        "--chunks",
+        "2",
+    ];
+    for args in [&run[..], &ppl[..]] {
+        let (c, out, err) = flexkern(&[args, &["--precise"]].concat());
+        assert_eq!(c, 0, "{args:?} --precise: {err}");
+        if args[0] == "perplexity" {
+            assert!(
+                out.contains("PPL = ") && err.contains("Precise"),
+                "{out} {err}"
+            );
+        }
+        let (c, _, err) = flexkern(&[args, &["--precise", "--kv-type", "f16"]].concat());
+        assert_eq!(c, 2, "{args:?}: {err}");
+        assert!(
+            err.contains("--precise") && err.contains("--kv-type"),
+            "{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

@@ -18,6 +18,7 @@ use flexkern::backend::{to_device, to_host, AttnIo, Buffer, Slice};
 use flexkern::kv_cache::{PageTables, SeqId};
 use flexkern::{builtins, DType, Variant};
 use flexkern_gguf::GgufFile;
+use flexkern_quant::Precision;
 
 /// Which positions get logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,27 +72,49 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
     /// Reads the configuration and the tensors of `f` and prepares them on `backend`;
     /// `progress(done, total)` reports loading.
     pub fn load(f: &'a GgufFile, backend: B, progress: impl FnMut(usize, usize)) -> Result<Self> {
+        Self::load_with(f, backend, Precision::Default, progress)
+    }
+
+    /// As `load`, with every matrix product in `precision` (`Precise`: f32 activations and,
+    /// through `new_cache_with`, only an f32 KV cache).
+    pub fn load_with(
+        f: &'a GgufFile,
+        backend: B,
+        precision: Precision,
+        progress: impl FnMut(usize, usize),
+    ) -> Result<Self> {
         let config = Config::from_gguf(f)?;
         let weights = Weights::load(f, &config, |_, _| {})?;
-        Self::with_progress(config, weights, backend, progress)
+        Self::with_progress(config, weights, backend, precision, progress)
     }
 
     /// Fails when the weights' RoPE frequency factors do not fit the configuration.
     pub fn new(config: Config, weights: Weights<'a>, backend: B) -> Result<Self> {
-        Self::with_progress(config, weights, backend, |_, _| {})
+        Self::new_with(config, weights, backend, Precision::Default)
+    }
+
+    /// As `new`, in `precision`.
+    pub fn new_with(
+        config: Config,
+        weights: Weights<'a>,
+        backend: B,
+        precision: Precision,
+    ) -> Result<Self> {
+        Self::with_progress(config, weights, backend, precision, |_, _| {})
     }
 
     fn with_progress(
         config: Config,
         weights: Weights<'a>,
         backend: B,
+        precision: Precision,
         progress: impl FnMut(usize, usize),
     ) -> Result<Self> {
         let mut rope = config.rope()?;
         if let Some(ff) = &weights.rope_freqs {
             rope = rope.with_freq_factors(ff)?;
         }
-        let prepared = Prepared::new(&backend, &weights, progress)?;
+        let prepared = Prepared::new(&backend, &weights, precision, progress)?;
         let inv_freq = to_device(&backend, &rope.inv_freq)?;
         Ok(Model {
             config,
@@ -108,13 +131,24 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         &self.backend
     }
 
+    pub fn precision(&self) -> Precision {
+        self.prepared.precision
+    }
+
     /// An empty f32 KV cache holding up to `max_len` positions (at most the context length).
     pub fn new_cache(&self, max_len: usize) -> Result<KvCache<B>> {
         self.new_cache_with(max_len, DType::F32)
     }
 
-    /// As `new_cache`, storing K and V as `dtype` (f32, f16 or bf16).
+    /// As `new_cache`, storing K and V as `dtype` (f32, f16 or bf16). A precise model keeps
+    /// its cache in f32: any other `dtype` is an error.
     pub fn new_cache_with(&self, max_len: usize, dtype: DType) -> Result<KvCache<B>> {
+        if self.precision() == Precision::Precise && dtype != DType::F32 {
+            return Err(ModelError::InvalidArgument {
+                arg: "dtype",
+                msg: format!("a precise model keeps an f32 KV cache, not {dtype:?}"),
+            });
+        }
         KvCache::new(
             &self.backend,
             &self.config,

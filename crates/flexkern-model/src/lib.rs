@@ -22,6 +22,7 @@ pub mod weights;
 pub use batch::{generate_batch, BatchConfig, BatchStats, Finish, SeqOutput};
 pub use config::Config;
 pub use error::{ModelError, Result};
+pub use flexkern_quant::Precision;
 pub use forward::{Logits, Model, SeqTokens};
 pub use generate::{generate, Flow, GenStats};
 pub use kv::KvCache;

@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::weights::Weights;
 use flexkern::backend::tensor_ops::TensorOps;
 use flexkern::backend::to_device;
+use flexkern_quant::{Precision, QuantMatrix};
 
 pub struct PreparedLayer<'a, B: TensorOps + 'a> {
     pub attn_norm: B::Buffer,
@@ -28,6 +29,8 @@ pub struct Prepared<'a, B: TensorOps + 'a> {
     /// `None` when the embeddings are tied: the output reads `tok_embd` (prepared once).
     output: Option<B::Weight<'a>>,
     pub layers: Vec<PreparedLayer<'a, B>>,
+    /// How every matrix product treats its activation (`Precise`: f32, no 8-bit rounding).
+    pub precision: Precision,
 }
 
 impl<'a, B: TensorOps + 'a> Prepared<'a, B> {
@@ -36,15 +39,21 @@ impl<'a, B: TensorOps + 'a> Prepared<'a, B> {
         self.output.as_ref().unwrap_or(&self.tok_embd)
     }
 
-    /// Prepares every tensor of `w`; `progress(done, total)` after each layer.
-    pub fn new(b: &B, w: &Weights<'a>, mut progress: impl FnMut(usize, usize)) -> Result<Self> {
+    /// Prepares every tensor of `w` for `precision`; `progress(done, total)` after each layer.
+    pub fn new(
+        b: &B,
+        w: &Weights<'a>,
+        precision: Precision,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Self> {
         let total = w.layers.len() + 1;
         let vec = |v: &Vec<f32>| to_device(b, v);
         let opt = |v: &Option<Vec<f32>>| v.as_ref().map(|v| to_device(b, v)).transpose();
-        let tok_embd = b.prepare_weight(w.tok_embd.clone())?;
+        let mat = |m: &QuantMatrix<'a>| b.prepare_weight(m.clone().with_precision(precision));
+        let tok_embd = mat(&w.tok_embd)?;
         let output = match w.tied_output {
             true => None,
-            false => Some(b.prepare_weight(w.output.clone())?),
+            false => Some(mat(&w.output)?),
         };
         let output_norm = vec(&w.output_norm)?;
         progress(1, total);
@@ -52,17 +61,17 @@ impl<'a, B: TensorOps + 'a> Prepared<'a, B> {
         for (i, l) in w.layers.iter().enumerate() {
             layers.push(PreparedLayer {
                 attn_norm: vec(&l.attn_norm)?,
-                wq: b.prepare_weight(l.wq.clone())?,
-                wk: b.prepare_weight(l.wk.clone())?,
-                wv: b.prepare_weight(l.wv.clone())?,
-                wo: b.prepare_weight(l.wo.clone())?,
+                wq: mat(&l.wq)?,
+                wk: mat(&l.wk)?,
+                wv: mat(&l.wv)?,
+                wo: mat(&l.wo)?,
                 bq: opt(&l.bq)?,
                 bk: opt(&l.bk)?,
                 bv: opt(&l.bv)?,
                 ffn_norm: vec(&l.ffn_norm)?,
-                gate: b.prepare_weight(l.gate.clone())?,
-                up: b.prepare_weight(l.up.clone())?,
-                down: b.prepare_weight(l.down.clone())?,
+                gate: mat(&l.gate)?,
+                up: mat(&l.up)?,
+                down: mat(&l.down)?,
             });
             progress(i + 2, total);
         }
@@ -71,6 +80,7 @@ impl<'a, B: TensorOps + 'a> Prepared<'a, B> {
             output_norm,
             output,
             layers,
+            precision,
         })
     }
 }

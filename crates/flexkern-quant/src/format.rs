@@ -87,6 +87,18 @@ pub trait QuantBlock: bytemuck::Pod + Send + Sync + 'static {
             *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
         }
     }
+
+    /// Precise mode (`crate::Precision::Precise`): sum over blocks of dot(dequantize(w), x) with
+    /// `x` in f32, never rounded (`x.len() == w.len() * ELEMS`). The default widens blocks into
+    /// a stack buffer and runs an FMA dot; formats override it to widen in registers.
+    fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
+        crate::precise::dot_by_blocks(w, x)
+    }
+
+    /// `out[i] = dot_f32(row i, x)` for `out.len()` consecutive rows of `w`.
+    fn dot_f32_rows(w: &[Self], x: &[f32], out: &mut [f32]) {
+        crate::precise::rows_each(w, x, out)
+    }
 }
 
 /// Names accepted by [`Format::from_name`] for the fixed formats, with the format.

@@ -103,10 +103,11 @@ pub(crate) enum MlxActs {
 }
 
 impl<'a> MlxRows<'a> {
-    pub fn new(view: MlxView<'a>, x: &[f32], m: usize) -> Self {
+    /// `f32_only`: precise mode, the f32 path at every width.
+    pub fn new(view: MlxView<'a>, x: &[f32], m: usize, f32_only: bool) -> Self {
         let k = view.k;
         let rows = (0..m).map(|j| &x[j * k..(j + 1) * k]);
-        let acts = if q8::supports(view.bits) {
+        let acts = if q8::supports(view.bits) && !f32_only {
             MlxActs::Q8(
                 rows.map(|row| Q8Act::new(row, view.group, view.bits))
                     .collect(),

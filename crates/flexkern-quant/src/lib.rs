@@ -5,7 +5,8 @@
 //! (`float`, `legacy`, `k_quants`, `lut4` for the table formats IQ4_NL / IQ4_XS / MXFP4,
 //! and `mlx`), `gemv` (the driver), `interleave` (the 8-row
 //! repacked layout), `matrix` (the public
-//! `QuantMatrix`), `codec` (whole-tensor quantize / dequantize).
+//! `QuantMatrix`), `codec` (whole-tensor quantize / dequantize), `precise` (GEMV with the
+//! activation kept in f32).
 
 pub mod codec;
 pub mod cpu;
@@ -21,6 +22,7 @@ pub mod lut4;
 pub mod matrix;
 pub mod mem;
 pub mod mlx;
+mod precise;
 #[cfg(target_arch = "x86_64")]
 mod simd;
 mod storage;
@@ -29,3 +31,4 @@ pub use codec::{dequantize, quantize, quantize_activation};
 pub use error::{QuantError, Result};
 pub use format::{Format, MlxScale, QuantBlock};
 pub use matrix::{down_with_swiglu, gemv_many, swiglu_gate_up, Activation, QuantMatrix};
+pub use precise::Precision;

@@ -7,6 +7,7 @@ use crate::format::{Format, QuantBlock};
 use crate::gemv::{self, silu, Acts, BlockRows, MlxRows, Rows, Segments};
 use crate::interleave::{self, Interleave, Rows8, View};
 use crate::mlx::{self, MlxView};
+use crate::precise::{F32Rows, Precision};
 use crate::storage::{blocks, Storage};
 use half::{bf16, f16};
 use std::any::Any;
@@ -70,6 +71,7 @@ pub struct QuantMatrix<'a> {
     k: usize,
     data: Data<'a>,
     parallel: bool,
+    precision: Precision,
 }
 
 fn check_len(arg: &'static str, got: usize, want: usize, what: &str) -> Result<()> {
@@ -132,6 +134,7 @@ impl<'a> QuantMatrix<'a> {
             k,
             data,
             parallel: true,
+            precision: Precision::Default,
         })
     }
 
@@ -170,6 +173,7 @@ impl<'a> QuantMatrix<'a> {
             k,
             data,
             parallel: true,
+            precision: Precision::Default,
         })
     }
 
@@ -177,6 +181,17 @@ impl<'a> QuantMatrix<'a> {
     pub fn sequential(mut self) -> Self {
         self.parallel = false;
         self
+    }
+
+    /// The same matrix with its activation rounded to the format's dot type (`Default`, as
+    /// llama.cpp does) or kept in f32 (`Precise`: only f32 rounding, several times slower).
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// The same matrix, threaded (`true`, the default) or not.
@@ -249,6 +264,7 @@ impl<'a> QuantMatrix<'a> {
             k: self.k,
             data: Data::Rows8(Storage::Owned(words, bytes.len())),
             parallel: self.parallel,
+            precision: self.precision,
         })
     }
 
@@ -279,6 +295,15 @@ impl<'a> QuantMatrix<'a> {
             Box::new(Rows8::new(view, acts))
         }
         with_interleaved!(self.format, |I| make::<I>(self, acts), else => unreachable!("repacked {}", self.format))
+    }
+
+    /// Interleaved rows joined with f32 activation rows (precise mode).
+    fn rows8_f32(&self, x: Arc<Vec<f32>>) -> Box<dyn Rows + '_> {
+        fn make<'s, I: Interleave>(q: &'s QuantMatrix<'_>, x: Arc<Vec<f32>>) -> Box<dyn Rows + 's> {
+            let view = View::<I>::new(q.block_bytes(), q.n, q.k / I::ELEMS);
+            Box::new(F32Rows::rows8(view, q.k, x))
+        }
+        with_interleaved!(self.format, |I| make::<I>(self, x), else => unreachable!("repacked {}", self.format))
     }
 
     /// The matrix joined with `m` prepared activation rows (`x` is `[m, k]` f32).
@@ -413,6 +438,19 @@ fn prepare_many<'s>(
         out: &mut [Option<Box<dyn Rows + 's>>],
     ) -> Result<()> {
         let k = mats[idx[0]].k;
+        if mats[idx[0]].precision == Precision::Precise {
+            // One f32 copy of the activation, shared; no rounding.
+            let xs = Arc::new(x[..m * k].to_vec());
+            for &j in idx {
+                out[j] = Some(if mats[j].is_repacked() {
+                    mats[j].rows8_f32(xs.clone())
+                } else {
+                    let w = blocks::<B>(mats[j].block_bytes());
+                    Box::new(F32Rows::<B>::plain(w, k, xs.clone()))
+                });
+            }
+            return Ok(());
+        }
         let dot_elems = <B::Dot as QuantBlock>::ELEMS;
         if !k.is_multiple_of(dot_elems) {
             return Err(invalid(
@@ -437,14 +475,19 @@ fn prepare_many<'s>(
             continue;
         }
         let idx: Vec<usize> = (i..mats.len())
-            .filter(|&j| out[j].is_none() && mats[j].format == mats[i].format)
+            .filter(|&j| {
+                out[j].is_none()
+                    && mats[j].format == mats[i].format
+                    && mats[j].precision == mats[i].precision
+            })
             .collect();
         with_block!(mats[i].format, |B| block_rows::<B>(mats, &idx, x, m, &mut out)?, mlx => {
             for &j in &idx {
                 let view = mats[j]
                     .mlx_view()
                     .ok_or_else(|| invalid("format", "MLX matrix without MLX arrays"))?;
-                out[j] = Some(Box::new(MlxRows::new(view, x, m)));
+                let precise = mats[j].precision == Precision::Precise;
+                out[j] = Some(Box::new(MlxRows::new(view, x, m, precise)));
             }
         });
     }

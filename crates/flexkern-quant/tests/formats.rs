@@ -74,6 +74,11 @@ fn gemv_matches_f64_oracle_all_formats() {
 }
 
 #[test]
+fn precise_gemv_matches_f64_oracle_all_formats() {
+    precise_oracle_sweep("simd");
+}
+
+#[test]
 fn integer_dot_error_is_small_against_exact_activation() {
     // The Q8 activation rounding ggml's integer dots add: documented as < 1% relative.
     let mut rng = StdRng::seed_from_u64(11);

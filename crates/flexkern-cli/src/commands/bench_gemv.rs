@@ -14,7 +14,7 @@
 use super::limits::{median, BandwidthProbe};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use flexkern_quant::{Activation, Format, QuantMatrix};
+use flexkern_quant::{Activation, Format, Precision, QuantMatrix};
 use std::time::Instant;
 
 #[derive(Args, Debug)]
@@ -50,6 +50,9 @@ pub struct BenchGemvArgs {
     /// cuda: GPU 0, CUDA events, against the copy bandwidth (N defaults to 14336,4096).
     #[arg(long, value_enum, default_value_t)]
     pub device: super::device::Device,
+    /// Precise mode: f32 activations, weights widened to f32 (file layout only).
+    #[arg(long)]
+    pub precise: bool,
 }
 
 /// The sizes a run uses: the user's, else the defaults of the mode; each checked (>= 1, and
@@ -131,6 +134,7 @@ struct Case {
     repacked: Vec<QuantMatrix<'static>>,
     x: Vec<f32>,
     y: Vec<f32>,
+    precision: Precision,
     /// Calls made so far: the next copy to read.
     calls: usize,
     times: Vec<f64>,
@@ -144,6 +148,7 @@ impl Case {
         m: usize,
         ws_bytes: usize,
         repack: bool,
+        precision: Precision,
     ) -> Result<Case> {
         // Quantize a slab of rows once and tile it: quantizing 14336 x 4096 with the reference
         // K-quant search would dominate the run; the values do not change the memory traffic.
@@ -184,7 +189,10 @@ impl Case {
         if repack {
             plain.clear();
         }
-        let layout = if repack { " repacked" } else { "" };
+        let mut layout = if repack { " repacked" } else { "" }.to_string();
+        if precision == Precision::Precise {
+            layout += " precise";
+        }
         let mut case = Case {
             name: format!("{format} N={n} K={k} M={m}{layout}"),
             format,
@@ -196,6 +204,7 @@ impl Case {
             repacked,
             x: values(m * k, 11),
             y: vec![0f32; m * n],
+            precision,
             calls: 0,
             times: Vec::new(),
         };
@@ -217,11 +226,9 @@ impl Case {
             let t = Instant::now();
             match self.repacked.get(i) {
                 Some(q) => q.gemv_batch(Activation::F32(&self.x), self.m, &mut self.y)?,
-                None => QuantMatrix::new(self.format, self.n, self.k, &self.plain[i])?.gemv_batch(
-                    Activation::F32(&self.x),
-                    self.m,
-                    &mut self.y,
-                )?,
+                None => QuantMatrix::new(self.format, self.n, self.k, &self.plain[i])?
+                    .with_precision(self.precision)
+                    .gemv_batch(Activation::F32(&self.x), self.m, &mut self.y)?,
             }
             self.times.push(t.elapsed().as_secs_f64());
         }
@@ -238,6 +245,10 @@ impl Case {
 
 pub fn run_bench_gemv(args: &BenchGemvArgs) -> Result<()> {
     if args.device == super::device::Device::Cuda {
+        anyhow::ensure!(
+            !args.precise,
+            "--precise: the GPU GEMV always keeps activations in f32 (the option is for the CPU)"
+        );
         return super::cuda_gemv::bench_gemv(args);
     }
     let pool = match args.threads {
@@ -284,7 +295,12 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
         let has_repack = QuantMatrix::new(f, 8, f.block_elems(), &probe)
             .ok()
             .and_then(|q| q.repacked())
-            .is_some();
+            .is_some()
+            && !args.precise;
+        let precision = match args.precise {
+            true => Precision::Precise,
+            false => Precision::Default,
+        };
         // (case, its in-cache twin): the twin has rows for ~2 MiB (large enough that per-call
         // overhead is small), a multiple of 16 so every thread gets whole 8-row groups.
         let mut cases: Vec<(Result<Case>, Option<Case>)> = Vec::new();
@@ -295,10 +311,10 @@ fn run_inner(args: &BenchGemvArgs) -> Result<()> {
                 .map(|rb| ((2usize << 20) / rb.max(1)).clamp(16, 16384) / 16 * 16);
             for (i, &n) in ns.iter().enumerate() {
                 let twin = match (i, cached_n) {
-                    (0, Some(nc)) => Case::new(f, nc, k, args.m, 0, repack).ok(),
+                    (0, Some(nc)) => Case::new(f, nc, k, args.m, 0, repack, precision).ok(),
                     _ => None,
                 };
-                cases.push((Case::new(f, n, k, args.m, ws, repack), twin));
+                cases.push((Case::new(f, n, k, args.m, ws, repack, precision), twin));
             }
         }
         let mut bw = Vec::with_capacity(ROUNDS);

@@ -1,7 +1,7 @@
 //! `flexkern perplexity`: llama.cpp's perplexity (`flexkern_model::perplexity`) of a GGUF model
 //! on a text file, with a progress bar and llama.cpp's error estimate.
 
-use super::run::{default_model, open_model, KvType};
+use super::run::{default_model, kv_dtype, open_model, precision, KvType};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use flexkern::CpuBackend;
@@ -29,6 +29,9 @@ pub struct PerplexityArgs {
     /// KV cache element type.
     #[arg(long, value_enum, default_value = "f16")]
     pub kv_type: KvType,
+    /// Precise mode: f32 activations through every quantized matrix product, f32 KV cache.
+    #[arg(long, conflicts_with = "kv_type")]
+    pub precise: bool,
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -60,14 +63,15 @@ pub fn run_perplexity(args: &PerplexityArgs) -> Result<()> {
     }
     tokens.truncate(n * args.ctx);
     let bos = if tok.add_bos() { tok.bos() } else { None };
-    let model = Model::load(&file, CpuBackend, |_, _| {})?;
-    let mut cache = model.new_cache_with(args.ctx, args.kv_type.dtype())?;
+    let model = Model::load_with(&file, CpuBackend, precision(args.precise), |_, _| {})?;
+    let kv = kv_dtype(args.kv_type, args.precise);
+    let mut cache = model.new_cache_with(args.ctx, kv)?;
     eprintln!(
-        "{} tokens, {n} windows of {} (second halves scored), BOS per window: {}, KV {:?}, {} threads",
+        "{} tokens, {n} windows of {} (second halves scored), BOS per window: {}, KV {kv:?}, {:?} mode, {} threads",
         tok.encode(&text, true, false).len(),
         args.ctx,
         bos.is_some(),
-        args.kv_type,
+        model.precision(),
         rayon::current_num_threads()
     );
     let bar = ProgressBar::new(n as u64).with_style(

@@ -82,6 +82,10 @@ pub struct RunArgs {
     /// KV cache element type (f16 halves its memory and is what llama.cpp keeps by default).
     #[arg(long, value_enum, default_value = "f16")]
     pub kv_type: KvType,
+    /// Precise mode: every quantized matrix product keeps its activation in f32 (no 8-bit
+    /// rounding) and the KV cache is f32. Slower; closer to the f64 forward pass.
+    #[arg(long, conflicts_with = "kv_type")]
+    pub precise: bool,
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -96,6 +100,22 @@ pub struct RunArgs {
     pub tokenize_only: bool,
     #[command(flatten)]
     pub batch: super::run_batch::BatchArgs,
+}
+
+/// `--precise` as the library's option.
+pub(crate) fn precision(precise: bool) -> flexkern_model::Precision {
+    match precise {
+        true => flexkern_model::Precision::Precise,
+        false => flexkern_model::Precision::Default,
+    }
+}
+
+/// The KV cache type: `--kv-type`, or f32 under `--precise` (which conflicts with it).
+pub(crate) fn kv_dtype(kv: KvType, precise: bool) -> flexkern::DType {
+    match precise {
+        true => flexkern::DType::F32,
+        false => kv.dtype(),
+    }
 }
 
 /// Finds the default model in `$FLEXKERN_CACHE`, `.cache/models` (here or in a parent
@@ -211,8 +231,8 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
         text
     };
     let prompt = tok.encode(&text, true, args.chat);
-    let model = Model::load(&file, cpu(), |_, _| {})?;
-    let mut cache = model.new_cache_with(args.ctx, args.kv_type.dtype())?;
+    let model = Model::load_with(&file, cpu(), precision(args.precise), |_, _| {})?;
+    let mut cache = model.new_cache_with(args.ctx, kv_dtype(args.kv_type, args.precise))?;
     if let Some(out) = &args.dump_logits {
         let logits = model.forward(&mut cache, &prompt, Logits::Last)?;
         flexkern::npy::write_f32(out, &[logits.len()], &logits)?;

@@ -74,7 +74,13 @@ pub fn run_batch(args: &RunArgs, parallel: usize) -> anyhow::Result<()> {
         };
         prompts.push(ids);
     }
-    let model = Model::load(&gguf, CpuBackend, |_, _| {})?;
+    let model = Model::load_with(
+        &gguf,
+        CpuBackend,
+        super::run::precision(args.precise),
+        |_, _| {},
+    )?;
+    let kv_dtype = super::run::kv_dtype(args.kv_type, args.precise);
     let ctx = args.ctx.min(model.config.context_length);
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
     // Room for `parallel` of the longest prompt with all its tokens: admission never waits
@@ -94,7 +100,7 @@ pub fn run_batch(args: &RunArgs, parallel: usize) -> anyhow::Result<()> {
         }),
     };
     let run = |n: usize| -> anyhow::Result<(Vec<SeqOutput>, BatchStats)> {
-        let mut cache = model.new_shared_cache(ctx, pages, args.kv_type.dtype())?;
+        let mut cache = model.new_shared_cache(ctx, pages, kv_dtype)?;
         let mut cfg = BatchConfig::new(n, args.n_predict);
         cfg.chunk = args.batch.chunk;
         let stop = |_: usize, id: u32| match tok.is_eog(id) {
@@ -132,7 +138,7 @@ pub fn run_batch(args: &RunArgs, parallel: usize) -> anyhow::Result<()> {
         );
     }
     if !args.batch.no_baseline && parallel > 1 {
-        let quantized_kv = flexkern::kv_cache::quant::is_quantized(args.kv_type.dtype());
+        let quantized_kv = flexkern::kv_cache::quant::is_quantized(kv_dtype);
         let (serial, base) = run(1)?;
         report("one after another", &base);
         eprintln!(

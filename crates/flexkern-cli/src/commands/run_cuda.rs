@@ -49,7 +49,9 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
         bar.set_position(done as u64);
     })?;
     bar.finish_and_clear();
-    let mut cache = model.new_cache_with(args.ctx, args.kv_type.dtype())?;
+    // The GPU GEMV always keeps activations in f32; `--precise` adds the f32 KV cache.
+    let mut cache =
+        model.new_cache_with(args.ctx, super::run::kv_dtype(args.kv_type, args.precise))?;
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

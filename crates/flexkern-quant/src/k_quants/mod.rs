@@ -23,6 +23,7 @@
 // read line by line against the C they must match bit for bit.
 #![allow(clippy::needless_range_loop)]
 
+mod precise;
 mod q2_k;
 mod q3_k;
 mod q4_k;
@@ -78,6 +79,8 @@ macro_rules! k_quant_block {
             fn vec_dot(w: &[Self], a: &[$crate::k_quants::BlockQ8K]) -> f32 {
                 Self::vec_dot_with($crate::k_quants::dot_path(), w, a)
             }
+
+            $crate::precise::precise_dots!(Self::dot_f32_rows_avx2);
         }
     };
 }

@@ -129,6 +129,8 @@ impl QuantBlock for BlockQ4_0 {
     const ELEMS: usize = QK;
     type Dot = BlockQ8_0;
 
+    crate::precise::precise_dots!(crate::precise::avx2::q4_0);
+
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
             let d = signed_absmax(x) / -8.0;
@@ -180,6 +182,8 @@ impl QuantBlock for BlockQ4_1 {
     const FORMAT: Format = Format::Q4_1;
     const ELEMS: usize = QK;
     type Dot = BlockQ8_1;
+
+    crate::precise::precise_dots!(crate::precise::avx2::q4_1);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
@@ -234,6 +238,8 @@ impl QuantBlock for BlockQ5_0 {
     const FORMAT: Format = Format::Q5_0;
     const ELEMS: usize = QK;
     type Dot = BlockQ8_0;
+
+    crate::precise::precise_dots!(crate::precise::avx2::q5_0);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
@@ -296,6 +302,8 @@ impl QuantBlock for BlockQ5_1 {
     const FORMAT: Format = Format::Q5_1;
     const ELEMS: usize = QK;
     type Dot = BlockQ8_1;
+
+    crate::precise::precise_dots!(crate::precise::avx2::q5_1);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
@@ -416,6 +424,8 @@ impl QuantBlock for BlockQ8_0 {
     const ELEMS: usize = QK;
     type Dot = BlockQ8_0;
 
+    crate::precise::precise_dots!(crate::precise::avx2::q8_0);
+
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
             let (d, _) = quantize_q8(x, &mut b.qs);
@@ -460,6 +470,8 @@ impl QuantBlock for BlockQ8_1 {
     const FORMAT: Format = Format::Q8_1;
     const ELEMS: usize = QK;
     type Dot = BlockQ8_1;
+
+    crate::precise::precise_dots!(crate::precise::avx2::q8_1);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {

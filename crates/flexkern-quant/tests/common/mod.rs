@@ -169,3 +169,52 @@ pub fn fresh_seed() -> u64 {
             t ^ (std::process::id() as u64).rotate_left(32)
         })
 }
+
+/// Precise mode (`Precision::Precise`) of every weight format, MLX included, against the f64
+/// dot of the dequantized weights with the activation as given (never rounded): single rows
+/// and batches, plain and repacked layouts, threaded and sequential, outputs poisoned first.
+/// The tolerance is f32 summation error only: `1e-5 * sum |w x|`.
+pub fn precise_oracle_sweep(path: &str) {
+    use flexkern_quant::Precision;
+    let seed = fresh_seed();
+    eprintln!("precise_oracle_sweep({path}): seed {seed} (FLEXKERN_SEED={seed} repeats it)");
+    let mut rng = StdRng::seed_from_u64(seed);
+    for f in weight_formats() {
+        for k in ks(f) {
+            for (n, m) in [(1usize, 1usize), (7, 1), (40, 3), (67, 1)] {
+                let w = randn(&mut rng, n * k);
+                let bytes = quantize(f, &w, n, k).unwrap();
+                let wd = dequantize(f, &bytes, n, k).unwrap();
+                let x = randn(&mut rng, m * k);
+                let mut want = Vec::with_capacity(m * n);
+                for xj in x.chunks(k) {
+                    for wr in wd.chunks(k) {
+                        let (mut dot, mut mag) = (0f64, 0f64);
+                        for (&a, &b) in wr.iter().zip(xj) {
+                            dot += a as f64 * b as f64;
+                            mag += (a as f64 * b as f64).abs();
+                        }
+                        want.push((dot, 1e-5 * mag + 1e-9));
+                    }
+                }
+                let q = QuantMatrix::new(f, n, k, &bytes)
+                    .unwrap()
+                    .with_precision(Precision::Precise);
+                let repacked = q.repacked();
+                for (q, layout) in [(&q, "plain"), (repacked.as_ref().unwrap_or(&q), "repacked")] {
+                    let what =
+                        format!("precise gemv n={n} m={m} k={k} path={path} layout={layout}");
+                    let mut y = vec![f32::NAN; m * n];
+                    q.gemv_batch(Activation::F32(&x), m, &mut y).unwrap();
+                    check(f, &what, &y, &want);
+                    let mut ys = vec![f32::NAN; m * n];
+                    q.clone()
+                        .sequential()
+                        .gemv_batch(Activation::F32(&x), m, &mut ys)
+                        .unwrap();
+                    assert_eq!(y, ys, "{f} {what}: sequential differs");
+                }
+            }
+        }
+    }
+}
