@@ -57,9 +57,8 @@ fn check(args: &[String]) -> i32 {
         );
     };
     // Exit 3 is the documented "no CUDA device" outcome, legal only where CUDA was asked for.
-    let no_cuda = code == 3
-        && args.iter().any(|a| a == "--device=cuda")
-        && err.contains("no CUDA device");
+    let no_cuda =
+        code == 3 && args.iter().any(|a| a == "--device=cuda") && err.contains("no CUDA device");
     assert!(
         (matches!(code, 0..=2) || no_cuda) && !err.contains("panicked"),
         "exit {code}: flexkern {}\n{err}",
