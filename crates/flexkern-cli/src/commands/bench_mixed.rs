@@ -57,6 +57,20 @@ fn values(n: usize, salt: u32) -> Vec<f32> {
         .collect()
 }
 
+/// CPU seconds this process has used (user + system, every thread; /proc/self/stat at the
+/// kernel's 100 Hz tick): the work a case costs, whatever share of the cores the neighbours
+/// leave it. 0 where /proc is missing.
+fn cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let rest = stat.rsplit_once(')').map_or("", |x| x.1);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / 100.0
+}
+
 /// One planned call: its problem, plan, page tables and Q in buffers, and its output.
 struct Call {
     p: Problem,
@@ -104,10 +118,10 @@ impl Call {
         })
     }
 
-    /// Runs the call once; returns its time in seconds.
-    fn run(&mut self, cache: &KvCache<CpuBackend>) -> Result<f64> {
+    /// Runs the call once; returns its wall and CPU time in seconds.
+    fn run(&mut self, cache: &KvCache<CpuBackend>) -> Result<(f64, f64)> {
         let kv: PagedBinding<'_, HostBuffer> = cache.view(&self.seqs)?;
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), cpu_secs());
         let io = AttnIo {
             q: &self.q,
             kv: paged_bufs(&kv.tables, &kv.store.k, &kv.store.v, &self.tables, 0),
@@ -115,7 +129,7 @@ impl Call {
             lse: None,
         };
         CpuBackend.attention(&self.p, &self.plan, io)?;
-        Ok(t.elapsed().as_secs_f64())
+        Ok((t.elapsed().as_secs_f64(), cpu_secs() - c))
     }
 
     fn output(&self) -> Result<Vec<f32>> {
@@ -180,8 +194,11 @@ pub fn run_bench_mixed(a: &MixedBenchArgs) -> Result<()> {
         "machine limits (measured now): FMA peak {fma:.1} GFLOP/s, read bandwidth {bw:.2} GB/s"
     );
     let (mut tm, mut ts, mut tp, mut td, mut t1) = (vec![], vec![], vec![], vec![], vec![]);
+    // CPU seconds of mixed, separate, single.
+    let mut cpu = [vec![], vec![], vec![]];
     for round in 0..=a.rounds {
-        let (mut m, mut p, mut d, mut s) = (0.0, 0.0, 0.0, 0.0);
+        let z = (0.0, 0.0);
+        let (mut m, mut p, mut d, mut s) = (z, z, z, z);
         // Rotate the order so no case always runs right after another.
         for k in 0..3 {
             match (round + k) % 3 {
@@ -195,11 +212,14 @@ pub fn run_bench_mixed(a: &MixedBenchArgs) -> Result<()> {
         }
         if round > 0 {
             // The first round warms caches, pages and the thread pool.
-            tm.push(m);
-            tp.push(p);
-            td.push(d);
-            ts.push(p + d);
-            t1.push(s);
+            tm.push(m.0);
+            tp.push(p.0);
+            td.push(d.0);
+            ts.push(p.0 + d.0);
+            t1.push(s.0);
+            for (v, x) in cpu.iter_mut().zip([m.1, p.1 + d.1, s.1]) {
+                v.push(x);
+            }
         }
     }
     // The three computed the same attention.
@@ -217,6 +237,11 @@ pub fn run_bench_mixed(a: &MixedBenchArgs) -> Result<()> {
             bail!("mixed and {name} outputs differ: relative error {err}");
         }
     }
+    // Ratios within a round (the three ran back to back, under the same neighbours' load).
+    let paired = |x: &[f64], y: &[f64]| median(x.iter().zip(y).map(|(a, b)| a / b).collect());
+    let (r_sep, r_one) = (paired(&tm, &ts), paired(&t1, &tm));
+    let (c_sep, c_one) = (paired(&cpu[0], &cpu[1]), paired(&cpu[2], &cpu[0]));
+    let [cm, cs, c1] = cpu.map(median);
     let (m, s, p, d, one) = (median(tm), median(ts), median(tp), median(td), median(t1));
     let flops = 4.0 * (HQ * D) as f64 * (a.chunk * (a.chunk + 1) / 2 + a.decodes * a.kv) as f64;
     let bytes = (2 * row * kv_dtype.size() * (a.chunk + a.decodes * a.kv)) as f64;
@@ -256,10 +281,18 @@ pub fn run_bench_mixed(a: &MixedBenchArgs) -> Result<()> {
     ];
     print_rows(&rows, a.csv.as_deref())?;
     println!(
-        "separate: prefill chunk {:.2} ms + decodes {:.2} ms (medians of {} rounds)",
+        "separate: prefill chunk {:.2} ms + decodes {:.2} ms (medians of {} rounds); paired \
+         within rounds: mixed / separate {r_sep:.3}, single path / mixed {r_one:.3} (medians)",
         p * 1e3,
         d * 1e3,
         a.rounds
+    );
+    println!(
+        "CPU time (all threads): mixed {:.0} ms, separate {:.0} ms, single path {:.0} ms; \
+         paired: mixed / separate {c_sep:.3}, single path / mixed {c_one:.3}",
+        cm * 1e3,
+        cs * 1e3,
+        c1 * 1e3
     );
     Ok(())
 }
