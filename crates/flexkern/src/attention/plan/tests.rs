@@ -257,9 +257,11 @@ fn plans_depend_only_on_lengths_and_caps() {
         assert_eq!(pa.partial_rows, pb.partial_rows);
         // Decode-class sequences (at most 16 queries) take decode tiles, the others prefill.
         for (s, &(q, _)) in seqs.iter().enumerate() {
-            let want = (q <= 16)
-                .then_some(Kernel::Decode)
-                .unwrap_or(Kernel::Prefill);
+            let want = if q <= 16 {
+                Kernel::Decode
+            } else {
+                Kernel::Prefill
+            };
             assert!(kernel_of(&pa, s).is_none_or(|k| k == want), "sequence {s}");
         }
     }
