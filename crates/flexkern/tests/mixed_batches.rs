@@ -240,3 +240,57 @@ fn the_single_path_and_the_mixed_schedule_both_match_the_oracle() {
         }
     }
 }
+
+/// The plan depends on lengths, heads and the device only: a strided and a paged problem of the
+/// same batch (other values, shuffled pages) get the same work list.
+#[test]
+fn strided_and_paged_batches_get_the_same_plan() {
+    use flexkern::attention::paged::prepare;
+    use flexkern::kv_cache::{CacheConfig, KvCache};
+    use flexkern::TensorView;
+    let b = CpuBackend;
+    for (i, (name, v)) in variants().into_iter().enumerate() {
+        let c = case(name, &v, DType::F32);
+        let (d, cq, ck) = inputs(&c, 400 + i as u64);
+        let (tq, tk) = (cq[cq.len() - 1] as usize, ck[ck.len() - 1] as usize);
+        let args = AttentionArgs::new(
+            d[0].view(&[tq, c.hq, c.dk]),
+            d[1].view(&[tk, c.hkv, c.dk]),
+            d[2].view(&[tk, c.hkv, c.dv]),
+        )
+        .ragged(&cq, &ck)
+        .variant(v.clone());
+        let ps = args.prepare().unwrap();
+        let pages: usize = c.seqs.iter().map(|s| s.1.div_ceil(16)).sum();
+        let mut cache = KvCache::new(&b, CacheConfig::new(pages + 3, 16, c.hkv, c.dk)).unwrap();
+        cache.shuffle_free_pages(i as u64);
+        let mut rng = Rng::new(9 + i as u64);
+        let ids: Vec<_> = c
+            .seqs
+            .iter()
+            .map(|&(_, kl)| {
+                let id = cache.add_seq();
+                let x: Vec<f32> = (0..kl * c.hkv * c.dk).map(|_| rng.uniform()).collect();
+                let t = TensorView::contiguous(&x[..], &[kl, c.hkv, c.dk]);
+                cache.append(&b, id, &t, &t).unwrap();
+                id
+            })
+            .collect();
+        let kv = cache.view(&ids).unwrap();
+        let q = d[0].view(&[tq, c.hq, c.dk]);
+        let pp = prepare(&q, &cq, &kv.store.layout, &kv.tables, None, &v).unwrap();
+        for workers in [1, 2, 16] {
+            let mut caps = b.caps();
+            caps.workers = workers;
+            let (a, p) = (
+                plan(&ps, &caps, None).unwrap(),
+                plan(&pp, &caps, None).unwrap(),
+            );
+            coverage::check(&p, &pp).unwrap();
+            assert_eq!(a.items, p.items, "{name}, {workers} workers");
+            assert_eq!(a.merges, p.merges);
+            assert_eq!(a.kv_blocks, p.kv_blocks);
+            assert_eq!(a.partial_rows, p.partial_rows);
+        }
+    }
+}
