@@ -58,7 +58,8 @@ pub fn check(plan: &Plan, p: &Problem) -> std::result::Result<(), String> {
             (it.seq, it.kv_head, it.kv_heads, it.q_block)
                 == (mg.seq, mg.kv_head, mg.kv_heads, mg.q_block)
         };
-        if parts.len() != mg.parts
+        if parts.is_empty()
+            || parts.len() != mg.parts
             || !parts.iter().enumerate().all(|(i, it)| it.part == i)
             || !parts.iter().all(same)
         {
