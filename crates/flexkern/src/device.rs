@@ -45,6 +45,10 @@ pub struct TilePolicy {
     /// Decode over a token-major cache runs all kv heads in one item (a CPU stream-prefetch
     /// win; GPUs run heads as separate blocks).
     pub fuse_kv_heads: bool,
+    /// Each sequence takes the kernel family of its own query count (a mixed batch of prefill
+    /// chunks and decode tokens); `false` gives the whole batch the family of its longest
+    /// query run (the single path, kept so the two are compared by measurement).
+    pub mixed: bool,
 }
 
 impl TilePolicy {
@@ -69,6 +73,7 @@ impl TilePolicy {
             min_part_blocks: 4,
             parts_per_worker: 1,
             fuse_kv_heads: true,
+            mixed: true,
         }
     }
 }

@@ -122,13 +122,25 @@ type Spec = (
 );
 
 /// The standard matrix: every built-in mod, compositions, GQA/MQA, head sizes, ragged batches,
-/// zero-length and fully masked sequences, split-KV decode, for each activation dtype.
+/// zero-length and fully masked sequences, split-KV decode, mixed prefill + decode batches, for
+/// each activation dtype.
 pub fn standard_cases(quick: bool) -> Vec<Case> {
     let ids: Vec<i64> = (0..600).map(|i| (i / 70) as i64).collect();
     let tree_bits: Vec<i64> = (0..8)
         .map(|i: i64| (1 << i) | if i > 0 { 1 } else { 0 } | if i > 3 { 1 << 2 } else { 0 })
         .collect();
     let ragged = vec![(37, 300), (1, 129), (0, 50), (64, 64), (5, 0), (1, 1)];
+    // A prefill chunk beside split decodes, a speculative run, empty and fully masked rows:
+    // each sequence takes its own kernel family in one plan.
+    let mixed = vec![
+        (150, 600),
+        (1, 2400),
+        (0, 30),
+        (4, 1200),
+        (1, 0),
+        (20, 10),
+        (1, 900),
+    ];
     let neighborhood = {
         // 2D neighborhood attention on a 16x16 image, radius 2 (FlexAttention appendix).
         let w = 16;
@@ -156,6 +168,8 @@ pub fn standard_cases(quick: bool) -> Vec<Case> {
         ("neighborhood 2D".into(), vec![(256, 256)], 2, 2, 64, 64, Variant::full().mask(neighborhood)),
         ("fully masked rows".into(), vec![(20, 10)], 2, 2, 64, 64, Variant::full().mask(causal())),
         ("decode split-KV".into(), vec![(1, 5000), (1, 3000)], 8, 2, 128, 128, Variant::full().mask(causal())),
+        ("mixed prefill + decode".into(), mixed.clone(), 8, 2, 128, 128, Variant::full().mask(causal())),
+        ("mixed sliding 64".into(), mixed, 8, 2, 64, 64, Variant::full().mask(causal()).mask(sliding_window(64))),
         ("decode D=256".into(), vec![(2, 2000)], 4, 1, 256, 256, Variant::full().mask(causal())),
         ("Dk 192 / Dv 128".into(), vec![(64, 64)], 2, 2, 192, 128, Variant::full().mask(causal())),
         ("MLA decode 576/512".into(), vec![(1, 500)], 8, 1, 576, 512, Variant::full().mask(causal())),
@@ -296,6 +310,7 @@ pub fn paged_cases(quick: bool) -> Vec<PagedCase> {
         "causal+softcap+alibi+sinks",
         "tree (spec decode)",
         "decode split-KV",
+        "mixed prefill + decode",
     ];
     let base: Vec<Case> = standard_cases(quick)
         .into_iter()

@@ -47,6 +47,6 @@ fn tuned_values_reach_caps_and_the_plan() {
         .prepare()
         .unwrap();
     let pl = plan(&p, &CpuBackend.caps(), None).unwrap();
-    assert_eq!((pl.q_block, pl.kv_block), (64, 32));
+    assert_eq!(pl.tiles(0), (64, 32));
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -17,7 +17,7 @@ use flexkern::{AttentionArgs, BlockMask, CpuBackend, DType, Variant};
 use std::io::Write;
 use std::time::Instant;
 
-/// `flexkern bench [attn|gemv]`: no subcommand runs both with their defaults.
+/// `flexkern bench [attn|gemv|mixed]`: no subcommand runs attn and gemv with their defaults.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     #[command(subcommand)]
@@ -30,6 +30,8 @@ pub enum BenchWhat {
     Attn(AttnBenchArgs),
     /// Quantized GEMV per format beside measured read bandwidth.
     Gemv(super::bench_gemv::BenchGemvArgs),
+    /// A prefill chunk plus decodes: one mixed call, separate calls, the single path.
+    Mixed(super::bench_mixed::MixedBenchArgs),
 }
 
 #[derive(Args, Debug, Default)]
@@ -129,11 +131,7 @@ impl Timed {
         .variant(variant.clone());
         let p = args.prepare()?;
         let b = CpuBackend;
-        let pl = plan(&p, &b.caps(), None)?;
-        let plan = Plan {
-            block_mask: std::borrow::Cow::Owned(pl.block_mask.into_owned()),
-            ..pl
-        };
+        let plan = plan(&p, &b.caps(), None)?.into_owned();
         let mut t = Timed {
             q: upload_data(&b, &args.q.data)?,
             k: upload_data(&b, &args.k.data)?,
@@ -360,6 +358,7 @@ pub fn run_bench(a: &BenchArgs) -> Result<()> {
         }
         Some(BenchWhat::Attn(x)) => run_attn_bench(x),
         Some(BenchWhat::Gemv(x)) => super::bench_gemv::run_bench_gemv(x),
+        Some(BenchWhat::Mixed(x)) => super::bench_mixed::run_bench_mixed(x),
         None => {
             run_attn_bench(&AttnBenchArgs::default())?;
             #[derive(clap::Parser)]

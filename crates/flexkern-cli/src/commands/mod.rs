@@ -5,6 +5,7 @@ pub mod attn_expr;
 pub mod bench;
 pub mod bench_cascade;
 pub mod bench_gemv;
+pub mod bench_mixed;
 pub mod cuda;
 pub mod cuda_gemv;
 pub mod device;

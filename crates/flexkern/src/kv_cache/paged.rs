@@ -189,11 +189,15 @@ impl<'a> PagedKv<'a> {
     /// ids (FlexAttention 5.1): the result has the CSR layout of `bm.kv_indices` and
     /// `bm.full_kv_indices` (same `*_num_blocks`), with each logical block replaced by its page.
     pub fn physical_blocks(&self, bm: &BlockMask) -> Result<PhysicalBlocks> {
-        if bm.kv_block != self.page_size {
+        if let Some(s) = (0..bm.num_seqs()).find(|&s| bm.tiles(s).1 != self.page_size) {
             return Err(mismatch(
                 "block_mask",
                 "kv",
-                format!("kv_block {} but page size {}", bm.kv_block, self.page_size),
+                format!(
+                    "sequence {s}: kv_block {} but page size {}",
+                    bm.tiles(s).1,
+                    self.page_size
+                ),
             ));
         }
         let fits = bm.num_seqs() == self.num_seqs()

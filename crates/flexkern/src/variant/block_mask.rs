@@ -27,6 +27,9 @@ pub enum BlockKind {
 /// One sequence's slice of the mask.
 #[derive(Clone, Debug)]
 struct SeqEntry {
+    /// This sequence's tile: a mixed batch tiles decode and prefill sequences differently.
+    q_block: usize,
+    kv_block: usize,
     q_blocks: usize,
     kv_blocks: usize,
     /// Index of this sequence's first row (head 0, q-block 0) in the row tables.
@@ -35,11 +38,10 @@ struct SeqEntry {
     kind0: usize,
 }
 
-/// The block-sparsity structure of a mask over a batch of sequences.
+/// The block-sparsity structure of a mask over a batch of sequences. Each sequence has its
+/// own tile size (`tiles`); `build` gives every sequence the same one.
 #[derive(Clone, Debug)]
 pub struct BlockMask {
-    pub q_block: usize,
-    pub kv_block: usize,
     /// 1 when the mask does not depend on the head (broadcast), else the number of q heads.
     pub heads: usize,
     seqs: Vec<SeqEntry>,
@@ -65,9 +67,16 @@ impl BlockMask {
         q_block: usize,
         kv_block: usize,
     ) -> Result<BlockMask> {
-        if q_block == 0 || kv_block == 0 {
-            return Err(invalid("block_size", "block sizes must be positive"));
-        }
+        Self::build_tiled(mask, lens, num_q_heads, &|_| (q_block, kv_block))
+    }
+
+    /// Builds the mask with sequence `s` tiled `tile(s) = (q_block, kv_block)`.
+    pub fn build_tiled(
+        mask: Option<&Program>,
+        lens: &SeqLens,
+        num_q_heads: usize,
+        tile: &dyn Fn(usize) -> (usize, usize),
+    ) -> Result<BlockMask> {
         let heads = if mask.is_some_and(|m| m.uses(Var::Head)) {
             num_q_heads.max(1)
         } else {
@@ -76,9 +85,15 @@ impl BlockMask {
         let mut seqs = Vec::with_capacity(lens.num_seqs());
         let (mut row0, mut kind0) = (0usize, 0usize);
         for s in 0..lens.num_seqs() {
+            let (q_block, kv_block) = tile(s);
+            if q_block == 0 || kv_block == 0 {
+                return Err(invalid("block_size", "block sizes must be positive"));
+            }
             let q_blocks = lens.q_len(s).div_ceil(q_block);
             let kv_blocks = lens.kv_len(s).div_ceil(kv_block);
             seqs.push(SeqEntry {
+                q_block,
+                kv_block,
                 q_blocks,
                 kv_blocks,
                 row0,
@@ -111,13 +126,12 @@ impl BlockMask {
         if let Some(m) = mask {
             rows.par_iter_mut()
                 .for_each_init(Classifier::default, |c, (s, hh, qb, row)| {
-                    classify_row(m, lens, *s, *hh, *qb, q_block, kv_block, row, c)
+                    let (qb_size, kb_size) = (seqs[*s].q_block, seqs[*s].kv_block);
+                    classify_row(m, lens, *s, *hh, *qb, qb_size, kb_size, row, c)
                 });
         }
         drop(rows);
         let mut bm = BlockMask {
-            q_block,
-            kv_block,
             heads,
             seqs,
             kinds,
@@ -163,6 +177,19 @@ impl BlockMask {
     pub fn kv_blocks(&self, seq: usize) -> usize {
         self.seqs[seq].kv_blocks
     }
+    /// Sequence `seq`'s tile, `(q_block, kv_block)`.
+    pub fn tiles(&self, seq: usize) -> (usize, usize) {
+        let e = &self.seqs[seq];
+        (e.q_block, e.kv_block)
+    }
+    /// The tile every sequence shares, if they all share one (always for `build`; an empty
+    /// batch has none).
+    pub fn uniform_tiles(&self) -> Option<(usize, usize)> {
+        let first = self.seqs.first().map(|e| (e.q_block, e.kv_block))?;
+        (0..self.seqs.len())
+            .all(|s| self.tiles(s) == first)
+            .then_some(first)
+    }
 
     fn row(&self, seq: usize, head: usize, qb: usize) -> usize {
         let e = &self.seqs[seq];
@@ -202,15 +229,26 @@ impl BlockMask {
         self.seqs.len() == lens.num_seqs()
             && (self.heads == 1 || self.heads == num_q_heads)
             && self.seqs.iter().enumerate().all(|(s, e)| {
-                e.q_blocks == lens.q_len(s).div_ceil(self.q_block)
-                    && e.kv_blocks == lens.kv_len(s).div_ceil(self.kv_block)
+                e.q_blocks == lens.q_len(s).div_ceil(e.q_block)
+                    && e.kv_blocks == lens.kv_len(s).div_ceil(e.kv_block)
             })
     }
 
     /// Fraction of in-range tiles that are visited (partial or full): the work the kernel does.
     pub fn density(&self) -> f64 {
-        let visited = self.kinds.iter().filter(|&&k| k != 0).count();
-        visited as f64 / self.kinds.len().max(1) as f64
+        self.density_of(&|_| true)
+    }
+
+    /// `density` over the sequences `s` with `pick(s)` only.
+    pub fn density_of(&self, pick: &dyn Fn(usize) -> bool) -> f64 {
+        let (mut visited, mut all) = (0usize, 0usize);
+        for (_, e) in self.seqs.iter().enumerate().filter(|(s, _)| pick(*s)) {
+            let n = self.heads * e.q_blocks * e.kv_blocks;
+            let kinds = &self.kinds[e.kind0..][..n];
+            visited += kinds.iter().filter(|&&k| k != 0).count();
+            all += n;
+        }
+        visited as f64 / all.max(1) as f64
     }
 }
 

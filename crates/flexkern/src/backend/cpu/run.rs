@@ -1,5 +1,6 @@
-//! Runs a plan: workers pull items from a shared counter (the plan lists them largest first),
-//! then split items' partial states are merged, with sinks added once at the end.
+//! Runs a plan: workers pull items from a shared counter (the plan lists them largest first,
+//! decode and prefill items of a mixed batch interleaved in one pass), then split items'
+//! partial states are merged, with sinks added once at the end.
 
 use super::simd::Isa;
 use super::tile::{run_item, Ctx, Scratch, Shared};
@@ -51,7 +52,7 @@ pub(crate) fn attention(
         let (hq, g) = (p.num_q_heads, p.group_size());
         // Rows are stacked (kv head, head in group, query).
         let nq = mg.rows / (g * mg.kv_heads);
-        let i0 = mg.q_block * plan.q_block;
+        let i0 = mg.q_block * plan.tiles(mg.seq).0;
         let zeros = vec![0f32; dv];
         let mut o = vec![0f32; dv];
         for r in 0..mg.rows {

@@ -98,7 +98,8 @@ const PREFETCH: usize = 12;
 pub(crate) fn run_item(c: &Ctx, it: &WorkItem, sc: &mut Scratch) {
     let p = c.p;
     let s = it.seq;
-    let (bq, bk_max) = (c.plan.q_block, c.plan.kv_block);
+    // Each sequence has its own tile (decode and prefill sequences share one mixed plan).
+    let (bq, bk_max) = c.plan.tiles(s);
     let (q_len, kv_len) = (p.lens.q_len(s), p.lens.kv_len(s));
     let i0 = it.q_block * bq;
     let nq = (q_len - i0).min(bq);
@@ -299,7 +300,7 @@ const PV_STEP: usize = 8;
 fn stream_tiles(c: &Ctx, it: &WorkItem, sc: &mut Scratch, nq: usize, blocks: &[u32]) {
     let p = c.p;
     let s = it.seq;
-    let bk_max = c.plan.kv_block;
+    let bk_max = c.plan.tiles(s).1;
     let kv_len = p.lens.kv_len(s);
     let (g, nh) = (p.group_size(), it.kv_heads);
     let (m, dk, dv) = (nq * g, p.head_dim, p.head_dim_v);
@@ -632,7 +633,7 @@ fn tile_full(c: &Ctx, it: &WorkItem, kb: usize) -> bool {
 fn tile_ctx(c: &Ctx, it: &WorkItem, h: usize, nq: usize, k0: usize, bk: usize) -> TileCtx {
     let p = c.p;
     let s = it.seq;
-    let i0 = it.q_block * c.plan.q_block;
+    let i0 = it.q_block * c.plan.tiles(s).0;
     TileCtx {
         batch: s as i64,
         head: h as i64,
@@ -663,7 +664,7 @@ fn mask_tile(
     let p = c.p;
     let bm = &c.plan.block_mask;
     let g = p.group_size();
-    let kb = k0 / c.plan.kv_block;
+    let kb = k0 / c.plan.tiles(it.seq).1;
     sc.ranged.resize(hh + 1, false);
     sc.ranged[hh] = false;
     let Some(mp) = p.variant.mask.as_ref() else {
@@ -719,7 +720,7 @@ fn apply_variant(
     let bm = &c.plan.block_mask;
     let s = it.seq;
     let g = p.group_size();
-    let kb = k0 / c.plan.kv_block;
+    let kb = k0 / c.plan.tiles(it.seq).1;
     let score = p.variant.score.as_ref();
     for gh in 0..g {
         let h = kvh * g + gh;
