@@ -5,6 +5,7 @@
 use super::device::Device;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
+use flexkern::backend::tensor_ops::TensorOps;
 use flexkern::CpuBackend;
 use flexkern_gguf::{ChatTemplate, GgufFile, StreamDecoder, Tokenizer};
 use flexkern_model::{generate, Flow, Logits, Model, Sampler, SamplerConfig};
@@ -213,13 +214,25 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
     if let Some(n) = args.batch.parallel {
         return super::run_batch::run_batch(&args, n);
     }
+    let label = format!("{} threads", rayon::current_num_threads());
+    run_on(&args, cpu(), &label, |_, _| {})
+}
+
+/// One prompt on `backend`: tokenize, load (`progress(done, total)` per layer), generate,
+/// print the text (or `--json`) and the speed line ending in `label`.
+pub(crate) fn run_on<B: TensorOps>(
+    args: &RunArgs,
+    backend: B,
+    label: &str,
+    progress: impl FnMut(usize, usize),
+) -> anyhow::Result<()> {
     let path = match &args.model {
         Some(p) => p.clone(),
         None => default_model()?,
     };
     let file = open_model(&path)?;
     let tok = Tokenizer::from_gguf(&file).context("building the tokenizer")?;
-    let text = prompt_text(&args)?;
+    let text = prompt_text(args)?;
     if args.tokenize_only {
         println!("{}", json_ids(&tok.encode(&text, false, false)));
         return Ok(());
@@ -231,7 +244,7 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
         text
     };
     let prompt = tok.encode(&text, true, args.chat);
-    let model = Model::load_with(&file, cpu(), precision(args.precise), |_, _| {})?;
+    let model = Model::load_with(&file, backend, precision(args.precise), progress)?;
     let mut cache = model.new_cache_with(args.ctx, kv_dtype(args.kv_type, args.precise))?;
     if let Some(out) = &args.dump_logits {
         let logits = model.forward(&mut cache, &prompt, Logits::Last)?;
@@ -290,12 +303,11 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
     } else {
         writeln!(stdout, "{}", stream.finish())?;
         eprintln!(
-            "prefill: {} tokens, {:.1} tok/s | decode: {} tokens, {:.1} tok/s | {} threads",
+            "prefill: {} tokens, {:.1} tok/s | decode: {} tokens, {:.1} tok/s | {label}",
             stats.prefill_tokens,
             stats.prefill_tok_s(),
             stats.decode_tokens,
             stats.decode_tok_s(),
-            rayon::current_num_threads()
         );
     }
     // Stopping at the cache's end before -n tokens is not silent.
