@@ -95,11 +95,7 @@ impl Case {
             tiles: tiles.clone(),
             ..CpuBackend.caps()
         };
-        let pl = plan(&self.p, &caps, None)?;
-        Ok(Plan {
-            block_mask: std::borrow::Cow::Owned(pl.block_mask.into_owned()),
-            ..pl
-        })
+        Ok(plan(&self.p, &caps, None)?.into_owned())
     }
 
     fn run(&mut self, plan: &Plan) -> Result<f64> {
