@@ -416,45 +416,15 @@ fn validate(c: &AttnCall) -> Result<()> {
                 }
                 return Ok(());
             }
-            if cu_pages.len() != n + 1 || first_page.len() != n {
-                return Err(invalid(
-                    "cu_pages",
-                    format!(
-                        "{} offsets / {} first pages for {n} sequences",
-                        cu_pages.len(),
-                        first_page.len()
-                    ),
-                ));
-            }
-            if cu_pages[0] != 0
-                || cu_pages.windows(2).any(|w| w[1] < w[0])
-                || cu_pages[n] as usize > page_indices.len()
-            {
-                return Err(invalid(
-                    "cu_pages",
-                    "must start at 0, grow, and stay inside page_indices",
-                ));
-            }
-            if let Some(p) = page_indices.iter().find(|&&p| p as usize >= *num_pages) {
-                return Err(invalid(
-                    "page_indices",
-                    format!("page {p} outside the pool of {num_pages}"),
-                ));
-            }
-            for s in 0..n {
-                let listed = (cu_pages[s + 1] - cu_pages[s]) as usize;
-                let need = c
-                    .lens
-                    .kv_len(s)
-                    .div_ceil(ps)
-                    .saturating_sub(first_page[s] as usize);
-                if need > listed {
-                    return Err(invalid(
-                        "page_indices",
-                        format!("sequence {s} needs {need} pages, lists {listed}"),
-                    ));
-                }
-            }
+            flexkern::kv_cache::tables::check_readable(
+                cu_pages,
+                first_page,
+                page_indices,
+                n,
+                |s| c.lens.kv_len(s) as u64,
+                *num_pages,
+                ps,
+            )?;
         }
     }
     Ok(())

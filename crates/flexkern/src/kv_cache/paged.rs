@@ -51,43 +51,15 @@ impl<'a> PagedKv<'a> {
         lens: &'a SeqLens,
     ) -> Result<PagedKv<'a>> {
         let l = layout;
-        let n = lens.num_seqs();
-        if cu_pages.len() != n + 1 || first_page.len() != n {
-            return Err(mismatch(
-                "cu_pages",
-                "cu_q_lens",
-                format!(
-                    "{} offsets and {} first pages for {n} sequences",
-                    cu_pages.len(),
-                    first_page.len()
-                ),
-            ));
-        }
-        if cu_pages[0] != 0
-            || cu_pages.windows(2).any(|w| w[1] < w[0])
-            || cu_pages[n] as usize > page_indices.len()
-        {
-            return Err(invalid(
-                "cu_pages",
-                "must start at 0, never decrease and stay inside page_indices",
-            ));
-        }
-        if let Some(i) = page_indices.iter().position(|&p| p as usize >= l.num_pages) {
-            return Err(invalid(
-                "page_indices",
-                format!("entry {i} is page {} of {}", page_indices[i], l.num_pages),
-            ));
-        }
-        for s in 0..n {
-            let held = first_page[s] as u64 + (cu_pages[s + 1] - cu_pages[s]) as u64;
-            if lens.kv_len(s) as u64 > held * l.page_size as u64 {
-                return Err(mismatch(
-                    "kv_lens",
-                    "page_indices",
-                    format!("sequence {s} has {} tokens in {held} pages", lens.kv_len(s)),
-                ));
-            }
-        }
+        super::tables::check_readable(
+            cu_pages,
+            first_page,
+            page_indices,
+            lens.num_seqs(),
+            |s| lens.kv_len(s) as u64,
+            l.num_pages,
+            l.page_size,
+        )?;
         if l.k_scales.len() != l.num_kv_heads || l.v_scales.len() != l.num_kv_heads {
             return Err(invalid("k_scales", "one scale per kv head"));
         }

@@ -65,21 +65,9 @@ impl PageTables {
     /// hold each sequence's length.
     pub fn validate(&self, num_pages: usize, page_size: usize) -> Result<()> {
         let n = self.kv_lens.len();
-        if self.cu_pages.len() != n + 1 || self.first_page.len() != n {
-            return Err(mismatch(
-                "cu_pages",
-                "kv_lens",
-                format!(
-                    "{} offsets and {} first pages for {n} sequences",
-                    self.cu_pages.len(),
-                    self.first_page.len()
-                ),
-            ));
-        }
-        if self.cu_pages[0] != 0 || self.cu_pages.windows(2).any(|w| w[1] < w[0]) {
-            return Err(invalid("cu_pages", "must start at 0 and never decrease"));
-        }
-        if self.cu_pages[n] as usize != self.page_indices.len() {
+        // Whole tables: the offsets end exactly at the last index (checked first, as the
+        // length checks below would blame the sequence the missing indices belong to).
+        if self.cu_pages.len() == n + 1 && self.cu_pages[n] as usize != self.page_indices.len() {
             return Err(mismatch(
                 "cu_pages",
                 "page_indices",
@@ -90,16 +78,15 @@ impl PageTables {
                 ),
             ));
         }
-        if let Some(i) = self
-            .page_indices
-            .iter()
-            .position(|&p| p as usize >= num_pages)
-        {
-            return Err(invalid(
-                "page_indices",
-                format!("entry {i} is page {} of {num_pages}", self.page_indices[i]),
-            ));
-        }
+        check_readable(
+            &self.cu_pages,
+            &self.first_page,
+            &self.page_indices,
+            n,
+            |s| self.kv_lens[s],
+            num_pages,
+            page_size,
+        )?;
         let mut seen = vec![usize::MAX; num_pages];
         for s in 0..n {
             let table =
@@ -112,18 +99,6 @@ impl PageTables {
                     ));
                 }
                 seen[p as usize] = s;
-            }
-            let cap = (self.first_page[s] as u64 + table.len() as u64) * page_size as u64;
-            if self.kv_lens[s] > cap {
-                return Err(mismatch(
-                    "kv_lens",
-                    "page_indices",
-                    format!(
-                        "sequence {s} has {} tokens but {} pages hold {cap}",
-                        self.kv_lens[s],
-                        table.len()
-                    ),
-                ));
             }
         }
         Ok(())
@@ -148,6 +123,64 @@ impl PageTables {
         out.extend_from_slice(&self.page_indices);
         out
     }
+}
+
+/// What reading a paged cache needs, shared by every backend's binding: one offset per
+/// sequence plus one, offsets from 0 that never decrease and stay inside `page_indices`, every
+/// index inside the pool of `num_pages`, and each sequence's pages (from its logical page
+/// `first_page[s]` on) holding its `kv_len(s)` tokens. Bad tables then give an error, never an
+/// out-of-bounds read. (Pages listed by several sequences are legal: prefix sharing.)
+pub fn check_readable(
+    cu_pages: &[u32],
+    first_page: &[u32],
+    page_indices: &[u32],
+    num_seqs: usize,
+    kv_len: impl Fn(usize) -> u64,
+    num_pages: usize,
+    page_size: usize,
+) -> Result<()> {
+    let n = num_seqs;
+    if cu_pages.len() != n + 1 || first_page.len() != n {
+        return Err(mismatch(
+            "cu_pages",
+            "kv_lens",
+            format!(
+                "{} offsets and {} first pages for {n} sequences",
+                cu_pages.len(),
+                first_page.len()
+            ),
+        ));
+    }
+    if cu_pages[0] != 0
+        || cu_pages.windows(2).any(|w| w[1] < w[0])
+        || cu_pages[n] as usize > page_indices.len()
+    {
+        return Err(invalid(
+            "cu_pages",
+            "must start at 0, never decrease and stay inside page_indices",
+        ));
+    }
+    if let Some(i) = page_indices.iter().position(|&p| p as usize >= num_pages) {
+        return Err(invalid(
+            "page_indices",
+            format!("entry {i} is page {} of {num_pages}", page_indices[i]),
+        ));
+    }
+    for s in 0..n {
+        let held = first_page[s] as u64 + (cu_pages[s + 1] - cu_pages[s]) as u64;
+        let cap = held.saturating_mul(page_size as u64);
+        if kv_len(s) > cap {
+            return Err(mismatch(
+                "kv_lens",
+                "page_indices",
+                format!(
+                    "sequence {s} has {} tokens but {held} pages hold {cap}",
+                    kv_len(s)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Per-sequence KV lengths from FlashInfer-style last-page lengths: a sequence with `n > 0`
