@@ -21,6 +21,7 @@ pub mod lut4;
 pub mod matrix;
 pub mod mem;
 pub mod mlx;
+mod rows4;
 #[cfg(target_arch = "x86_64")]
 mod simd;
 mod storage;

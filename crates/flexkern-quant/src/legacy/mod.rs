@@ -104,41 +104,7 @@ fn high_bit(qh: u32, j: usize) -> u8 {
     ((qh >> j) & 1) as u8
 }
 
-/// `vec_dot_rows` through the format's 4-row AVX2 kernel when the CPU has it, else row by row.
-/// `vec_dot_rows_batch` likewise, the kernel taking up to four activation rows at a time.
-macro_rules! rows_via_kernel {
-    ($k4:ident) => {
-        fn vec_dot_rows(w: &[Self], a: &[Self::Dot], out: &mut [f32]) {
-            Self::vec_dot_rows_batch(w, &[a], out)
-        }
-
-        fn vec_dot_rows_batch(w: &[Self], a: &[&[Self::Dot]], out: &mut [f32]) {
-            #[cfg(target_arch = "x86_64")]
-            if has_avx2() {
-                let k = Kernels4 {
-                    k1: avx2::$k4::<1>,
-                    k2: avx2::$k4::<2>,
-                    k3: avx2::$k4::<3>,
-                    k4: avx2::$k4::<4>,
-                };
-                // SAFETY: features checked at run time.
-                return unsafe { rows_by4(w, a, out, &k) };
-            }
-            rows_each(w, a, out)
-        }
-    };
-}
-
-/// One `vec_dot` per output row and activation row.
-fn rows_each<B: QuantBlock>(w: &[B], a: &[&[B::Dot]], out: &mut [f32]) {
-    let m = a.len().max(1);
-    let nb = w.len() / (out.len() / m).max(1);
-    for (i, o) in out.chunks_mut(m).enumerate() {
-        for (o, a) in o.iter_mut().zip(a) {
-            *o = B::vec_dot(&w[i * nb..(i + 1) * nb], a);
-        }
-    }
-}
+use crate::rows4::rows_via_kernel;
 
 impl QuantBlock for BlockQ4_0 {
     const FORMAT: Format = Format::Q4_0;
@@ -187,7 +153,7 @@ impl QuantBlock for BlockQ4_0 {
             .sum()
     }
 
-    rows_via_kernel!(q4_0_rows4);
+    rows_via_kernel!(avx2::q4_0_rows4);
 }
 
 impl QuantBlock for BlockQ4_1 {
@@ -239,7 +205,7 @@ impl QuantBlock for BlockQ4_1 {
             .sum()
     }
 
-    rows_via_kernel!(q4_1_rows4);
+    rows_via_kernel!(avx2::q4_1_rows4);
 }
 
 impl QuantBlock for BlockQ5_0 {
@@ -299,7 +265,7 @@ impl QuantBlock for BlockQ5_0 {
             .sum()
     }
 
-    rows_via_kernel!(q5_0_rows4);
+    rows_via_kernel!(avx2::q5_0_rows4);
 }
 
 impl QuantBlock for BlockQ5_1 {
@@ -360,7 +326,7 @@ impl QuantBlock for BlockQ5_1 {
             .sum()
     }
 
-    rows_via_kernel!(q5_1_rows4);
+    rows_via_kernel!(avx2::q5_1_rows4);
 }
 
 /// Shared by Q8_0 and Q8_1: `d = amax / 127`, `q = roundf(x / d)`; returns the sum of `q`.
@@ -459,7 +425,7 @@ impl QuantBlock for BlockQ8_0 {
             .sum()
     }
 
-    rows_via_kernel!(q8_0_rows4);
+    rows_via_kernel!(avx2::q8_0_rows4);
 }
 
 impl QuantBlock for BlockQ8_1 {
@@ -498,58 +464,6 @@ impl QuantBlock for BlockQ8_1 {
             .map(|(b, y)| dot_i8(&b.qs, &y.qs) as f32 * b.d.to_f32() * y.d.to_f32())
             .sum()
     }
-}
-
-/// A 4-row kernel: four rows back to back, the group to prefetch, `R` activation rows.
-#[cfg(target_arch = "x86_64")]
-type Rows4<B, const R: usize> =
-    unsafe fn(&[B], *const B, [&[<B as QuantBlock>::Dot]; R]) -> [[f32; 4]; R];
-
-/// A format's 4-row kernel for one to four activation rows.
-#[cfg(target_arch = "x86_64")]
-struct Kernels4<B: QuantBlock> {
-    k1: Rows4<B, 1>,
-    k2: Rows4<B, 2>,
-    k3: Rows4<B, 3>,
-    k4: Rows4<B, 4>,
-}
-
-/// Runs the 4-row kernels over groups of 4 rows (each group against the activation rows four
-/// at a time, the rest in one smaller call) and the 1-row `vec_dot` over the rows left;
-/// `out[i * a.len() + j]` is row `i` against `a[j]`.
-#[cfg(target_arch = "x86_64")]
-unsafe fn rows_by4<B: QuantBlock>(w: &[B], a: &[&[B::Dot]], out: &mut [f32], k: &Kernels4<B>) {
-    let m = a.len();
-    if out.is_empty() || m == 0 {
-        return;
-    }
-    let rows = out.len() / m;
-    let nb = w.len() / rows;
-    let full = rows / 4;
-    for g in 0..full {
-        let group = &w[4 * g * nb..4 * (g + 1) * nb];
-        let next = crate::simd::prefetch_target(w, g, full, 4 * nb);
-        let mut put = |j0: usize, v: &[[f32; 4]]| {
-            for (j, v) in v.iter().enumerate() {
-                for (r, &x) in v.iter().enumerate() {
-                    out[(4 * g + r) * m + j0 + j] = x;
-                }
-            }
-        };
-        let mut j0 = 0;
-        while j0 < m {
-            let r = (m - j0).min(4);
-            let a = &a[j0..j0 + r];
-            match r {
-                1 => put(j0, &(k.k1)(group, next, [a[0]])),
-                2 => put(j0, &(k.k2)(group, next, [a[0], a[1]])),
-                3 => put(j0, &(k.k3)(group, next, [a[0], a[1], a[2]])),
-                _ => put(j0, &(k.k4)(group, next, [a[0], a[1], a[2], a[3]])),
-            }
-            j0 += r;
-        }
-    }
-    rows_each(&w[4 * full * nb..], a, &mut out[4 * full * m..]);
 }
 
 #[cfg(test)]
