@@ -66,11 +66,14 @@ pub struct Prep {
 /// One activation block as the Q4_K kernel reads it: as `Prep`, but each word already broadcast
 /// to 32 bytes, so `pmaddubsw` reads it as a memory operand (a `vpbroadcastd` per word is two
 /// micro-ops on Zen 1; this measured about 5% faster, for 2.3 KB per activation block), and
-/// `s[p]` pairs the sums of 32-element sub-blocks `2p`, `2p + 1` (which the mins meet).
+/// `s[p]` pairs the sums of 32-element sub-blocks `2p`, `2p + 1` (which the mins meet). The
+/// batched kernel (several activation rows) reads the same words unbroadcast (`c`): four rows'
+/// broadcast words would overflow L1 and the kernel would wait on L2.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(32))]
 pub struct PrepQ4K {
     pub w: [[i32; 8]; 64],
+    pub c: [i32; 64],
     pub s: [i32; 8],
     pub d: f32,
 }
@@ -176,7 +179,12 @@ impl Interleave for BlockQ4K {
         for p in 0..4 {
             s[p] = pair(sub(2 * p), sub(2 * p + 1));
         }
-        PrepQ4K { w, s, d: a.d }
+        PrepQ4K {
+            c: w.map(|v| v[0]),
+            w,
+            s,
+            d: a.d,
+        }
     }
 
     fn dot8<const S: usize, const R: usize>(
@@ -420,7 +428,7 @@ mod avx2 {
         let mut acc = [[_mm256_setzero_ps(); S]; R];
         for i in 0..nb {
             let pr = p.map(|p| p.get_unchecked(i));
-            let y = pr.map(|pr| pr.w.as_ptr());
+            let (y, c) = (pr.map(|pr| pr.w.as_ptr()), pr.map(|pr| pr.c.as_ptr()));
             let g = wp.map(|b| b.add(i * gb));
             let pf = ahead_of::<BlockQ4Kx8, S>(&wp, &np, i, nb, AHEAD);
             let mut isum = [[_mm256_setzero_si256(); S]; R];
@@ -434,9 +442,21 @@ mod avx2 {
                         let lo = _mm256_and_si256(v, m4);
                         (lo, _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4))
                     });
-                    for (a, y) in a.iter_mut().zip(&y) {
-                        let ylo = _mm256_load_si256(y.add(16 * q + 2 * t) as *const __m256i);
-                        let yhi = _mm256_load_si256(y.add(16 * q + 2 * t + 1) as *const __m256i);
+                    for (j, a) in a.iter_mut().enumerate() {
+                        let at = 16 * q + 2 * t;
+                        let (ylo, yhi) = if R == 1 {
+                            let y = y[j];
+                            (
+                                _mm256_load_si256(y.add(at) as *const __m256i),
+                                _mm256_load_si256(y.add(at + 1) as *const __m256i),
+                            )
+                        } else {
+                            let c = c[j];
+                            (
+                                _mm256_set1_epi32(*c.add(at)),
+                                _mm256_set1_epi32(*c.add(at + 1)),
+                            )
+                        };
                         for (a, &(lo, hi)) in a.iter_mut().zip(&lohi) {
                             let x = _mm256_add_epi16(
                                 _mm256_maddubs_epi16(lo, ylo),
