@@ -48,6 +48,8 @@ pub type Dots<const S: usize, const R: usize> = [[[f32; ROWS]; S]; R];
 /// Activation rows per batched `dot8` call: four keeps each activation row's i16 and f32
 /// accumulators and the decoded weights in the 16 AVX2 registers (the K-quants spill a few).
 pub(crate) const ACT_ROWS: usize = 4;
+// `Rows8::group_all` names the smaller calls 1..=3.
+const _: () = assert!(ACT_ROWS == 4);
 
 /// The portable `dot8`: each row unpacked and dotted on its own.
 pub(crate) fn dot8_each<B: Interleave, const S: usize, const R: usize>(
