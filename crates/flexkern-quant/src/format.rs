@@ -99,6 +99,24 @@ pub trait QuantBlock: bytemuck::Pod + Send + Sync + 'static {
     fn dot_f32_rows(w: &[Self], x: &[f32], out: &mut [f32]) {
         crate::precise::rows_each(w, x, out)
     }
+
+    /// `out[i * a.len() + j] = vec_dot(row i, a[j])` for the `out.len() / a.len()` consecutive
+    /// rows of `w` and every activation row `a[j]`: the batched GEMV. Formats override it to
+    /// decode each weight block once for several activation rows; each output must be bit for
+    /// bit what `vec_dot_rows` gives that activation row alone.
+    fn vec_dot_rows_batch(w: &[Self], a: &[&[Self::Dot]], out: &mut [f32]) {
+        let m = a.len();
+        if m == 0 || out.is_empty() {
+            return;
+        }
+        let mut tmp = vec![0.0f32; out.len() / m];
+        for (j, a) in a.iter().enumerate() {
+            Self::vec_dot_rows(w, a, &mut tmp);
+            for (i, &v) in tmp.iter().enumerate() {
+                out[i * m + j] = v;
+            }
+        }
+    }
 }
 
 /// Names accepted by [`Format::from_name`] for the fixed formats, with the format.

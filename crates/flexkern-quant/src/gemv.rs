@@ -74,15 +74,9 @@ impl<B: QuantBlock> Rows for BlockRows<'_, B> {
             return;
         }
         // Groups of ROWS weight rows stay in L1 while every activation row passes over them.
-        let mut tmp = [0.0f32; ROWS];
-        for (g, wg) in w.chunks(ROWS * nb).enumerate() {
-            let gr = wg.len() / nb;
-            for (j, a) in self.acts.iter().enumerate() {
-                B::vec_dot_rows(wg, a, &mut tmp[..gr]);
-                for (i, &v) in tmp[..gr].iter().enumerate() {
-                    out[(g * ROWS + i) * m + j] = v;
-                }
-            }
+        let acts: Vec<&[B::Dot]> = self.acts.iter().map(|a| &a[..]).collect();
+        for (wg, o) in w.chunks(ROWS * nb).zip(out.chunks_mut(ROWS * m)) {
+            B::vec_dot_rows_batch(wg, &acts, o);
         }
     }
     fn row_bytes(&self) -> usize {

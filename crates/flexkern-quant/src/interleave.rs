@@ -27,30 +27,44 @@ pub trait Interleave: QuantBlock {
     fn pack(rows: &[Self; ROWS]) -> Self::Group;
     fn unpack(g: &Self::Group, r: usize) -> Self;
     fn prep(a: &Self::Dot) -> Self::Prep;
-    /// Dots of the eight rows of `w[s]` (a run of groups covering the activation) with `a`, for
-    /// one or two runs at once: two runs are two memory streams, which keeps more DRAM reads in
-    /// flight than one. `next[s]` is the run read after `w[s]` (or `w[s]` itself), which the
-    /// kernel prefetches as it nears the end of `w[s]`.
-    fn dot8<const S: usize>(
+    /// `out[j][s]`: dots of the eight rows of `w[s]` (a run of groups covering the activation)
+    /// with activation row `a[j]`. Several runs (`S`, one activation row) are several memory
+    /// streams, which keeps more DRAM reads in flight; several activation rows (`R`, one run)
+    /// share each decoded weight register (batched GEMV). Every (j, s) pair sees the same
+    /// integer dots and f32 accumulation order whatever `S` and `R` are, so results are
+    /// bit-identical across shapes. `next[s]` is the run read after `w[s]` (or `w[s]` itself),
+    /// which the kernel prefetches as it nears the end of `w[s]`.
+    fn dot8<const S: usize, const R: usize>(
         w: [&[Self::Group]; S],
         next: [&[Self::Group]; S],
-        a: &[Self::Dot],
-        p: &[Self::Prep],
-    ) -> [[f32; ROWS]; S];
+        a: [&[Self::Dot]; R],
+        p: [&[Self::Prep]; R],
+    ) -> Dots<S, R>;
 }
 
+/// `dot8`'s result: `[j][s]` = the eight rows of run `s` against activation row `j`.
+pub type Dots<const S: usize, const R: usize> = [[[f32; ROWS]; S]; R];
+
+/// Activation rows per batched `dot8` call: four keeps each activation row's i16 and f32
+/// accumulators and the decoded weights in the 16 AVX2 registers (the K-quants spill a few).
+pub(crate) const ACT_ROWS: usize = 4;
+// `Rows8::group_all` names the smaller calls 1..=3.
+const _: () = assert!(ACT_ROWS == 4);
+
 /// The portable `dot8`: each row unpacked and dotted on its own.
-pub(crate) fn dot8_each<B: Interleave, const S: usize>(
+pub(crate) fn dot8_each<B: Interleave, const S: usize, const R: usize>(
     w: [&[B::Group]; S],
-    a: &[B::Dot],
-) -> [[f32; ROWS]; S] {
-    let mut out = [[0.0; ROWS]; S];
+    a: [&[B::Dot]; R],
+) -> Dots<S, R> {
+    let mut out = [[[0.0; ROWS]; S]; R];
     let mut row = Vec::with_capacity(w[0].len());
-    for (o, ws) in out.iter_mut().zip(w) {
-        for (r, v) in o.iter_mut().enumerate() {
+    for (s, ws) in w.iter().enumerate() {
+        for r in 0..ROWS {
             row.clear();
             row.extend(ws.iter().map(|g| B::unpack(g, r)));
-            *v = B::vec_dot(&row, a);
+            for (o, a) in out.iter_mut().zip(a) {
+                o[s][r] = B::vec_dot(&row, a);
+            }
         }
     }
     out
@@ -127,14 +141,37 @@ impl<'a, B: Interleave> Rows8<'a, B> {
         Rows8 { view, acts, preps }
     }
 
-    /// All eight rows of group `g` for activation row `j`.
-    fn group_dots(&self, g: usize, j: usize) -> [f32; ROWS] {
+    /// All eight rows of group `g` for activation rows `j0 .. j0 + R`.
+    fn group_dots<const R: usize>(&self, g: usize, j0: usize) -> [[f32; ROWS]; R] {
         let next = self.view.group(if (g + 1) * ROWS < self.view.grouped() {
             g + 1
         } else {
             g
         });
-        B::dot8([self.view.group(g)], [next], &self.acts[j], &self.preps[j])[0]
+        let a = std::array::from_fn(|j| &self.acts[j0 + j][..]);
+        let p = std::array::from_fn(|j| &self.preps[j0 + j][..]);
+        B::dot8([self.view.group(g)], [next], a, p).map(|o| o[0])
+    }
+
+    /// Group `g` against every activation row, `ACT_ROWS` at a time (the rest in one smaller
+    /// call): `put(i, j, dot)` for its eight rows `i`.
+    fn group_all(&self, g: usize, mut put: impl FnMut(usize, usize, f32)) {
+        let m = self.acts.len();
+        let mut j0 = 0;
+        while j0 < m {
+            let (r, v): (usize, [[f32; ROWS]; ACT_ROWS]) = match m - j0 {
+                1 => (1, pad(self.group_dots::<1>(g, j0))),
+                2 => (2, pad(self.group_dots::<2>(g, j0))),
+                3 => (3, pad(self.group_dots::<3>(g, j0))),
+                _ => (ACT_ROWS, self.group_dots::<ACT_ROWS>(g, j0)),
+            };
+            for (j, row) in v[..r].iter().enumerate() {
+                for (i, &x) in row.iter().enumerate() {
+                    put(i, j0 + j, x);
+                }
+            }
+            j0 += r;
+        }
     }
 
     /// Dots of the whole groups `whole` for one activation row, `S` runs at a time, into
@@ -154,18 +191,18 @@ impl<'a, B: Interleave> Rows8<'a, B> {
                     self.view
                         .group(if gs[s] < last { gs[s] + 1 } else { gs[s] })
                 });
-                let v = B::dot8(
+                let [v] = B::dot8(
                     gs.map(|g| self.view.group(g)),
                     next,
-                    &self.acts[0],
-                    &self.preps[0],
+                    [&self.acts[0][..]],
+                    [&self.preps[0][..]],
                 );
                 for (g, vs) in gs.into_iter().zip(v) {
                     put(g, vs);
                 }
             } else {
                 for g in gs.into_iter().flatten() {
-                    put(g, self.group_dots(g, 0));
+                    put(g, self.group_dots::<1>(g, 0)[0]);
                 }
             }
         }
@@ -192,13 +229,11 @@ impl<B: Interleave> Rows for Rows8<'_, B> {
         };
         let whole = |g: usize| g * ROWS >= r0 && (g + 1) * ROWS <= gr1;
         for g in touched.clone().filter(|&g| !whole(g)) {
-            for j in 0..m {
-                for (i, &x) in self.group_dots(g, j).iter().enumerate() {
-                    if (r0..r1).contains(&(g * ROWS + i)) {
-                        out[at(g * ROWS + i, j)] = x;
-                    }
+            self.group_all(g, |i, j, x| {
+                if (r0..r1).contains(&(g * ROWS + i)) {
+                    out[at(g * ROWS + i, j)] = x;
                 }
-            }
+            });
         }
         let whole: Vec<usize> = touched.filter(|&g| whole(g)).collect();
         if m == 1 {
@@ -209,12 +244,9 @@ impl<B: Interleave> Rows for Rows8<'_, B> {
                 _ => self.stream_runs::<2>(&whole, r0, out),
             }
         } else {
+            // Several activation rows: each group's weights decoded once for `ACT_ROWS` of them.
             for &g in &whole {
-                for j in 0..m {
-                    for (i, &x) in self.group_dots(g, j).iter().enumerate() {
-                        out[at(g * ROWS + i, j)] = x;
-                    }
-                }
+                self.group_all(g, |i, j, x| out[at(g * ROWS + i, j)] = x);
             }
         }
         // Rows after the last whole group, in the file's layout.
@@ -235,6 +267,11 @@ impl<B: Interleave> Rows for Rows8<'_, B> {
     fn row_bytes(&self) -> usize {
         self.view.nb * size_of::<B>()
     }
+}
+
+/// `v` in the first rows of an `ACT_ROWS` array.
+fn pad<const R: usize>(v: [[f32; ROWS]; R]) -> [[f32; ROWS]; ACT_ROWS] {
+    std::array::from_fn(|j| if j < R { v[j] } else { [0.0; ROWS] })
 }
 
 #[cfg(test)]

@@ -81,6 +81,53 @@ macro_rules! k_quant_block {
             }
 
             $crate::precise::precise_dots!(Self::dot_f32_rows_avx2);
+
+            /// Each weight row against the activation rows four at a time (the kernel decodes
+            /// each block once for all of them), the rest in one smaller call.
+            fn vec_dot_rows_batch(
+                w: &[Self],
+                a: &[&[$crate::k_quants::BlockQ8K]],
+                out: &mut [f32],
+            ) {
+                let m = a.len();
+                if m == 0 || out.is_empty() {
+                    return;
+                }
+                let nb = w.len() / (out.len() / m);
+                #[cfg(target_arch = "x86_64")]
+                let simd = $crate::k_quants::dot_path() == $crate::k_quants::DotPath::Avx2
+                    && $crate::k_quants::avx2_available();
+                for (row, o) in w.chunks_exact(nb).zip(out.chunks_mut(m)) {
+                    #[cfg(target_arch = "x86_64")]
+                    if simd {
+                        assert!(a.iter().all(|a| a.len() == nb));
+                        let mut j0 = 0;
+                        while j0 < m {
+                            let (r, a) = ((m - j0).min(4), &a[j0..]);
+                            let o = &mut o[j0..j0 + r];
+                            // SAFETY: AVX2, FMA and F16C are present.
+                            unsafe {
+                                match r {
+                                    1 => o.copy_from_slice(&avx2::vec_dot_n(row, [a[0]])),
+                                    2 => o.copy_from_slice(&avx2::vec_dot_n(row, [a[0], a[1]])),
+                                    3 => {
+                                        o.copy_from_slice(&avx2::vec_dot_n(row, [a[0], a[1], a[2]]))
+                                    }
+                                    _ => o.copy_from_slice(&avx2::vec_dot_n(
+                                        row,
+                                        [a[0], a[1], a[2], a[3]],
+                                    )),
+                                }
+                            }
+                            j0 += r;
+                        }
+                        continue;
+                    }
+                    for (o, a) in o.iter_mut().zip(a) {
+                        *o = Self::vec_dot(row, a);
+                    }
+                }
+            }
         }
     };
 }

@@ -141,40 +141,62 @@ mod avx2 {
     use super::{BlockQ2K, BlockQ8K};
     use std::arch::x86_64::*;
 
-    /// Per super-block: 2-bit fields shifted and masked out of one 32-byte load per half,
-    /// `maddubs` against the activations, `madd` with the 4-bit scales; the mins go through
-    /// `bsums`. Exact i32 lane sums accumulated in f32 lanes.
+    /// The 1-row dot: `vec_dot_n` with one activation row.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn vec_dot(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
+        vec_dot_n::<1>(w, [a])[0]
+    }
+
+    /// Per super-block: 2-bit fields shifted and masked out of one 32-byte load per half (once
+    /// for all `R` activation rows), `maddubs` against the activations, `madd` with the 4-bit
+    /// scales; the mins go through `bsums`. Exact i32 lane sums accumulated in f32 lanes.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn vec_dot_n<const R: usize>(
+        w: &[BlockQ2K],
+        a: [&[BlockQ8K]; R],
+    ) -> [f32; R] {
         let m2 = _mm256_set1_epi8(0x03);
         let m4 = _mm_set1_epi8(0x0F);
-        let mut accf = _mm256_setzero_ps();
-        let mut accm = _mm256_setzero_ps();
-        for (x, y) in w.iter().zip(a) {
+        let mut accf = [_mm256_setzero_ps(); R];
+        let mut accm = [_mm256_setzero_ps(); R];
+        for (i, x) in w.iter().enumerate() {
             prefetch_ahead(x);
+            let y = a.map(|a| &a[i]);
             let sc_all = load16(&x.scales);
             let sc = _mm_and_si128(sc_all, m4);
             let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(sc_all), m4));
-            let pm = _mm256_madd_epi16(load32(&y.bsums), mins);
-            let mut acc = _mm256_setzero_si256();
+            let mut acc = [_mm256_setzero_si256(); R];
             for h in 0..2 {
                 let mut qv = load32(&x.qs[32 * h..]);
                 for k in 0..4 {
                     let q = _mm256_and_si256(qv, m2);
                     qv = _mm256_srli_epi16::<2>(qv);
-                    let av = load32(&y.qs[128 * h + 32 * k..]);
-                    acc = _mm256_add_epi32(acc, dot_scaled(q, av, scale_pair(sc, 4 * h + k)));
+                    let s = scale_pair(sc, 4 * h + k);
+                    for j in 0..R {
+                        let av = load32(&y[j].qs[128 * h + 32 * k..]);
+                        acc[j] = _mm256_add_epi32(acc[j], dot_scaled(q, av, s));
+                    }
                 }
             }
             let (d, dmin) = f16x2_to_f32(x.d.to_bits() as u32 | (x.dmin.to_bits() as u32) << 16);
-            accf = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(acc), accf);
-            accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin * y.d), _mm256_cvtepi32_ps(pm), accm);
+            for j in 0..R {
+                let pm = _mm256_madd_epi16(load32(&y[j].bsums), mins);
+                let yd = y[j].d;
+                accf[j] =
+                    _mm256_fmadd_ps(_mm256_set1_ps(d * yd), _mm256_cvtepi32_ps(acc[j]), accf[j]);
+                accm[j] =
+                    _mm256_fmadd_ps(_mm256_set1_ps(dmin * yd), _mm256_cvtepi32_ps(pm), accm[j]);
+            }
         }
-        let accm = _mm_add_ps(
-            _mm256_castps256_ps128(accm),
-            _mm256_extractf128_ps::<1>(accm),
-        );
-        hsum_f32_minus(accf, accm)
+        let mut out = [0.0f32; R];
+        for j in 0..R {
+            let accm = _mm_add_ps(
+                _mm256_castps256_ps128(accm[j]),
+                _mm256_extractf128_ps::<1>(accm[j]),
+            );
+            out[j] = hsum_f32_minus(accf[j], accm);
+        }
+        out
     }
 }
 

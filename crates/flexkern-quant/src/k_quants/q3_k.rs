@@ -146,21 +146,32 @@ mod avx2 {
     use super::{unpack_q3_scales, BlockQ3K, BlockQ8K};
     use std::arch::x86_64::*;
 
-    /// Per super-block: `maddubs(low 2 bits, a) - maddubs(4 * (1 - high bit), a)` per 32
-    /// elements, `madd` with the signed scales; exact i32 lane sums accumulated in f32 lanes.
+    /// The 1-row dot: `vec_dot_n` with one activation row.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn vec_dot(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
+        vec_dot_n::<1>(w, [a])[0]
+    }
+
+    /// Per super-block: `maddubs(low 2 bits, a) - maddubs(4 * (1 - high bit), a)` per 32
+    /// elements (the bit fields taken once for all `R` activation rows), `madd` with the signed
+    /// scales; exact i32 lane sums accumulated in f32 lanes.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn vec_dot_n<const R: usize>(
+        w: &[BlockQ3K],
+        a: [&[BlockQ8K]; R],
+    ) -> [f32; R] {
         let m2 = _mm256_set1_epi8(0x03);
         let m1 = _mm256_set1_epi8(0x01);
         let ones = _mm256_set1_epi8(-1);
-        let mut accf = _mm256_setzero_ps();
-        for (x, y) in w.iter().zip(a) {
+        let mut accf = [_mm256_setzero_ps(); R];
+        for (i, x) in w.iter().enumerate() {
             prefetch_ahead(x);
+            let y = a.map(|a| &a[i]);
             let sc_bytes = unpack_q3_scales(&x.scales);
             let sc = load16(&sc_bytes);
             // Clear high bits (which subtract 4) as set bits.
             let mut nh = _mm256_xor_si256(load32(&x.hmask), ones);
-            let mut acc = _mm256_setzero_si256();
+            let mut acc = [_mm256_setzero_si256(); R];
             for h in 0..2 {
                 let mut qv = load32(&x.qs[32 * h..]);
                 for k in 0..4 {
@@ -168,18 +179,28 @@ mod avx2 {
                     qv = _mm256_srli_epi16::<2>(qv);
                     let sub = _mm256_slli_epi16::<2>(_mm256_and_si256(nh, m1));
                     nh = _mm256_srli_epi16::<1>(nh);
-                    let av = load32(&y.qs[128 * h + 32 * k..]);
-                    let p = _mm256_sub_epi16(
-                        _mm256_maddubs_epi16(q, av),
-                        _mm256_maddubs_epi16(sub, av),
-                    );
-                    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scale_pair(sc, 4 * h + k)));
+                    let s = scale_pair(sc, 4 * h + k);
+                    for j in 0..R {
+                        let av = load32(&y[j].qs[128 * h + 32 * k..]);
+                        let p = _mm256_sub_epi16(
+                            _mm256_maddubs_epi16(q, av),
+                            _mm256_maddubs_epi16(sub, av),
+                        );
+                        acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(p, s));
+                    }
                 }
             }
-            let dd = _mm256_set1_ps(f16_to_f32(x.d) * y.d);
-            accf = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(acc), accf);
+            let dw = f16_to_f32(x.d);
+            for j in 0..R {
+                let dd = _mm256_set1_ps(dw * y[j].d);
+                accf[j] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(acc[j]), accf[j]);
+            }
         }
-        hsum_f32_minus(accf, _mm_setzero_ps())
+        let mut out = [0.0f32; R];
+        for j in 0..R {
+            out[j] = hsum_f32_minus(accf[j], _mm_setzero_ps());
+        }
+        out
     }
 }
 

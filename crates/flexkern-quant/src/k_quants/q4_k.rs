@@ -119,35 +119,57 @@ mod avx2 {
     use super::{BlockQ4K, BlockQ8K};
     use std::arch::x86_64::*;
 
-    /// Per super-block: nibbles masked out of 32-byte loads, `maddubs` against the int8
-    /// activations, `madd` with the broadcast 6-bit scale; the exact i32 lane sums are scaled and
-    /// accumulated in f32 lanes (ggml's order of work), reduced once at the end.
+    /// The 1-row dot: `vec_dot_n` with one activation row.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn vec_dot(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
+        vec_dot_n::<1>(w, [a])[0]
+    }
+
+    /// Per super-block: nibbles masked out of 32-byte loads (once for all `R` activation rows),
+    /// `maddubs` against the int8 activations, `madd` with the broadcast 6-bit scale; the exact
+    /// i32 lane sums are scaled and accumulated in f32 lanes (ggml's order of work), reduced
+    /// once at the end. Each activation row's operations do not depend on `R`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn vec_dot_n<const R: usize>(
+        w: &[BlockQ4K],
+        a: [&[BlockQ8K]; R],
+    ) -> [f32; R] {
         let m4 = _mm256_set1_epi8(0x0F);
-        let mut accf = _mm256_setzero_ps();
-        let mut accm = _mm_setzero_ps();
-        for (x, y) in w.iter().zip(a) {
+        let mut accf = [_mm256_setzero_ps(); R];
+        let mut accm = [_mm_setzero_ps(); R];
+        for (i, x) in w.iter().enumerate() {
             prefetch_ahead(x);
-            let (scales, pm) = scales_mins_k4(&x.scales, &y.bsums);
-            let mut acc = _mm256_setzero_si256();
-            for i in 0..4 {
-                let q4 = load32(&x.qs[32 * i..]);
+            let y = a.map(|a| &a[i]);
+            let mut scales = _mm256_setzero_si256();
+            let mut pm = [_mm_setzero_si128(); R];
+            for j in 0..R {
+                (scales, pm[j]) = scales_mins_k4(&x.scales, &y[j].bsums);
+            }
+            let mut acc = [_mm256_setzero_si256(); R];
+            for i4 in 0..4 {
+                let q4 = load32(&x.qs[32 * i4..]);
                 let lo = _mm256_and_si256(q4, m4);
                 let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q4), m4);
-                let p_lo = dot_scaled(lo, load32(&y.qs[64 * i..]), scale_k4(scales, 2 * i));
-                let p_hi = dot_scaled(
-                    hi,
-                    load32(&y.qs[64 * i + 32..]),
-                    scale_k4(scales, 2 * i + 1),
-                );
-                acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
+                let (s_lo, s_hi) = (scale_k4(scales, 2 * i4), scale_k4(scales, 2 * i4 + 1));
+                for j in 0..R {
+                    let p_lo = dot_scaled(lo, load32(&y[j].qs[64 * i4..]), s_lo);
+                    let p_hi = dot_scaled(hi, load32(&y[j].qs[64 * i4 + 32..]), s_hi);
+                    acc[j] = _mm256_add_epi32(acc[j], _mm256_add_epi32(p_lo, p_hi));
+                }
             }
             let (d, dmin) = f16x2_to_f32(x.d.to_bits() as u32 | (x.dmin.to_bits() as u32) << 16);
-            accf = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(acc), accf);
-            accm = _mm_fmadd_ps(_mm_set1_ps(dmin * y.d), _mm_cvtepi32_ps(pm), accm);
+            for j in 0..R {
+                let yd = y[j].d;
+                accf[j] =
+                    _mm256_fmadd_ps(_mm256_set1_ps(d * yd), _mm256_cvtepi32_ps(acc[j]), accf[j]);
+                accm[j] = _mm_fmadd_ps(_mm_set1_ps(dmin * yd), _mm_cvtepi32_ps(pm[j]), accm[j]);
+            }
         }
-        hsum_f32_minus(accf, accm)
+        let mut out = [0.0f32; R];
+        for j in 0..R {
+            out[j] = hsum_f32_minus(accf[j], accm[j]);
+        }
+        out
     }
 }
 

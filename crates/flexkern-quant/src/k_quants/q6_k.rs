@@ -121,24 +121,38 @@ mod avx2 {
     use super::{BlockQ6K, BlockQ8K};
     use std::arch::x86_64::*;
 
-    /// Per super-block: the unsigned 6-bit values (q + 32) rebuilt from two nibble loads and one
-    /// high-bit load per half, `maddubs` against the activations, `madd` with the sub-block
-    /// scales; the `- 32` enters once through `bsums`. Exact i32 lane sums, scaled and
-    /// accumulated in f32 lanes, reduced once at the end.
+    /// The 1-row dot: `vec_dot_n` with one activation row.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn vec_dot(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
+        vec_dot_n::<1>(w, [a])[0]
+    }
+
+    /// Per super-block: the unsigned 6-bit values (q + 32) rebuilt from two nibble loads and one
+    /// high-bit load per half (once for all `R` activation rows), `maddubs` against the
+    /// activations, `madd` with the sub-block scales; the `- 32` enters once through `bsums`.
+    /// Exact i32 lane sums, scaled and accumulated in f32 lanes, reduced once at the end.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn vec_dot_n<const R: usize>(
+        w: &[BlockQ6K],
+        a: [&[BlockQ8K]; R],
+    ) -> [f32; R] {
         let m4 = _mm256_set1_epi8(0x0F);
         let m2 = _mm256_set1_epi8(0x03);
         let m2b = _mm256_set1_epi8(0x0C);
         let m2c = _mm256_set1_epi8(0x30);
         let m2d = _mm256_set1_epi8(0xC0u8 as i8);
-        let mut accf = _mm256_setzero_ps();
-        for (x, y) in w.iter().zip(a) {
+        let mut accf = [_mm256_setzero_ps(); R];
+        for (i, x) in w.iter().enumerate() {
             prefetch_ahead(x);
+            let y = a.map(|a| &a[i]);
             let sc = load16(&x.scales);
+            let sc16 = _mm256_cvtepi8_epi16(sc);
             // Start from -32 * sum_j sc[j] * bsums[j] (the offset of q - 32), spread over lanes.
-            let bias = _mm256_madd_epi16(load32(&y.bsums), _mm256_cvtepi8_epi16(sc));
-            let mut acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(bias));
+            let mut acc = [_mm256_setzero_si256(); R];
+            for j in 0..R {
+                let bias = _mm256_madd_epi16(load32(&y[j].bsums), sc16);
+                acc[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(bias));
+            }
             for h in 0..2 {
                 let q4a = load32(&x.ql[64 * h..]);
                 let q4b = load32(&x.ql[64 * h + 32..]);
@@ -162,14 +176,24 @@ mod avx2 {
                     ),
                 ];
                 for (k, &qk) in q.iter().enumerate() {
-                    let av = load32(&y.qs[128 * h + 32 * k..]);
-                    acc = _mm256_add_epi32(acc, dot_scaled(qk, av, scale_pair(sc, 4 * h + k)));
+                    let s = scale_pair(sc, 4 * h + k);
+                    for j in 0..R {
+                        let av = load32(&y[j].qs[128 * h + 32 * k..]);
+                        acc[j] = _mm256_add_epi32(acc[j], dot_scaled(qk, av, s));
+                    }
                 }
             }
-            let dd = _mm256_set1_ps(f16_to_f32(x.d) * y.d);
-            accf = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(acc), accf);
+            let dw = f16_to_f32(x.d);
+            for j in 0..R {
+                let dd = _mm256_set1_ps(dw * y[j].d);
+                accf[j] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(acc[j]), accf[j]);
+            }
         }
-        hsum_f32_minus(accf, _mm_setzero_ps())
+        let mut out = [0.0f32; R];
+        for j in 0..R {
+            out[j] = hsum_f32_minus(accf[j], _mm_setzero_ps());
+        }
+        out
     }
 }
 

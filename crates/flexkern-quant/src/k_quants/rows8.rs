@@ -25,7 +25,7 @@
 //!   `V0`, 2..3 in `V1`, 4..5 in `V2`).
 
 use super::{unpack_scale_min_k4, BlockQ4K, BlockQ6K, BlockQ8K, QK_K};
-use crate::interleave::{dot8_each, Interleave, ROWS};
+use crate::interleave::{dot8_each, Dots, Interleave, ROWS};
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
@@ -66,11 +66,14 @@ pub struct Prep {
 /// One activation block as the Q4_K kernel reads it: as `Prep`, but each word already broadcast
 /// to 32 bytes, so `pmaddubsw` reads it as a memory operand (a `vpbroadcastd` per word is two
 /// micro-ops on Zen 1; this measured about 5% faster, for 2.3 KB per activation block), and
-/// `s[p]` pairs the sums of 32-element sub-blocks `2p`, `2p + 1` (which the mins meet).
+/// `s[p]` pairs the sums of 32-element sub-blocks `2p`, `2p + 1` (which the mins meet). The
+/// batched kernel (several activation rows) reads the same words unbroadcast (`c`): four rows'
+/// broadcast words would overflow L1 and the kernel would wait on L2.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(32))]
 pub struct PrepQ4K {
     pub w: [[i32; 8]; 64],
+    pub c: [i32; 64],
     pub s: [i32; 8],
     pub d: f32,
 }
@@ -176,23 +179,28 @@ impl Interleave for BlockQ4K {
         for p in 0..4 {
             s[p] = pair(sub(2 * p), sub(2 * p + 1));
         }
-        PrepQ4K { w, s, d: a.d }
+        PrepQ4K {
+            c: w.map(|v| v[0]),
+            w,
+            s,
+            d: a.d,
+        }
     }
 
-    fn dot8<const S: usize>(
+    fn dot8<const S: usize, const R: usize>(
         w: [&[BlockQ4Kx8]; S],
         next: [&[BlockQ4Kx8]; S],
-        a: &[BlockQ8K],
-        p: &[PrepQ4K],
-    ) -> [[f32; ROWS]; S] {
+        a: [&[BlockQ8K]; R],
+        p: [&[PrepQ4K]; R],
+    ) -> Dots<S, R> {
         #[cfg(target_arch = "x86_64")]
         if crate::cpu::has_avx2() {
-            check(&w, &next, a, p);
+            check(&w, &next, &a, &p);
             // SAFETY: features checked at run time, lengths just above.
-            return unsafe { avx2::q4k8::<S>(w, next, p) };
+            return unsafe { avx2::q4k8::<S, R>(w, next, p) };
         }
         let _ = (next, p);
-        dot8_each::<Self, S>(w, a)
+        dot8_each::<Self, S, R>(w, a)
     }
 }
 
@@ -298,33 +306,42 @@ impl Interleave for BlockQ6K {
         Prep { w, s, d: a.d }
     }
 
-    fn dot8<const S: usize>(
+    fn dot8<const S: usize, const R: usize>(
         w: [&[BlockQ6Kx8]; S],
         next: [&[BlockQ6Kx8]; S],
-        a: &[BlockQ8K],
-        p: &[Prep],
-    ) -> [[f32; ROWS]; S] {
+        a: [&[BlockQ8K]; R],
+        p: [&[Prep]; R],
+    ) -> Dots<S, R> {
         #[cfg(target_arch = "x86_64")]
         if crate::cpu::has_avx2() {
-            check(&w, &next, a, p);
+            check(&w, &next, &a, &p);
             // SAFETY: features checked at run time, lengths just above.
-            return unsafe { avx2::q6k8::<S>(w, next, p) };
+            return unsafe { avx2::q6k8::<S, R>(w, next, p) };
         }
         let _ = (next, p);
-        dot8_each::<Self, S>(w, a)
+        dot8_each::<Self, S, R>(w, a)
     }
 }
 
-/// Every run, its successor, the activation and its preparation cover the same blocks.
+/// Every run, its successor, every activation row and its preparation cover the same blocks.
 #[cfg(target_arch = "x86_64")]
-fn check<G, P, const S: usize>(w: &[&[G]; S], next: &[&[G]; S], a: &[BlockQ8K], p: &[P]) {
-    let nb = a.len();
-    assert!(p.len() == nb && w.iter().chain(next).all(|r| r.len() == nb));
+fn check<G, P, const S: usize, const R: usize>(
+    w: &[&[G]; S],
+    next: &[&[G]; S],
+    a: &[&[BlockQ8K]; R],
+    p: &[&[P]; R],
+) {
+    let nb = w[0].len();
+    assert!(
+        w.iter().chain(next).all(|r| r.len() == nb)
+            && a.iter().all(|a| a.len() == nb)
+            && p.iter().all(|p| p.len() == nb)
+    );
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{BlockQ4Kx8, BlockQ6Kx8, Prep, PrepQ4K, ROWS};
+    use super::{BlockQ4Kx8, BlockQ6Kx8, Dots, Prep, PrepQ4K, ROWS};
     use crate::simd::prefetch_span;
     use std::arch::x86_64::*;
 
@@ -377,18 +394,30 @@ mod avx2 {
         _mm256_loadu_si256(p as *const __m256i)
     }
 
-    /// Q4_K groups against a Q8_K activation. Per pair of sub-blocks: eight loads per stream,
-    /// two `pmaddubsw` each into two i16 vectors of eight products' pairs (a lane sums 16
-    /// products of a 4-bit code and an int8: at most 30720, no overflow), two `pmaddwd` with the
-    /// pair's scales to i32 per row; the mins through one `pmaddwd` against the activation's
-    /// sub-block sums; per super-block two conversions and two FMAs.
+    fn store<const S: usize, const R: usize>(acc: [[__m256; S]; R]) -> Dots<S, R> {
+        acc.map(|acc| {
+            acc.map(|a| {
+                let mut o = [0.0f32; ROWS];
+                // SAFETY: `o` holds 8 floats.
+                unsafe { _mm256_storeu_ps(o.as_mut_ptr(), a) };
+                o
+            })
+        })
+    }
+
+    /// Q4_K groups against Q8_K activation rows. Per pair of sub-blocks: eight loads per
+    /// stream, each split into nibbles once, then two `pmaddubsw` per activation row into two
+    /// i16 vectors of eight products' pairs (a lane sums 16 products of a 4-bit code and an
+    /// int8: at most 30720, no overflow), two `pmaddwd` with the pair's scales to i32 per row;
+    /// the mins through one `pmaddwd` against the activation's sub-block sums; per super-block
+    /// two conversions and two FMAs.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q4k8<const S: usize>(
+    pub unsafe fn q4k8<const S: usize, const R: usize>(
         w: [&[BlockQ4Kx8]; S],
         next: [&[BlockQ4Kx8]; S],
-        p: &[PrepQ4K],
-    ) -> [[f32; ROWS]; S] {
-        let nb = p.len();
+        p: [&[PrepQ4K]; R],
+    ) -> Dots<S, R> {
+        let nb = w[0].len();
         let gb = size_of::<BlockQ4Kx8>();
         let m4 = _mm256_set1_epi8(0x0f);
         let m3f = _mm256_set1_epi16(0x3f);
@@ -396,40 +425,50 @@ mod avx2 {
         let m0f = _mm256_set1_epi16(0x0f);
         let wp = w.map(|s| s.as_ptr() as *const u8);
         let np = next.map(|s| s.as_ptr() as *const u8);
-        let mut acc = [_mm256_setzero_ps(); S];
+        let mut acc = [[_mm256_setzero_ps(); S]; R];
         for i in 0..nb {
-            let pr = p.get_unchecked(i);
-            let y = pr.w.as_ptr();
+            let pr = p.map(|p| p.get_unchecked(i));
+            let (y, c) = (pr.map(|pr| pr.w.as_ptr()), pr.map(|pr| pr.c.as_ptr()));
             let g = wp.map(|b| b.add(i * gb));
             let pf = ahead_of::<BlockQ4Kx8, S>(&wp, &np, i, nb, AHEAD);
-            let mut isum = [_mm256_setzero_si256(); S];
-            let mut imin = [_mm256_setzero_si256(); S];
+            let mut isum = [[_mm256_setzero_si256(); S]; R];
+            let mut imin = [[_mm256_setzero_si256(); S]; R];
             for q in 0..4 {
                 prefetch::<BlockQ4Kx8, S>(&pf, q, 4);
-                let mut a = [[_mm256_setzero_si256(); 2]; S];
+                let mut a = [[[_mm256_setzero_si256(); 2]; S]; R];
                 for t in 0..8 {
-                    let ylo = _mm256_load_si256(y.add(16 * q + 2 * t) as *const __m256i);
-                    let yhi = _mm256_load_si256(y.add(16 * q + 2 * t + 1) as *const __m256i);
-                    for s in 0..S {
+                    let lohi: [_; S] = std::array::from_fn(|s| {
                         let v = ld32(g[s].add(128 + 256 * q + 32 * t));
                         let lo = _mm256_and_si256(v, m4);
-                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4);
-                        let x = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(lo, ylo),
-                            _mm256_maddubs_epi16(hi, yhi),
-                        );
-                        a[s][t / 4] = _mm256_add_epi16(a[s][t / 4], x);
+                        (lo, _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4))
+                    });
+                    for (j, a) in a.iter_mut().enumerate() {
+                        let at = 16 * q + 2 * t;
+                        let (ylo, yhi) = if R == 1 {
+                            let y = y[j];
+                            (
+                                _mm256_load_si256(y.add(at) as *const __m256i),
+                                _mm256_load_si256(y.add(at + 1) as *const __m256i),
+                            )
+                        } else {
+                            let c = c[j];
+                            (
+                                _mm256_set1_epi32(*c.add(at)),
+                                _mm256_set1_epi32(*c.add(at + 1)),
+                            )
+                        };
+                        for (a, &(lo, hi)) in a.iter_mut().zip(&lohi) {
+                            let x = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(lo, ylo),
+                                _mm256_maddubs_epi16(hi, yhi),
+                            );
+                            a[t / 4] = _mm256_add_epi16(a[t / 4], x);
+                        }
                     }
                 }
-                let bs = _mm256_set1_epi32(pr.s[q]);
                 for s in 0..S {
                     let sm = _mm256_cvtepu8_epi16(ld16(g[s].add(32 + 16 * q)));
                     let sc = _mm256_and_si256(sm, m3f);
-                    let dot = _mm256_add_epi32(
-                        _mm256_madd_epi16(a[s][0], sc),
-                        _mm256_madd_epi16(a[s][1], sc),
-                    );
-                    isum[s] = _mm256_add_epi32(isum[s], dot);
                     let nib = _mm256_cvtepu8_epi16(ld16(g[s].add(96 + 16 * (q / 2))));
                     let lo = if q % 2 == 0 {
                         _mm256_and_si256(nib, m0f)
@@ -437,36 +476,42 @@ mod avx2 {
                         _mm256_srli_epi16::<4>(nib)
                     };
                     let m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<2>(sm), m30), lo);
-                    imin[s] = _mm256_add_epi32(imin[s], _mm256_madd_epi16(m, bs));
+                    for j in 0..R {
+                        let dot = _mm256_add_epi32(
+                            _mm256_madd_epi16(a[j][s][0], sc),
+                            _mm256_madd_epi16(a[j][s][1], sc),
+                        );
+                        isum[j][s] = _mm256_add_epi32(isum[j][s], dot);
+                        let bs = _mm256_set1_epi32(pr[j].s[q]);
+                        imin[j][s] = _mm256_add_epi32(imin[j][s], _mm256_madd_epi16(m, bs));
+                    }
                 }
             }
-            let dy = _mm256_set1_ps(pr.d);
-            for s in 0..S {
-                let d = _mm256_mul_ps(_mm256_cvtph_ps(ld16(g[s])), dy);
-                let dm = _mm256_mul_ps(_mm256_cvtph_ps(ld16(g[s].add(16))), dy);
-                acc[s] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[s]), acc[s]);
-                acc[s] = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(imin[s]), acc[s]);
+            for j in 0..R {
+                let dy = _mm256_set1_ps(pr[j].d);
+                for s in 0..S {
+                    let d = _mm256_mul_ps(_mm256_cvtph_ps(ld16(g[s])), dy);
+                    let dm = _mm256_mul_ps(_mm256_cvtph_ps(ld16(g[s].add(16))), dy);
+                    acc[j][s] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[j][s]), acc[j][s]);
+                    acc[j][s] = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(imin[j][s]), acc[j][s]);
+                }
             }
         }
-        let mut out = [[0.0f32; ROWS]; S];
-        for (o, a) in out.iter_mut().zip(acc) {
-            _mm256_storeu_ps(o.as_mut_ptr(), a);
-        }
-        out
+        store(acc)
     }
 
-    /// Q6_K groups against a Q8_K activation. Per pair of sub-blocks of 16: the 6-bit codes of
-    /// eight vectors from six loads per stream, `pmaddubsw` against the words (two summed per
-    /// i16 vector: a lane sums 4 products of a code < 64 and an int8, at most 32256), one
-    /// `pmaddwd` per two with the pair's i8 scales; the `- 32` enters once per pair through the
-    /// activation's sums.
+    /// Q6_K groups against Q8_K activation rows. Per pair of sub-blocks of 16: the 6-bit codes
+    /// of eight vectors from six loads per stream (decoded once for all activation rows),
+    /// `pmaddubsw` against the words (two summed per i16 vector: a lane sums 4 products of a
+    /// code < 64 and an int8, at most 32256), one `pmaddwd` per two with the pair's i8 scales;
+    /// the `- 32` enters once per pair through the activation's sums.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn q6k8<const S: usize>(
+    pub unsafe fn q6k8<const S: usize, const R: usize>(
         w: [&[BlockQ6Kx8]; S],
         next: [&[BlockQ6Kx8]; S],
-        p: &[Prep],
-    ) -> [[f32; ROWS]; S] {
-        let nb = p.len();
+        p: [&[Prep]; R],
+    ) -> Dots<S, R> {
+        let nb = w[0].len();
         let gb = size_of::<BlockQ6Kx8>();
         let m3f = _mm256_set1_epi8(0x3f);
         let m03 = _mm256_set1_epi8(0x03);
@@ -474,22 +519,20 @@ mod avx2 {
         let m30 = _mm256_set1_epi8(0x30);
         let wp = w.map(|s| s.as_ptr() as *const u8);
         let np = next.map(|s| s.as_ptr() as *const u8);
-        let mut acc = [_mm256_setzero_ps(); S];
+        let mut acc = [[_mm256_setzero_ps(); S]; R];
         for i in 0..nb {
-            let pr = p.get_unchecked(i);
-            let y = pr.w.as_ptr();
+            let pr = p.map(|p| p.get_unchecked(i));
             let g = wp.map(|b| b.add(i * gb));
             let pf = ahead_of::<BlockQ6Kx8, S>(&wp, &np, i, nb, AHEAD);
-            let mut isum = [_mm256_setzero_si256(); S];
-            let mut corr = [_mm256_setzero_si256(); S];
+            let mut isum = [[_mm256_setzero_si256(); S]; R];
+            let mut corr = [[_mm256_setzero_si256(); S]; R];
             for q in 0..8 {
                 prefetch::<BlockQ6Kx8, S>(&pf, q, 8);
                 let sc: [__m256i; S] =
                     std::array::from_fn(|s| _mm256_cvtepi8_epi16(ld16(g[s].add(16 + 16 * q))));
                 for u in 0..2 {
-                    let ys: [__m256i; 4] =
-                        std::array::from_fn(|c| _mm256_set1_epi32(*y.add(8 * q + 4 * u + c)));
-                    for s in 0..S {
+                    // The four code vectors of each stream, decoded once.
+                    let codes: [[__m256i; 4]; S] = std::array::from_fn(|s| {
                         let base = g[s].add(144 + 192 * q + 96 * u);
                         let v0 = ld32(base);
                         let v1 = ld32(base.add(32));
@@ -501,38 +544,52 @@ mod avx2 {
                             ),
                             _mm256_and_si256(_mm256_srli_epi16::<2>(v2), m30),
                         );
-                        let a = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(_mm256_and_si256(v0, m3f), ys[0]),
-                            _mm256_maddubs_epi16(_mm256_and_si256(v1, m3f), ys[1]),
-                        );
-                        let b = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(_mm256_and_si256(v2, m3f), ys[2]),
-                            _mm256_maddubs_epi16(x3, ys[3]),
-                        );
-                        let dot = _mm256_add_epi32(
-                            _mm256_madd_epi16(a, sc[s]),
-                            _mm256_madd_epi16(b, sc[s]),
-                        );
-                        isum[s] = _mm256_add_epi32(isum[s], dot);
+                        [
+                            _mm256_and_si256(v0, m3f),
+                            _mm256_and_si256(v1, m3f),
+                            _mm256_and_si256(v2, m3f),
+                            x3,
+                        ]
+                    });
+                    for (isum, pr) in isum.iter_mut().zip(&pr) {
+                        let y = pr.w.as_ptr();
+                        let ys: [__m256i; 4] =
+                            std::array::from_fn(|c| _mm256_set1_epi32(*y.add(8 * q + 4 * u + c)));
+                        for s in 0..S {
+                            let x = &codes[s];
+                            let a = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(x[0], ys[0]),
+                                _mm256_maddubs_epi16(x[1], ys[1]),
+                            );
+                            let b = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(x[2], ys[2]),
+                                _mm256_maddubs_epi16(x[3], ys[3]),
+                            );
+                            let dot = _mm256_add_epi32(
+                                _mm256_madd_epi16(a, sc[s]),
+                                _mm256_madd_epi16(b, sc[s]),
+                            );
+                            isum[s] = _mm256_add_epi32(isum[s], dot);
+                        }
                     }
                 }
-                let bs = _mm256_set1_epi32(pr.s[q]);
-                for s in 0..S {
-                    corr[s] = _mm256_add_epi32(corr[s], _mm256_madd_epi16(sc[s], bs));
+                for (corr, pr) in corr.iter_mut().zip(&pr) {
+                    let bs = _mm256_set1_epi32(pr.s[q]);
+                    for s in 0..S {
+                        corr[s] = _mm256_add_epi32(corr[s], _mm256_madd_epi16(sc[s], bs));
+                    }
                 }
             }
-            let dy = _mm256_set1_ps(pr.d);
-            for s in 0..S {
-                let isum = _mm256_sub_epi32(isum[s], _mm256_slli_epi32::<5>(corr[s]));
-                let d = _mm256_mul_ps(_mm256_cvtph_ps(ld16(g[s])), dy);
-                acc[s] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[s]);
+            for j in 0..R {
+                let dy = _mm256_set1_ps(pr[j].d);
+                for s in 0..S {
+                    let isum = _mm256_sub_epi32(isum[j][s], _mm256_slli_epi32::<5>(corr[j][s]));
+                    let d = _mm256_mul_ps(_mm256_cvtph_ps(ld16(g[s])), dy);
+                    acc[j][s] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[j][s]);
+                }
             }
         }
-        let mut out = [[0.0f32; ROWS]; S];
-        for (o, a) in out.iter_mut().zip(acc) {
-            _mm256_storeu_ps(o.as_mut_ptr(), a);
-        }
-        out
+        store(acc)
     }
 }
 
@@ -586,8 +643,8 @@ mod tests {
             })
             .collect();
         let (g0, g1) = groups.split_at(nb);
-        let one = B::dot8([g0], [g1], &a, &p);
-        let two = B::dot8([g0, g1], [g1, g1], &a, &p);
+        let [one] = B::dot8([g0], [g1], [&a[..]], [&p[..]]);
+        let [two] = B::dot8([g0, g1], [g1, g1], [&a[..]], [&p[..]]);
         assert_eq!(one[0], two[0]);
         for (h, row) in two.iter().enumerate() {
             for (r, &v) in row.iter().enumerate() {

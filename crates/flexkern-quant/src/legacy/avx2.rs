@@ -109,48 +109,62 @@ pub unsafe fn q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
     block_loop!(w, a, |b, y| dot_i8_i32(load(&b.qs), load(&y.qs)), 0.0)
 }
 
-/// Four weight rows against one activation (Zen-class cores have one vector integer multiply
-/// pipe, so the kernel spends it only on the 32 products per block-row): each row's block gives
-/// 4 i32 partial sums, the four rows are transposed and added into one vector of row totals,
-/// and a single 4-lane convert + FMA applies the four block scales. `w` holds the 4 rows back to
-/// back (`4 * a.len()` blocks). `$min` names the weight minimum field for formats with one.
+/// Four weight rows against `R` activation rows (Zen-class cores have one vector integer
+/// multiply pipe, so the kernel spends it only on the 32 products per block-row): each weight
+/// block is decoded once (`$decode`) and met by every activation row (`$part`: 4 i32 partial
+/// sums per block-row); per activation row the four rows are transposed and added into one
+/// vector of row totals, and a single 4-lane convert + FMA applies the four block scales. The
+/// ops per activation row do not depend on `R`, so every `R` gives the same bits. `w` holds the
+/// 4 rows back to back (`4 * nb` blocks), `a` is `[&[Dot]; R]`. `$min` names the weight minimum
+/// field for formats with one.
 macro_rules! rows4 {
-    ($w:expr, $next:expr, $a:expr, |$y:ident| $shared:expr, |$b:ident, $sh:ident| $part:expr $(, min: $min:ident)?) => {
-        rows4!($w, $next, $a, |$y| $shared, |$b, $sh| $part, sum4 $(, min: $min)?)
+    ($w:expr, $next:expr, $a:expr, |$y:ident| $shared:expr, |$b:ident| $decode:expr, |$x:ident, $sh:ident| $part:expr $(, min: $min:ident)?) => {
+        rows4!($w, $next, $a, |$y| $shared, |$b| $decode, |$x, $sh| $part, sum4 $(, min: $min)?)
     };
-    ($w:expr, $next:expr, $a:expr, |$y:ident| $shared:expr, |$b:ident, $sh:ident| $part:expr, $reduce:ident $(, min: $min:ident)?) => {{
+    ($w:expr, $next:expr, $a:expr, |$y:ident| $shared:expr, |$b:ident| $decode:expr, |$x:ident, $sh:ident| $part:expr, $reduce:ident $(, min: $min:ident)?) => {{
         macro_rules! reduce { ($x0:expr, $x1:expr, $x2:expr, $x3:expr) => { $reduce($x0, $x1, $x2, $x3) } }
         let (w, a) = ($w, $a);
-        let nb = a.len();
-        debug_assert_eq!(w.len(), 4 * nb);
+        let nb = w.len() / 4;
+        debug_assert!(a.iter().all(|a| a.len() == nb));
         let wp = w.as_ptr();
         let next = $next;
-        let mut acc = _mm_setzero_ps();
+        let mut acc = a.map(|_| _mm_setzero_ps());
         for i in 0..nb {
-            let $y = &*a.as_ptr().add(i);
             prefetch_group(next, i);
-            let $sh = $shared;
             let (b0, b1, b2, b3) = (
                 &*wp.add(i),
                 &*wp.add(nb + i),
                 &*wp.add(2 * nb + i),
                 &*wp.add(3 * nb + i),
             );
-            let p0 = { let $b = b0; $part };
-            let p1 = { let $b = b1; $part };
-            let p2 = { let $b = b2; $part };
-            let p3 = { let $b = b3; $part };
-            let dy = _mm_cvtph_ps(_mm_set1_epi16($y.d.to_bits() as i16));
-            let d = _mm_mul_ps(f16_x4(b0.d, b1.d, b2.d, b3.d), dy);
-            acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(reduce!(p0, p1, p2, p3)), acc);
-            $(
-                let s = _mm_cvtph_ps(_mm_set1_epi16($y.s.to_bits() as i16));
-                acc = _mm_fmadd_ps(f16_x4(b0.$min, b1.$min, b2.$min, b3.$min), s, acc);
-            )?
+            let x0 = { let $b = b0; $decode };
+            let x1 = { let $b = b1; $decode };
+            let x2 = { let $b = b2; $decode };
+            let x3 = { let $b = b3; $decode };
+            let d4 = f16_x4(b0.d, b1.d, b2.d, b3.d);
+            // The four rows' minimums, for formats with one.
+            $( let $min = f16_x4(b0.$min, b1.$min, b2.$min, b3.$min); )?
+            for (acc, a) in acc.iter_mut().zip(&a) {
+                let $y = &*a.as_ptr().add(i);
+                let $sh = $shared;
+                let p0 = { let $x = &x0; $part };
+                let p1 = { let $x = &x1; $part };
+                let p2 = { let $x = &x2; $part };
+                let p3 = { let $x = &x3; $part };
+                let dy = _mm_cvtph_ps(_mm_set1_epi16($y.d.to_bits() as i16));
+                let d = _mm_mul_ps(d4, dy);
+                *acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(reduce!(p0, p1, p2, p3)), *acc);
+                $(
+                    let s = _mm_cvtph_ps(_mm_set1_epi16($y.s.to_bits() as i16));
+                    *acc = _mm_fmadd_ps($min, s, *acc);
+                )?
+            }
         }
-        let mut out = [0.0f32; 4];
-        _mm_storeu_ps(out.as_mut_ptr(), acc);
-        out
+        acc.map(|acc| {
+            let mut out = [0.0f32; 4];
+            _mm_storeu_ps(out.as_mut_ptr(), acc);
+            out
+        })
     }};
 }
 
@@ -217,19 +231,28 @@ unsafe fn halves(qs: &[i8; QK]) -> (__m128i, __m128i) {
     (_mm_loadu_si128(p), _mm_loadu_si128(p.add(1)))
 }
 
-/// Nibble products of one block-row as 8 i16 pair sums: low nibbles against elements 0..16,
-/// high nibbles against 16..32 (ggml's layout). Values <= 2 * (2*15*127) fit i16.
+/// A block's 16 bytes of nibbles split: low nibbles (elements 0..16), high (16..32).
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn nibble_dot16(qs: &[u8; QK / 2], y: (__m128i, __m128i)) -> __m128i {
+unsafe fn nibbles16(qs: &[u8; QK / 2]) -> (__m128i, __m128i) {
     let m4 = _mm_set1_epi8(0x0f);
     let b = _mm_loadu_si128(qs.as_ptr() as *const __m128i);
-    let lo = _mm_and_si128(b, m4);
-    let hi = _mm_and_si128(_mm_srli_epi16(b, 4), m4);
-    _mm_add_epi16(_mm_maddubs_epi16(lo, y.0), _mm_maddubs_epi16(hi, y.1))
+    (
+        _mm_and_si128(b, m4),
+        _mm_and_si128(_mm_srli_epi16(b, 4), m4),
+    )
 }
 
-/// `c * (pair sums of y)` as 8 i16, aligned with `nibble_dot16` (the offset of the unsigned
+/// Products of split codes (each < 32) against the activation's halves as 8 i16 pair sums:
+/// low codes against elements 0..16, high against 16..32 (ggml's layout). Values <= 2 * (2 *
+/// 31 * 127) fit i16.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn codes_dot16(x: &(__m128i, __m128i), y: (__m128i, __m128i)) -> __m128i {
+    _mm_add_epi16(_mm_maddubs_epi16(x.0, y.0), _mm_maddubs_epi16(x.1, y.1))
+}
+
+/// `c * (pair sums of y)` as 8 i16, aligned with `codes_dot16` (the offset of the unsigned
 /// codes: `sum((q - c) y) = sum(q y) - c sum(y)`).
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -247,8 +270,21 @@ unsafe fn fifth_bits(qh: [u8; 4]) -> (__m128i, __m128i) {
     (_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1))
 }
 
+/// The unsigned 5-bit codes of a Q5 block, split as `nibbles16`.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn q5_codes16(qs: &[u8; QK / 2], qh: [u8; 4]) -> (__m128i, __m128i) {
+    let h = fifth_bits(qh);
+    let (lo, hi) = nibbles16(qs);
+    (_mm_or_si128(lo, h.0), _mm_or_si128(hi, h.1))
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q4_0_rows4(w: &[BlockQ4_0], next: *const BlockQ4_0, a: &[BlockQ8_0]) -> [f32; 4] {
+pub unsafe fn q4_0_rows4<const R: usize>(
+    w: &[BlockQ4_0],
+    next: *const BlockQ4_0,
+    a: [&[BlockQ8_0]; R],
+) -> [[f32; 4]; R] {
     rows4!(
         w,
         next,
@@ -257,19 +293,25 @@ pub unsafe fn q4_0_rows4(w: &[BlockQ4_0], next: *const BlockQ4_0, a: &[BlockQ8_0
             let yh = halves(&y.qs);
             (yh, offset16(yh, 8))
         },
-        |b, sh| _mm_sub_epi16(nibble_dot16(&b.qs, sh.0), sh.1),
+        |b| nibbles16(&b.qs),
+        |x, sh| _mm_sub_epi16(codes_dot16(x, sh.0), sh.1),
         sum4_i16
     )
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q4_1_rows4(w: &[BlockQ4_1], next: *const BlockQ4_1, a: &[BlockQ8_1]) -> [f32; 4] {
+pub unsafe fn q4_1_rows4<const R: usize>(
+    w: &[BlockQ4_1],
+    next: *const BlockQ4_1,
+    a: [&[BlockQ8_1]; R],
+) -> [[f32; 4]; R] {
     rows4!(
         w,
         next,
         a,
         |y| halves(&y.qs),
-        |b, yh| nibble_dot16(&b.qs, yh),
+        |b| nibbles16(&b.qs),
+        |x, yh| codes_dot16(x, yh),
         sum4_i16,
         min: m
     )
@@ -277,7 +319,11 @@ pub unsafe fn q4_1_rows4(w: &[BlockQ4_1], next: *const BlockQ4_1, a: &[BlockQ8_1
 
 /// Q5_0 with the offset taken in i16: `(q - 16) y` pair sums stay within +-4064 per lane.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q5_0_rows4(w: &[BlockQ5_0], next: *const BlockQ5_0, a: &[BlockQ8_0]) -> [f32; 4] {
+pub unsafe fn q5_0_rows4<const R: usize>(
+    w: &[BlockQ5_0],
+    next: *const BlockQ5_0,
+    a: [&[BlockQ8_0]; R],
+) -> [[f32; 4]; R] {
     rows4!(
         w,
         next,
@@ -286,44 +332,54 @@ pub unsafe fn q5_0_rows4(w: &[BlockQ5_0], next: *const BlockQ5_0, a: &[BlockQ8_0
             let yh = halves(&y.qs);
             (yh, offset16(yh, 16))
         },
-        |b, sh| _mm_sub_epi16(q5_dot16(&b.qs, b.qh, sh.0), sh.1),
+        |b| q5_codes16(&b.qs, b.qh),
+        |x, sh| _mm_sub_epi16(codes_dot16(x, sh.0), sh.1),
         sum4_i16
     )
 }
 
 /// Q5_1 lanes reach 2 * (2*31*127): one pairwise add still fits i16, the second needs i32.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q5_1_rows4(w: &[BlockQ5_1], next: *const BlockQ5_1, a: &[BlockQ8_1]) -> [f32; 4] {
+pub unsafe fn q5_1_rows4<const R: usize>(
+    w: &[BlockQ5_1],
+    next: *const BlockQ5_1,
+    a: [&[BlockQ8_1]; R],
+) -> [[f32; 4]; R] {
     rows4!(
         w,
         next,
         a,
         |y| halves(&y.qs),
-        |b, yh| q5_dot16(&b.qs, b.qh, yh),
+        |b| q5_codes16(&b.qs, b.qh),
+        |x, yh| codes_dot16(x, yh),
         sum4_i16_wide,
         min: m
     )
 }
 
-/// Unsigned 5-bit codes against the activation, as 8 i16 pair sums (each <= 2*(2*31*127)).
-#[inline]
-#[target_feature(enable = "avx2")]
-unsafe fn q5_dot16(qs: &[u8; QK / 2], qh: [u8; 4], y: (__m128i, __m128i)) -> __m128i {
-    let m4 = _mm_set1_epi8(0x0f);
-    let h = fifth_bits(qh);
-    let b = _mm_loadu_si128(qs.as_ptr() as *const __m128i);
-    let lo = _mm_or_si128(_mm_and_si128(b, m4), h.0);
-    let hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(b, 4), m4), h.1);
-    _mm_add_epi16(_mm_maddubs_epi16(lo, y.0), _mm_maddubs_epi16(hi, y.1))
-}
-
-/// Q8_0: signed products fill i16 pairs, so each row widens to 8 i32 and folds its halves.
+/// Q8_0: signed products fill i16 pairs, so each row widens to 8 i32 and folds its halves. The
+/// weights' magnitudes are taken once; each activation row gets their signs.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q8_0_rows4(w: &[BlockQ8_0], next: *const BlockQ8_0, a: &[BlockQ8_0]) -> [f32; 4] {
-    rows4!(w, next, a, |y| load(&y.qs), |b, yq| {
-        let s = dot_i8_i32(load(&b.qs), yq);
-        _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1))
-    })
+pub unsafe fn q8_0_rows4<const R: usize>(
+    w: &[BlockQ8_0],
+    next: *const BlockQ8_0,
+    a: [&[BlockQ8_0]; R],
+) -> [[f32; 4]; R] {
+    rows4!(
+        w,
+        next,
+        a,
+        |y| load(&y.qs),
+        |b| {
+            let q = load(&b.qs);
+            (q, _mm256_sign_epi8(q, q))
+        },
+        |x, yq| {
+            let p16 = _mm256_maddubs_epi16(x.1, _mm256_sign_epi8(yq, x.0));
+            let s = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+            _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1))
+        }
+    )
 }
 
 /// See `super::quantize_q8_activation`: 32 floats in four vectors, exact same operations.

@@ -104,25 +104,7 @@ fn high_bit(qh: u32, j: usize) -> u8 {
     ((qh >> j) & 1) as u8
 }
 
-/// `vec_dot_rows` through the format's 4-row AVX2 kernel when the CPU has it, else row by row.
-macro_rules! rows_via_kernel {
-    ($w:ident, $a:ident, $out:ident, $k4:ident) => {{
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: features checked at run time.
-            return unsafe { rows_by4($w, $a, $out, avx2::$k4) };
-        }
-        rows_each($w, $a, $out)
-    }};
-}
-
-/// One `vec_dot` per output row.
-fn rows_each<B: QuantBlock>(w: &[B], a: &[B::Dot], out: &mut [f32]) {
-    let nb = w.len() / out.len().max(1);
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = B::vec_dot(&w[i * nb..(i + 1) * nb], a);
-    }
-}
+use crate::rows4::rows_via_kernel;
 
 impl QuantBlock for BlockQ4_0 {
     const FORMAT: Format = Format::Q4_0;
@@ -173,9 +155,7 @@ impl QuantBlock for BlockQ4_0 {
             .sum()
     }
 
-    fn vec_dot_rows(w: &[Self], a: &[BlockQ8_0], out: &mut [f32]) {
-        rows_via_kernel!(w, a, out, q4_0_rows4)
-    }
+    rows_via_kernel!(avx2::q4_0_rows4);
 }
 
 impl QuantBlock for BlockQ4_1 {
@@ -229,9 +209,7 @@ impl QuantBlock for BlockQ4_1 {
             .sum()
     }
 
-    fn vec_dot_rows(w: &[Self], a: &[BlockQ8_1], out: &mut [f32]) {
-        rows_via_kernel!(w, a, out, q4_1_rows4)
-    }
+    rows_via_kernel!(avx2::q4_1_rows4);
 }
 
 impl QuantBlock for BlockQ5_0 {
@@ -293,9 +271,7 @@ impl QuantBlock for BlockQ5_0 {
             .sum()
     }
 
-    fn vec_dot_rows(w: &[Self], a: &[BlockQ8_0], out: &mut [f32]) {
-        rows_via_kernel!(w, a, out, q5_0_rows4)
-    }
+    rows_via_kernel!(avx2::q5_0_rows4);
 }
 
 impl QuantBlock for BlockQ5_1 {
@@ -358,9 +334,7 @@ impl QuantBlock for BlockQ5_1 {
             .sum()
     }
 
-    fn vec_dot_rows(w: &[Self], a: &[BlockQ8_1], out: &mut [f32]) {
-        rows_via_kernel!(w, a, out, q5_1_rows4)
-    }
+    rows_via_kernel!(avx2::q5_1_rows4);
 }
 
 /// Shared by Q8_0 and Q8_1: `d = amax / 127`, `q = roundf(x / d)`; returns the sum of `q`.
@@ -461,9 +435,7 @@ impl QuantBlock for BlockQ8_0 {
             .sum()
     }
 
-    fn vec_dot_rows(w: &[Self], a: &[BlockQ8_0], out: &mut [f32]) {
-        rows_via_kernel!(w, a, out, q8_0_rows4)
-    }
+    rows_via_kernel!(avx2::q8_0_rows4);
 }
 
 impl QuantBlock for BlockQ8_1 {
@@ -503,29 +475,6 @@ impl QuantBlock for BlockQ8_1 {
             .zip(a)
             .map(|(b, y)| dot_i8(&b.qs, &y.qs) as f32 * b.d.to_f32() * y.d.to_f32())
             .sum()
-    }
-}
-
-/// A 4-row kernel: four rows back to back, the group to prefetch, the activation.
-#[cfg(target_arch = "x86_64")]
-type Rows4<B> = unsafe fn(&[B], *const B, &[<B as QuantBlock>::Dot]) -> [f32; 4];
-
-/// Runs a 4-row kernel over groups of 4 rows and the 1-row `vec_dot` over the rest.
-#[cfg(target_arch = "x86_64")]
-unsafe fn rows_by4<B: QuantBlock>(w: &[B], a: &[B::Dot], out: &mut [f32], k4: Rows4<B>) {
-    if out.is_empty() {
-        return;
-    }
-    let nb = w.len() / out.len();
-    let full = out.len() / 4;
-    for g in 0..full {
-        let group = &w[4 * g * nb..4 * (g + 1) * nb];
-        let next = crate::simd::prefetch_target(w, g, full, 4 * nb);
-        let r = k4(group, next, a);
-        out[4 * g..4 * g + 4].copy_from_slice(&r);
-    }
-    for i in 4 * full..out.len() {
-        out[i] = B::vec_dot(&w[i * nb..(i + 1) * nb], a);
     }
 }
 

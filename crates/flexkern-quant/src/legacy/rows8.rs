@@ -8,7 +8,7 @@
 //! `2r, 2r + 1` belong to row `r`.
 
 use super::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
-use crate::interleave::{dot8_each, Interleave, ROWS};
+use crate::interleave::{dot8_each, Dots, Interleave, ROWS};
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
@@ -66,18 +66,18 @@ fn unpack_qs<T: Copy + Default, const L: usize, const G: usize>(qs: &[T; G], r: 
 /// `Interleave::dot8` through an AVX2 kernel taking `Runs`, else the portable path.
 macro_rules! dot8_via {
     ($($kernel:tt)+) => {
-        fn dot8<const S: usize>(
+        fn dot8<const S: usize, const R: usize>(
             w: [&[Self::Group]; S],
             next: [&[Self::Group]; S],
-            a: &[Self::Dot],
-            p: &[Self::Prep],
-        ) -> [[f32; ROWS]; S] {
+            a: [&[Self::Dot]; R],
+            p: [&[Self::Prep]; R],
+        ) -> Dots<S, R> {
             #[cfg(target_arch = "x86_64")]
             if crate::cpu::has_avx2() {
                 // SAFETY: features checked at run time; `runs` checks the lengths.
                 return unsafe { $($kernel)+(runs(w, next, a, p)) };
             }
-            dot8_each::<Self, S>(w, a)
+            dot8_each::<Self, S, R>(w, a)
         }
     };
 }
@@ -108,7 +108,7 @@ impl Interleave for BlockQ4_0 {
         }
     }
 
-    dot8_via!(avx2::nibbles8::<_, _, S, false>);
+    dot8_via!(avx2::nibbles8::<_, _, S, R, false>);
 }
 
 impl Interleave for BlockQ4_1 {
@@ -139,7 +139,7 @@ impl Interleave for BlockQ4_1 {
         }
     }
 
-    dot8_via!(avx2::nibbles8::<_, _, S, true>);
+    dot8_via!(avx2::nibbles8::<_, _, S, R, true>);
 }
 
 impl Interleave for BlockQ8_0 {
@@ -170,32 +170,36 @@ impl Interleave for BlockQ8_0 {
         }
     }
 
-    dot8_via!(avx2::bytes8::<_, _, S>);
+    dot8_via!(avx2::bytes8::<_, _, S, R>);
 }
 
-/// The kernel's arguments, checked: every run, its successor, the activation and its
+/// The kernel's arguments, checked: every run, its successor, every activation row and its
 /// preparation cover the same number of blocks.
-pub(crate) struct Runs<'a, G, Y, const S: usize> {
+pub(crate) struct Runs<'a, G, Y, const S: usize, const R: usize> {
     pub w: [&'a [G]; S],
     pub next: [&'a [G]; S],
-    pub a: &'a [Y],
-    pub p: &'a [Prep],
+    pub a: [&'a [Y]; R],
+    pub p: [&'a [Prep]; R],
 }
 
-fn runs<'a, G, Y, const S: usize>(
+fn runs<'a, G, Y, const S: usize, const R: usize>(
     w: [&'a [G]; S],
     next: [&'a [G]; S],
-    a: &'a [Y],
-    p: &'a [Prep],
-) -> Runs<'a, G, Y, S> {
-    let nb = a.len();
-    assert!(p.len() == nb && w.iter().chain(&next).all(|r| r.len() == nb));
+    a: [&'a [Y]; R],
+    p: [&'a [Prep]; R],
+) -> Runs<'a, G, Y, S, R> {
+    let nb = w[0].len();
+    assert!(
+        w.iter().chain(&next).all(|r| r.len() == nb)
+            && a.iter().all(|a| a.len() == nb)
+            && p.iter().all(|p| p.len() == nb)
+    );
     Runs { w, next, a, p }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{Runs, ROWS};
+    use super::{Dots, Runs, ROWS};
     use crate::simd::prefetch_span;
     use std::arch::x86_64::*;
 
@@ -228,98 +232,116 @@ mod avx2 {
         _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(isum), acc)
     }
 
-    fn store<const S: usize>(acc: [__m256; S]) -> [[f32; ROWS]; S] {
-        let mut out = [[0.0f32; ROWS]; S];
-        for (o, a) in out.iter_mut().zip(acc) {
-            // SAFETY: `o` holds 8 floats.
-            unsafe { _mm256_storeu_ps(o.as_mut_ptr(), a) };
-        }
-        out
+    fn store<const S: usize, const R: usize>(acc: [[__m256; S]; R]) -> Dots<S, R> {
+        acc.map(|acc| {
+            acc.map(|a| {
+                let mut o = [0.0f32; ROWS];
+                // SAFETY: `o` holds 8 floats.
+                unsafe { _mm256_storeu_ps(o.as_mut_ptr(), a) };
+                o
+            })
+        })
     }
 
-    /// Q4_0 (`MIN = false`) or Q4_1 (`MIN = true`) groups against a Q8_0 / Q8_1 activation.
-    /// Per activation block: eight `pmaddubsw` per stream into one i16 vector (a lane sums 16
-    /// products of a 4-bit code and an int8 of magnitude <= 127: at most 30480, no overflow),
-    /// one `pmaddwd` to the eight row sums, then the scales in f32.
+    /// Q4_0 (`MIN = false`) or Q4_1 (`MIN = true`) groups against Q8_0 / Q8_1 activation rows.
+    /// Per activation block: each 32-byte chunk of codes split into nibbles once, then eight
+    /// `pmaddubsw` per stream and activation row into one i16 vector (a lane sums 16 products
+    /// of a 4-bit code and an int8 of magnitude <= 127: at most 30480, no overflow), one
+    /// `pmaddwd` to the eight row sums, then the scales in f32.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn nibbles8<G, Y, const S: usize, const MIN: bool>(
-        r: Runs<'_, G, Y, S>,
-    ) -> [[f32; ROWS]; S] {
-        let nb = r.a.len();
+    pub unsafe fn nibbles8<G, Y, const S: usize, const R: usize, const MIN: bool>(
+        r: Runs<'_, G, Y, S, R>,
+    ) -> Dots<S, R> {
+        let nb = r.w[0].len();
         let gb = size_of::<G>();
         let (y_bytes, y_qs) = (size_of::<Y>(), if MIN { 4 } else { 2 });
         let qs_at = if MIN { 32 } else { 16 };
         let ahead = AHEAD_BYTES.div_ceil(gb).min(nb.saturating_sub(1));
         let m4 = _mm256_set1_epi8(0x0f);
         let ones = _mm256_set1_epi16(1);
-        let y = r.a.as_ptr() as *const u8;
+        let y = r.a.map(|a| a.as_ptr() as *const u8);
         let w = r.w.map(|s| s.as_ptr() as *const u8);
         let next = r.next.map(|s| s.as_ptr() as *const u8);
-        let mut acc = [_mm256_setzero_ps(); S];
+        let mut acc = [[_mm256_setzero_ps(); S]; R];
         for i in 0..nb {
             prefetch(&w, &next, (i, nb, ahead, gb));
-            let yq = y.add(i * y_bytes + y_qs) as *const i32;
-            let mut sum = [_mm256_setzero_si256(); S];
+            let yq = y.map(|y| y.add(i * y_bytes + y_qs) as *const i32);
+            let mut sum = [[_mm256_setzero_si256(); S]; R];
             for j in 0..4 {
-                let ylo = _mm256_set1_epi32(yq.add(j).read_unaligned());
-                let yhi = _mm256_set1_epi32(yq.add(4 + j).read_unaligned());
-                for s in 0..S {
+                let lohi: [_; S] = std::array::from_fn(|s| {
                     let c = _mm256_loadu_si256(w[s].add(i * gb + qs_at + 32 * j) as *const __m256i);
                     let lo = _mm256_and_si256(c, m4);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
-                    let p = _mm256_add_epi16(
-                        _mm256_maddubs_epi16(lo, ylo),
-                        _mm256_maddubs_epi16(hi, yhi),
-                    );
-                    sum[s] = _mm256_add_epi16(sum[s], p);
+                    (lo, _mm256_and_si256(_mm256_srli_epi16(c, 4), m4))
+                });
+                for (sum, yq) in sum.iter_mut().zip(&yq) {
+                    let ylo = _mm256_set1_epi32(yq.add(j).read_unaligned());
+                    let yhi = _mm256_set1_epi32(yq.add(4 + j).read_unaligned());
+                    for (sum, &(lo, hi)) in sum.iter_mut().zip(&lohi) {
+                        let p = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(lo, ylo),
+                            _mm256_maddubs_epi16(hi, yhi),
+                        );
+                        *sum = _mm256_add_epi16(*sum, p);
+                    }
                 }
             }
-            let pr = r.p.get_unchecked(i);
-            let dy = _mm256_set1_ps(pr.d);
-            for s in 0..S {
-                let g = w[s].add(i * gb);
-                let mut isum = _mm256_madd_epi16(sum[s], ones);
-                if !MIN {
-                    isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(pr.off));
-                }
-                acc[s] = scaled(g, dy, isum, acc[s]);
-                if MIN {
-                    let m = _mm256_cvtph_ps(_mm_loadu_si128(g.add(16) as *const __m128i));
-                    acc[s] = _mm256_fmadd_ps(m, _mm256_set1_ps(pr.s), acc[s]);
+            for ((acc, sum), p) in acc.iter_mut().zip(&sum).zip(&r.p) {
+                let pr = p.get_unchecked(i);
+                let dy = _mm256_set1_ps(pr.d);
+                for s in 0..S {
+                    let g = w[s].add(i * gb);
+                    let mut isum = _mm256_madd_epi16(sum[s], ones);
+                    if !MIN {
+                        isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(pr.off));
+                    }
+                    acc[s] = scaled(g, dy, isum, acc[s]);
+                    if MIN {
+                        let m = _mm256_cvtph_ps(_mm_loadu_si128(g.add(16) as *const __m128i));
+                        acc[s] = _mm256_fmadd_ps(m, _mm256_set1_ps(pr.s), acc[s]);
+                    }
                 }
             }
         }
         store(acc)
     }
 
-    /// Q8_0 groups against a Q8_0 activation: `pmaddubsw` on |w| and y with w's sign, each
-    /// widened at once (two signed products can fill an i16 lane).
+    /// Q8_0 groups against Q8_0 activation rows: `pmaddubsw` on |w| (taken once per chunk) and
+    /// y with w's sign, each widened at once (two signed products can fill an i16 lane).
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn bytes8<G, Y, const S: usize>(r: Runs<'_, G, Y, S>) -> [[f32; ROWS]; S] {
-        let nb = r.a.len();
+    pub unsafe fn bytes8<G, Y, const S: usize, const R: usize>(
+        r: Runs<'_, G, Y, S, R>,
+    ) -> Dots<S, R> {
+        let nb = r.w[0].len();
         let gb = size_of::<G>();
         let y_bytes = size_of::<Y>();
         let ahead = AHEAD_BYTES.div_ceil(gb).min(nb.saturating_sub(1));
         let ones = _mm256_set1_epi16(1);
-        let y = r.a.as_ptr() as *const u8;
+        let y = r.a.map(|a| a.as_ptr() as *const u8);
         let w = r.w.map(|s| s.as_ptr() as *const u8);
         let next = r.next.map(|s| s.as_ptr() as *const u8);
-        let mut acc = [_mm256_setzero_ps(); S];
+        let mut acc = [[_mm256_setzero_ps(); S]; R];
         for i in 0..nb {
             prefetch(&w, &next, (i, nb, ahead, gb));
-            let yq = y.add(i * y_bytes + 2) as *const i32;
-            let mut sum = [_mm256_setzero_si256(); S];
+            let yq = y.map(|y| y.add(i * y_bytes + 2) as *const i32);
+            let mut sum = [[_mm256_setzero_si256(); S]; R];
             for j in 0..8 {
-                let yb = _mm256_set1_epi32(yq.add(j).read_unaligned());
-                for s in 0..S {
-                    let c = _mm256_loadu_si256(w[s].add(i * gb + 16 + 32 * j) as *const __m256i);
-                    let p = _mm256_maddubs_epi16(_mm256_sign_epi8(c, c), _mm256_sign_epi8(yb, c));
-                    sum[s] = _mm256_add_epi32(sum[s], _mm256_madd_epi16(p, ones));
+                let c: [_; S] = std::array::from_fn(|s| {
+                    _mm256_loadu_si256(w[s].add(i * gb + 16 + 32 * j) as *const __m256i)
+                });
+                let abs = c.map(|c| _mm256_sign_epi8(c, c));
+                for (sum, yq) in sum.iter_mut().zip(&yq) {
+                    let yb = _mm256_set1_epi32(yq.add(j).read_unaligned());
+                    for s in 0..S {
+                        let p = _mm256_maddubs_epi16(abs[s], _mm256_sign_epi8(yb, c[s]));
+                        sum[s] = _mm256_add_epi32(sum[s], _mm256_madd_epi16(p, ones));
+                    }
                 }
             }
-            let dy = _mm256_set1_ps(r.p.get_unchecked(i).d);
-            for s in 0..S {
-                acc[s] = scaled(w[s].add(i * gb), dy, sum[s], acc[s]);
+            for ((acc, sum), p) in acc.iter_mut().zip(&sum).zip(&r.p) {
+                let dy = _mm256_set1_ps(p.get_unchecked(i).d);
+                for s in 0..S {
+                    acc[s] = scaled(w[s].add(i * gb), dy, sum[s], acc[s]);
+                }
             }
         }
         store(acc)

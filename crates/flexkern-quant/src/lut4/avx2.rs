@@ -3,7 +3,6 @@
 //! rest is Q8_0's integer dot (`maddubs` on |w| with the sign moved onto the activation).
 
 use super::{e8m0_half, BlockIQ4NL, BlockIQ4XS, BlockMXFP4, KVALUES_IQ4NL, KVALUES_MXFP4};
-use crate::format::QuantBlock;
 use crate::k_quants::BlockQ8K;
 use crate::legacy::BlockQ8_0;
 use crate::simd::{dot_i8_i32, hsum_ps, nibbles_32, prefetch_span};
@@ -22,13 +21,13 @@ unsafe fn lookup(t: __m256i, qs: &[u8; 16]) -> __m256i {
     _mm256_shuffle_epi8(t, nibbles_32(qs.as_ptr()))
 }
 
-/// The 16 i16 pair sums of `table[codes] * y`, given `ya = |y|` (shared by the rows of a
-/// multi-row kernel): the sign of `y` moves onto the table values, so each row pays one `psignb`
-/// (|y| <= 127 and |table| <= 127 keep every pair sum within i16).
+/// The 16 i16 pair sums of `v * y` for looked-up table values `v`, given `ya = |y|` (shared by
+/// the rows of a multi-row kernel): the sign of `y` moves onto the table values, so each row
+/// pays one `psignb` (|y| <= 127 and |table| <= 127 keep every pair sum within i16).
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn table_dot(t: __m256i, qs: &[u8; 16], ya: __m256i, y: __m256i) -> __m256i {
-    _mm256_maddubs_epi16(ya, _mm256_sign_epi8(lookup(t, qs), y))
+unsafe fn table_dot(v: __m256i, ya: __m256i, y: __m256i) -> __m256i {
+    _mm256_maddubs_epi16(ya, _mm256_sign_epi8(v, y))
 }
 
 #[inline]
@@ -98,26 +97,6 @@ pub unsafe fn iq4_xs(w: &[BlockIQ4XS], a: &[BlockQ8K]) -> f32 {
     hsum_ps(acc)
 }
 
-/// A 4-row kernel: four rows back to back, the group to prefetch, the activation.
-pub type Rows4<B> = unsafe fn(&[B], *const B, &[<B as QuantBlock>::Dot]) -> [f32; 4];
-
-/// Runs a 4-row kernel over groups of 4 rows and the 1-row `vec_dot` over the rest.
-pub unsafe fn rows_by4<B: QuantBlock>(w: &[B], a: &[B::Dot], out: &mut [f32], k4: Rows4<B>) {
-    if out.is_empty() {
-        return;
-    }
-    let nb = w.len() / out.len();
-    let full = out.len() / 4;
-    for g in 0..full {
-        let group = &w[4 * g * nb..4 * (g + 1) * nb];
-        let next = crate::simd::prefetch_target(w, g, full, 4 * nb);
-        out[4 * g..4 * g + 4].copy_from_slice(&k4(group, next, a));
-    }
-    for i in 4 * full..out.len() {
-        out[i] = B::vec_dot(&w[i * nb..(i + 1) * nb], a);
-    }
-}
-
 /// Row totals of four vectors of 8 i32: lane r = sum of the lanes of `pr`.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -126,47 +105,63 @@ unsafe fn sum4(p0: __m256i, p1: __m256i, p2: __m256i, p3: __m256i) -> __m128i {
     _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1))
 }
 
-/// Four rows against one Q8_0 activation: per activation block, four table lookups and dots,
-/// one 4-lane reduction, convert and FMA with the four block scales. `$scales` gives the four
-/// weight scales as a `__m128` from the four blocks.
+/// Four rows against `R` Q8_0 activation rows: per block, four table lookups (once for all
+/// activation rows), then per activation row four dots, one 4-lane reduction, convert and FMA
+/// with the four block scales. `$scales` gives the four weight scales as a `__m128` from the
+/// four blocks.
 macro_rules! rows4 {
     ($w:expr, $next:expr, $a:expr, $t:expr, |$b0:ident, $b1:ident, $b2:ident, $b3:ident| $scales:expr) => {{
         let (w, a) = ($w, $a);
-        let nb = a.len();
-        debug_assert_eq!(w.len(), 4 * nb);
+        let nb = w.len() / 4;
+        debug_assert!(a.iter().all(|a| a.len() == nb));
         let t = table($t);
         let wp = w.as_ptr();
         let sz = size_of_val(&w[0]);
         let ones = _mm256_set1_epi16(1);
-        let mut acc = _mm_setzero_ps();
+        let mut acc = a.map(|_| _mm_setzero_ps());
         for i in 0..nb {
-            let y = &*a.as_ptr().add(i);
             prefetch_span(($next as *const i8).wrapping_add(4 * i * sz), 4 * sz);
-            let yv = load32(&y.qs);
             let ($b0, $b1, $b2, $b3) = (
                 &*wp.add(i),
                 &*wp.add(nb + i),
                 &*wp.add(2 * nb + i),
                 &*wp.add(3 * nb + i),
             );
-            let ya = _mm256_sign_epi8(yv, yv);
-            let s = sum4(
-                _mm256_madd_epi16(table_dot(t, &$b0.qs, ya, yv), ones),
-                _mm256_madd_epi16(table_dot(t, &$b1.qs, ya, yv), ones),
-                _mm256_madd_epi16(table_dot(t, &$b2.qs, ya, yv), ones),
-                _mm256_madd_epi16(table_dot(t, &$b3.qs, ya, yv), ones),
-            );
-            let dy = _mm_set1_ps(y.d.to_f32());
-            acc = _mm_fmadd_ps(_mm_mul_ps($scales, dy), _mm_cvtepi32_ps(s), acc);
+            let v = [
+                lookup(t, &$b0.qs),
+                lookup(t, &$b1.qs),
+                lookup(t, &$b2.qs),
+                lookup(t, &$b3.qs),
+            ];
+            let sc = $scales;
+            for (acc, a) in acc.iter_mut().zip(&a) {
+                let y = &*a.as_ptr().add(i);
+                let yv = load32(&y.qs);
+                let ya = _mm256_sign_epi8(yv, yv);
+                let s = sum4(
+                    _mm256_madd_epi16(table_dot(v[0], ya, yv), ones),
+                    _mm256_madd_epi16(table_dot(v[1], ya, yv), ones),
+                    _mm256_madd_epi16(table_dot(v[2], ya, yv), ones),
+                    _mm256_madd_epi16(table_dot(v[3], ya, yv), ones),
+                );
+                let dy = _mm_set1_ps(y.d.to_f32());
+                *acc = _mm_fmadd_ps(_mm_mul_ps(sc, dy), _mm_cvtepi32_ps(s), *acc);
+            }
         }
-        let mut out = [0.0f32; 4];
-        _mm_storeu_ps(out.as_mut_ptr(), acc);
-        out
+        acc.map(|acc| {
+            let mut out = [0.0f32; 4];
+            _mm_storeu_ps(out.as_mut_ptr(), acc);
+            out
+        })
     }};
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn iq4_nl_rows4(w: &[BlockIQ4NL], next: *const BlockIQ4NL, a: &[BlockQ8_0]) -> [f32; 4] {
+pub unsafe fn iq4_nl_rows4<const R: usize>(
+    w: &[BlockIQ4NL],
+    next: *const BlockIQ4NL,
+    a: [&[BlockQ8_0]; R],
+) -> [[f32; 4]; R] {
     rows4!(w, next, a, &KVALUES_IQ4NL, |b0, b1, b2, b3| {
         let h = _mm_setr_epi16(
             b0.d.to_bits() as i16,
@@ -183,7 +178,11 @@ pub unsafe fn iq4_nl_rows4(w: &[BlockIQ4NL], next: *const BlockIQ4NL, a: &[Block
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn mxfp4_rows4(w: &[BlockMXFP4], next: *const BlockMXFP4, a: &[BlockQ8_0]) -> [f32; 4] {
+pub unsafe fn mxfp4_rows4<const R: usize>(
+    w: &[BlockMXFP4],
+    next: *const BlockMXFP4,
+    a: [&[BlockQ8_0]; R],
+) -> [[f32; 4]; R] {
     rows4!(w, next, a, &KVALUES_MXFP4, |b0, b1, b2, b3| {
         _mm_setr_ps(
             e8m0_half(b0.e),
@@ -194,19 +193,23 @@ pub unsafe fn mxfp4_rows4(w: &[BlockMXFP4], next: *const BlockMXFP4, a: &[BlockQ
     })
 }
 
-/// Four IQ4_XS rows against one Q8_K activation: per super-block, each sub-block's activation
-/// load is shared by the four rows; the sub-block scales go into the widening `pmaddwd` as in
-/// `iq4_xs`, and one 4-lane reduction per super-block meets the four f32 scales.
+/// Four IQ4_XS rows against `R` Q8_K activation rows: per sub-block, the four rows' table
+/// lookups are shared by the activation rows and each activation load by the four rows; the
+/// sub-block scales go into the widening `pmaddwd` as in `iq4_xs`, and one 4-lane reduction per
+/// super-block and activation row meets the four f32 scales.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn iq4_xs_rows4(w: &[BlockIQ4XS], next: *const BlockIQ4XS, a: &[BlockQ8K]) -> [f32; 4] {
-    let nb = a.len();
-    debug_assert_eq!(w.len(), 4 * nb);
+pub unsafe fn iq4_xs_rows4<const R: usize>(
+    w: &[BlockIQ4XS],
+    next: *const BlockIQ4XS,
+    a: [&[BlockQ8K]; R],
+) -> [[f32; 4]; R] {
+    let nb = w.len() / 4;
+    debug_assert!(a.iter().all(|a| a.len() == nb));
     let t = table(&KVALUES_IQ4NL);
     let wp = w.as_ptr();
     let sz = size_of::<BlockIQ4XS>();
-    let mut acc = _mm_setzero_ps();
+    let mut acc = [_mm_setzero_ps(); R];
     for i in 0..nb {
-        let y = &*a.as_ptr().add(i);
         prefetch_span((next as *const i8).wrapping_add(4 * i * sz), 4 * sz);
         let rows = [
             &*wp.add(i),
@@ -214,15 +217,21 @@ pub unsafe fn iq4_xs_rows4(w: &[BlockIQ4XS], next: *const BlockIQ4XS, a: &[Block
             &*wp.add(2 * nb + i),
             &*wp.add(3 * nb + i),
         ];
-        let mut isum = [_mm256_setzero_si256(); 4];
+        let y = a.map(|a| &*a.as_ptr().add(i));
+        let mut isum = [[_mm256_setzero_si256(); 4]; R];
         for ib in 0..8 {
-            let yv = load32(&y.qs[32 * ib..]);
-            let ya = _mm256_sign_epi8(yv, yv);
-            for (s, b) in isum.iter_mut().zip(rows) {
+            let v = rows.map(|b| {
                 let q: &[u8; 16] = b.qs[16 * ib..16 * ib + 16].try_into().unwrap();
-                let p16 = table_dot(t, q, ya, yv);
-                let ls = _mm256_set1_epi16(b.sub_scale(ib) as i16);
-                *s = _mm256_add_epi32(*s, _mm256_madd_epi16(p16, ls));
+                lookup(t, q)
+            });
+            let ls = rows.map(|b| _mm256_set1_epi16(b.sub_scale(ib) as i16));
+            for (isum, y) in isum.iter_mut().zip(&y) {
+                let yv = load32(&y.qs[32 * ib..]);
+                let ya = _mm256_sign_epi8(yv, yv);
+                for k in 0..4 {
+                    let p16 = table_dot(v[k], ya, yv);
+                    isum[k] = _mm256_add_epi32(isum[k], _mm256_madd_epi16(p16, ls[k]));
+                }
             }
         }
         let h = _mm_setr_epi16(
@@ -235,11 +244,16 @@ pub unsafe fn iq4_xs_rows4(w: &[BlockIQ4XS], next: *const BlockIQ4XS, a: &[Block
             0,
             0,
         );
-        let d = _mm_mul_ps(_mm_cvtph_ps(h), _mm_set1_ps(y.d));
-        let s = sum4(isum[0], isum[1], isum[2], isum[3]);
-        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(s), acc);
+        let dw = _mm_cvtph_ps(h);
+        for ((acc, isum), y) in acc.iter_mut().zip(&isum).zip(&y) {
+            let d = _mm_mul_ps(dw, _mm_set1_ps(y.d));
+            let s = sum4(isum[0], isum[1], isum[2], isum[3]);
+            *acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(s), *acc);
+        }
     }
-    let mut out = [0.0f32; 4];
-    _mm_storeu_ps(out.as_mut_ptr(), acc);
-    out
+    acc.map(|acc| {
+        let mut out = [0.0f32; 4];
+        _mm_storeu_ps(out.as_mut_ptr(), acc);
+        out
+    })
 }

@@ -51,12 +51,5 @@ impl QuantBlock for BlockIQ4NL {
             .sum()
     }
 
-    fn vec_dot_rows(w: &[Self], a: &[BlockQ8_0], out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: features checked at run time.
-            return unsafe { super::avx2::rows_by4(w, a, out, super::avx2::iq4_nl_rows4) };
-        }
-        super::rows_each(w, a, out)
-    }
+    crate::rows4::rows_via_kernel!(super::avx2::iq4_nl_rows4);
 }

@@ -97,13 +97,5 @@ pub(crate) fn pack_codes(l: &[u8], qs: &mut [u8; 16]) {
     }
 }
 
-/// `vec_dot_rows` by the 1-row dot, for formats without a multi-row kernel on this path.
-pub(crate) fn rows_each<B: crate::format::QuantBlock>(w: &[B], a: &[B::Dot], out: &mut [f32]) {
-    let nb = w.len() / out.len().max(1);
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = B::vec_dot(&w[i * nb..(i + 1) * nb], a);
-    }
-}
-
 #[cfg(test)]
 mod tests;
