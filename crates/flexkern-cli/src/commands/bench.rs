@@ -1,6 +1,7 @@
 //! `flexkern bench`: attention benchmarks reported beside the machine limits measured in the
 //! same run (FMA rate, read bandwidth). Medians of repeated runs.
 
+use super::bench_common::{print_rows, AttnBenchArgs, Row};
 use super::limits::{fma_peak_gflops, median, median_secs, read_bandwidth_gbs, BandwidthProbe};
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -14,7 +15,6 @@ use flexkern::mem::huge_vec;
 use flexkern::verify::{Input, Rng};
 use flexkern::Backend;
 use flexkern::{AttentionArgs, BlockMask, CpuBackend, DType, Variant};
-use std::io::Write;
 use std::time::Instant;
 
 /// `flexkern bench [attn|gemv|mixed]`: no subcommand runs attn and gemv with their defaults.
@@ -32,67 +32,6 @@ pub enum BenchWhat {
     Gemv(super::bench_gemv::BenchGemvArgs),
     /// A prefill chunk plus decodes: one mixed call, separate calls, the single path.
     Mixed(super::bench_mixed::MixedBenchArgs),
-}
-
-#[derive(Args, Debug, Default)]
-pub struct AttnBenchArgs {
-    /// Fewer repetitions and smaller shapes (smoke test of the benchmark itself).
-    #[arg(long)]
-    pub quick: bool,
-    /// Only the section(s) whose name contains this: prefill, decode, paged, cascade.
-    #[arg(long, default_value = "")]
-    pub only: String,
-    /// Also append the rows to this CSV file.
-    #[arg(long)]
-    pub csv: Option<std::path::PathBuf>,
-    /// cuda: the decode shapes of issue 13 beside the card's copy bandwidth.
-    #[arg(long, value_enum, default_value_t)]
-    pub device: super::device::Device,
-    /// Deterministic split-KV partitions (cuda).
-    #[arg(long)]
-    pub deterministic: bool,
-}
-
-/// One result row.
-pub struct Row {
-    pub case: String,
-    pub ms: f64,
-    pub gflops: f64,
-    pub gbs: f64,
-    pub ratio: f64,
-    pub limit: String,
-}
-
-pub fn print_rows(rows: &[Row], csv: Option<&std::path::Path>) -> Result<()> {
-    println!(
-        "{:<52} {:>10} {:>9} {:>8} {:>8}  of",
-        "case", "median ms", "GFLOP/s", "GB/s", "ratio"
-    );
-    for r in rows {
-        println!(
-            "{:<52} {:>10.3} {:>9.1} {:>8.2} {:>7.1}%  {}",
-            r.case,
-            r.ms,
-            r.gflops,
-            r.gbs,
-            r.ratio * 100.0,
-            r.limit
-        );
-    }
-    if let Some(p) = csv {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)?;
-        for r in rows {
-            writeln!(
-                f,
-                "{},{:.4},{:.2},{:.3},{:.4},{}",
-                r.case, r.ms, r.gflops, r.gbs, r.ratio, r.limit
-            )?;
-        }
-    }
-    Ok(())
 }
 
 /// Random inputs on huge pages, as the paged KV cache they are compared with.
@@ -357,6 +296,13 @@ pub fn run_bench(a: &BenchArgs) -> Result<()> {
             super::cuda::bench_attn(x)
         }
         Some(BenchWhat::Attn(x)) => run_attn_bench(x),
+        Some(BenchWhat::Gemv(x)) if x.device == super::device::Device::Cuda => {
+            anyhow::ensure!(
+                !x.precise,
+                "--precise: the GPU GEMV always keeps activations in f32 (the option is for the CPU)"
+            );
+            super::cuda_gemv::bench_gemv(x)
+        }
         Some(BenchWhat::Gemv(x)) => super::bench_gemv::run_bench_gemv(x),
         Some(BenchWhat::Mixed(x)) => super::bench_mixed::run_bench_mixed(x),
         None => {

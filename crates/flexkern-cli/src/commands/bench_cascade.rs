@@ -3,7 +3,7 @@
 //! over the same cache. Both keep their operands in buffers and build their plans once; the two
 //! are timed alternately, so a neighbour's load lands on both.
 
-use super::bench::Row;
+use super::bench_common::Row;
 use super::limits::median;
 use anyhow::{bail, Result};
 use flexkern::attention::cascade::{plan_cascade, CascadeArgs};

@@ -244,13 +244,6 @@ impl Case {
 }
 
 pub fn run_bench_gemv(args: &BenchGemvArgs) -> Result<()> {
-    if args.device == super::device::Device::Cuda {
-        anyhow::ensure!(
-            !args.precise,
-            "--precise: the GPU GEMV always keeps activations in f32 (the option is for the CPU)"
-        );
-        return super::cuda_gemv::bench_gemv(args);
-    }
     let pool = match args.threads {
         Some(t) => rayon::ThreadPoolBuilder::new()
             .num_threads(super::threads::check_threads(t)?)

@@ -5,7 +5,7 @@
 //! three run in turn each round, in a rotating order, so a neighbour's load lands on all; medians
 //! over rounds. Plans are built once, as a server plans per batch layout.
 
-use super::bench::{print_rows, Row};
+use super::bench_common::{print_rows, Row};
 use super::limits::{fma_peak_gflops, median, read_bandwidth_gbs};
 use anyhow::{bail, Result};
 use clap::Args;

@@ -115,7 +115,7 @@ pub fn verify(quick: bool, seed: u64, report: &mut dyn FnMut(Outcome)) -> Result
 
 /// `flexkern bench attn --device cuda`: copy bandwidth first, then each decode shape as a
 /// fraction of it (KV bytes read per second over copy bytes read + written per second).
-pub fn bench_attn(a: &super::bench::AttnBenchArgs) -> Result<()> {
+pub fn bench_attn(a: &super::bench_common::AttnBenchArgs) -> Result<()> {
     use flexkern_cuda::bench::{copy_bandwidth, decode, standard_shapes};
     let dev = open("bench attn")?;
     let reps = if a.quick { 5 } else { 30 };
@@ -145,7 +145,7 @@ pub fn bench_attn(a: &super::bench::AttnBenchArgs) -> Result<()> {
             r.local_bytes
         );
         let gbs = s.kv_bytes() as f64 / (ms * 1e-3) / 1e9;
-        rows.push(super::bench::Row {
+        rows.push(super::bench_common::Row {
             case: s.name(),
             ms,
             gflops: 0.0,
@@ -154,7 +154,7 @@ pub fn bench_attn(a: &super::bench::AttnBenchArgs) -> Result<()> {
             limit: format!("copy {copy:.0} GB/s"),
         });
     }
-    super::bench::print_rows(&rows, a.csv.as_deref())?;
+    super::bench_common::print_rows(&rows, a.csv.as_deref())?;
     println!("{}", module_report(&dev));
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `flexkern perplexity`: llama.cpp's perplexity (`flexkern_model::perplexity`) of a GGUF model
 //! on a text file, with a progress bar and llama.cpp's error estimate.
 
-use super::run::{default_model, kv_dtype, open_model, precision, KvType};
+use super::run_args::{default_model, kv_dtype, open_model, precision, KvType};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use flexkern::CpuBackend;

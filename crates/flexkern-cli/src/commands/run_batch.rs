@@ -4,30 +4,14 @@
 //! one after another (`--parallel 1`), measured in the same invocation unless `--no-baseline`.
 //! `--json` prints one line per prompt instead: its index, prompt ids and generated ids.
 
-use super::run::{default_model, open_model, RunArgs};
+use super::run_args::{default_model, open_model, RunArgs};
 use anyhow::{bail, Context};
-use clap::Args;
 use flexkern::CpuBackend;
 use flexkern_gguf::{ChatTemplate, StreamDecoder, Tokenizer};
 use flexkern_model::{
     generate_batch, BatchConfig, BatchStats, Finish, Flow, KvCache, Model, SamplerConfig, SeqOutput,
 };
 use std::io::Write;
-
-#[derive(Args, Debug)]
-pub struct BatchArgs {
-    /// Generate for every line of --prompt-file (one prompt per line, blank lines skipped),
-    /// with up to N sequences in each step.
-    #[arg(long, value_name = "N", requires = "prompt_file")]
-    pub parallel: Option<usize>,
-    /// With --parallel: prompt tokens one sequence feeds per step, so long prompts do not
-    /// stall the other sequences' decoding.
-    #[arg(long, default_value_t = 512, requires = "parallel")]
-    pub chunk: usize,
-    /// With --parallel: skip the one-after-another baseline run (no speed-up reported).
-    #[arg(long, requires = "parallel")]
-    pub no_baseline: bool,
-}
 
 /// The prompts of a --parallel file: its non-blank lines.
 fn prompt_lines(text: &str) -> Vec<&str> {
@@ -77,10 +61,10 @@ pub fn run_batch(args: &RunArgs, parallel: usize) -> anyhow::Result<()> {
     let model = Model::load_with(
         &gguf,
         CpuBackend,
-        super::run::precision(args.precise),
+        super::run_args::precision(args.precise),
         |_, _| {},
     )?;
-    let kv_dtype = super::run::kv_dtype(args.kv_type, args.precise);
+    let kv_dtype = super::run_args::kv_dtype(args.kv_type, args.precise);
     let ctx = args.ctx.min(model.config.context_length);
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
     // Room for `parallel` of the longest prompt with all its tokens: admission never waits

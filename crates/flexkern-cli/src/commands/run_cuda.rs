@@ -1,10 +1,10 @@
-//! `flexkern run --device cuda`: the CPU's single-prompt path (`run::run_on`, generic over
+//! `flexkern run --device cuda`: the CPU's single-prompt path (`run_one::run_on`, generic over
 //! `TensorOps`) on GPU 0 through `CudaBackend`: weights uploaded once in the file's layout
 //! (with a progress bar), the KV cache in device pages, GEMV / SwiGLU / norms / RoPE /
 //! attention as CUDA kernels; the host samples from the downloaded logits. Not yet: CUDA-graph
 //! capture of the decode step and sampling on the device (issue 14, items 3 and 4).
 
-use super::run::RunArgs;
+use super::run_args::RunArgs;
 use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -18,7 +18,7 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
         ProgressStyle::with_template("uploading weights to the GPU {bar:40} {pos}/{len}")
             .expect("valid template"),
     );
-    let r = super::run::run_on(&args, backend, &dev.props.name, |done, total| {
+    let r = super::run_one::run_on(&args, backend, &dev.props.name, |done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
         if done == total {

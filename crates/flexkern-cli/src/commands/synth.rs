@@ -55,7 +55,7 @@ pub fn run_synth(a: &SynthArgs) -> anyhow::Result<()> {
     let donor = match a.tokenizer.as_str() {
         "bytes" => None,
         "default" => {
-            let path = super::run::default_model().context(
+            let path = super::run_args::default_model().context(
                 "--tokenizer default: synth-model takes its tokenizer and chat template from \
                  the default model; run the README's first command (bash bench/fetch_model.sh) \
                  or pass --tokenizer bytes",

@@ -5,24 +5,13 @@
 //! without touching their elements, exact evaluation of only the tiles it cannot decide. When
 //! the mask does not read the head, one entry serves every head (broadcast).
 
+pub use super::classify::BlockKind;
 use super::classify::Classifier;
 use super::expr::Var;
 use super::program::{Program, TileCtx};
 use crate::attention::problem::SeqLens;
 use crate::error::{invalid, Result};
 use rayon::prelude::*;
-
-/// How a kernel treats one (q-block, kv-block) tile.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum BlockKind {
-    /// Every element masked: never visited.
-    Empty = 0,
-    /// Some elements masked: the mask runs on this tile.
-    Partial = 1,
-    /// No element masked: visited without the mask.
-    Full = 2,
-}
 
 /// One sequence's slice of the mask.
 #[derive(Clone, Debug)]

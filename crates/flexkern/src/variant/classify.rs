@@ -3,9 +3,20 @@
 //! eviction proof and the CPU kernels' partial-tile masks all classify through it, so a tile is
 //! judged the same way everywhere.
 
-use super::block_mask::BlockKind;
 use super::interval::{classify as interval, Domain, Tri};
 use super::program::{Program, Scratch, TileCtx};
+
+/// How a kernel treats one (q-block, kv-block) tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum BlockKind {
+    /// Every element masked: never visited.
+    Empty = 0,
+    /// Some elements masked: the mask runs on this tile.
+    Partial = 1,
+    /// No element masked: visited without the mask.
+    Full = 2,
+}
 
 /// Side of the sub-blocks of `Classifier::sub_blocks` (their kept bits fill a `u64`).
 pub const SUB: usize = 8;
