@@ -22,7 +22,7 @@ pub mod synth;
 pub mod weights;
 
 pub use batch::{generate_batch, BatchConfig, BatchStats, Finish, SeqOutput};
-pub use check::{check_models, CheckSummary, PositionCheck, Tolerance};
+pub use check::{check_models, check_models_around, CheckSummary, PositionCheck, Tolerance};
 pub use config::Config;
 pub use error::{ModelError, Result};
 pub use flexkern_quant::Precision;

@@ -3,6 +3,7 @@ use super::*;
 const TOL: Tolerance = Tolerance {
     tie: 1e-3,
     max_abs: 1.0,
+    max_rel: 0.0,
 };
 
 /// 16 logits with clear gaps at the top: ids 3 > 7 > 1 > 12 > 5 > the rest.
@@ -36,7 +37,11 @@ fn equal_logits_pass_with_zero_error() {
 #[test]
 fn small_noise_passes_and_is_measured() {
     let r = base();
-    let d: Vec<f32> = r.iter().enumerate().map(|(i, x)| x + 1e-4 * (i % 3) as f32).collect();
+    let d: Vec<f32> = r
+        .iter()
+        .enumerate()
+        .map(|(i, x)| x + 1e-4 * (i % 3) as f32)
+        .collect();
     let c = check(&r, &d);
     assert_eq!(c.failure, None);
     assert!((c.max_abs - 2e-4).abs() < 1e-6, "{}", c.max_abs);
@@ -110,6 +115,17 @@ fn the_max_abs_bound_fails_even_with_equal_ranks() {
     let c = check(&r, &d);
     assert_eq!(c.ref_top, c.dev_top);
     assert!(c.failure.as_deref().unwrap().contains("bound"), "{c:?}");
+    // A relative bound scales with the largest reference logit (5.0 here).
+    let rel = Tolerance {
+        max_rel: 0.21,
+        ..TOL
+    };
+    assert_eq!(compare(0, &r, &d, &rel).unwrap().failure, None);
+    let rel = Tolerance {
+        max_rel: 0.19,
+        ..TOL
+    };
+    assert!(compare(0, &r, &d, &rel).unwrap().failure.is_some());
 }
 
 #[test]
