@@ -74,6 +74,10 @@ class Layer(nn.Module):
         cache = (1, kv_heads, max_len, hd)
         self.register_buffer("k_cache", torch.zeros(cache, dtype=dtype, device=device))
         self.register_buffer("v_cache", torch.zeros(cache, dtype=dtype, device=device))
+        # Fixed addresses, mutated in place: CUDA graphs keep them as static inputs (what
+        # transformers' StaticCache does) rather than skipping the graph for mutated inputs.
+        torch._dynamo.mark_static_address(self.k_cache)
+        torch._dynamo.mark_static_address(self.v_cache)
 
     def forward(self, x, pos, cos, sin, mask):
         t, (h, kvh, hd) = x.shape[1], (self.heads, self.kv_heads, self.hd)
@@ -82,8 +86,8 @@ class Layer(nn.Module):
         q = rope(q.view(1, t, h, hd), cos, sin).transpose(1, 2)
         k = rope(k.view(1, t, kvh, hd), cos, sin).transpose(1, 2)
         v = v.view(1, t, kvh, hd).transpose(1, 2)
-        self.k_cache.index_copy_(2, pos, k)
-        self.v_cache.index_copy_(2, pos, v)
+        self.k_cache[:, :, pos] = k
+        self.v_cache[:, :, pos] = v
         kk = self.k_cache.repeat_interleave(h // kvh, dim=1)
         vv = self.v_cache.repeat_interleave(h // kvh, dim=1)
         y = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)
