@@ -250,6 +250,17 @@ pub fn check_models_around<R: TensorOps, D: TensorOps>(
     while s.tokens.len() < tokens || s.positions == 0 {
         let r = reference.forward(&mut rc, &feed, Logits::All)?;
         let d = around(&mut || device.forward(&mut dc, &feed, Logits::All))?;
+        if d.len() != r.len() || r.len() != feed.len() * vocab {
+            return Err(ModelError::InvalidArgument {
+                arg: "device",
+                msg: format!(
+                    "{} device logits, {} reference logits for {} tokens of vocab {vocab}",
+                    d.len(),
+                    r.len(),
+                    feed.len()
+                ),
+            });
+        }
         for (i, (rl, dl)) in r.chunks_exact(vocab).zip(d.chunks_exact(vocab)).enumerate() {
             let pos = s.positions;
             let mut c = compare(pos, rl, dl, tol)?;
