@@ -26,6 +26,8 @@ enum Command {
     Attn(Box<commands::attn::AttnArgs>),
     /// Compare every kernel with the f64 oracle over a matrix of cases.
     Verify(commands::verify::VerifyArgs),
+    /// The model on a device against the CPU's precise path, logits at every position.
+    VerifyModel(commands::verify_model::VerifyModelArgs),
     /// Benchmarks beside the machine limits measured in the same run.
     Bench(commands::bench::BenchArgs),
     /// Quantize a .npy f32 [N, K] into raw GGUF tensor bytes.
@@ -48,6 +50,7 @@ fn main() {
         Command::Perplexity(a) => commands::perplexity::run_perplexity(&a),
         Command::Attn(a) => commands::attn::run_attn(&a),
         Command::Verify(a) => commands::verify::run_verify(&a),
+        Command::VerifyModel(a) => commands::verify_model::run_verify_model(&a),
         Command::Bench(a) => commands::bench::run_bench(&a),
         Command::Quantize(a) => commands::quant::run_quantize(&a),
         Command::Dequantize(a) => commands::quant::run_dequantize(&a),

@@ -4,9 +4,11 @@
 //! `Model::load(&gguf, backend, progress)` → `Model::forward(&mut cache, tokens, Logits)`;
 //! `generate` streams tokens through a callback. `Model::forward_batch` runs one step over
 //! several sequences of a shared cache and `generate_batch` schedules prompts over it
-//! (continuous batching). `reference` is the f64 forward used by tests.
+//! (continuous batching). `reference` is the f64 forward used by tests; `check` compares the
+//! model on two backends position by position (`flexkern verify-model`).
 
 pub mod batch;
+pub mod check;
 pub mod config;
 pub mod error;
 pub mod forward;
@@ -20,6 +22,7 @@ pub mod synth;
 pub mod weights;
 
 pub use batch::{generate_batch, BatchConfig, BatchStats, Finish, SeqOutput};
+pub use check::{check_models, check_models_around, CheckSummary, PositionCheck, Tolerance};
 pub use config::Config;
 pub use error::{ModelError, Result};
 pub use flexkern_quant::Precision;

@@ -23,3 +23,4 @@ pub mod synth;
 pub mod threads;
 pub mod tune;
 pub mod verify;
+pub mod verify_model;
