@@ -2,38 +2,12 @@
 //! flag or file (never a signal, never a hang: every run has a deadline), and `run` says when
 //! it stops at --ctx.
 
+mod common;
+
+use common::flexkern;
 use flexkern::npy;
 use flexkern_gguf::{GgmlType, GgufWriter, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Runs the binary with a deadline; returns (exit code, stdout, stderr). A signal or a hang
-/// fails the test.
-pub fn flexkern(args: &[&str]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flexkern"))
-        .args(args)
-        .env("FLEXKERN_CACHE", "/nonexistent")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("flexkern {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let code = out
-        .status
-        .code()
-        .unwrap_or_else(|| panic!("flexkern {args:?} died by a signal: {:?}", out.status));
-    let s = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
-    (code, s(out.stdout), s(out.stderr))
-}
 
 /// Asserts exit status 1 with an error mentioning every `needles`.
 fn fails_naming(args: &[&str], needles: &[&str]) -> String {
@@ -47,9 +21,7 @@ fn fails_naming(args: &[&str], needles: &[&str]) -> String {
 }
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("flexkern-bad-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch(&format!("bad-{name}"))
 }
 
 fn npy_file(d: &Path, name: &str, shape: &[usize], data: &[f32]) -> String {

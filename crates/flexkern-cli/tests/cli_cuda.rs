@@ -1,19 +1,9 @@
 //! `--device cuda` from the binary: on a machine without an NVIDIA driver (CI) every entry point
 //! prints why and exits 3 (never a panic); with one, `verify --device cuda --quick` passes.
 
-use std::process::Command;
+mod common;
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_flexkern"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::flexkern as run;
 
 #[test]
 fn cuda_commands_skip_with_a_typed_error_or_pass() {

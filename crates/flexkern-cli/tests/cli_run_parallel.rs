@@ -3,25 +3,14 @@
 //! of that line alone (and its token ids, `--json`), the baseline run reported, and bad
 //! combinations refused by name.
 
+mod common;
+
+use common::flexkern;
 use flexkern_gguf::{GgmlType, GgufWriter, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn flexkern(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_flexkern"))
-        .args(args)
-        .env("FLEXKERN_CACHE", "/nonexistent")
-        .output()
-        .unwrap();
-    let s = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
-    let code = out.status.code().expect("no signal");
-    (code, s(out.stdout), s(out.stderr))
-}
 
 fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("flexkern-parallel-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch("parallel")
 }
 
 /// A 2-layer llama with an SPM byte tokenizer and random f32 weights; the EOS row of the tied

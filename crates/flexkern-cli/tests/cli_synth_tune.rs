@@ -2,41 +2,22 @@
 //! (exit 1, nothing written), a synthetic model runs, `tune --device cuda` without a GPU
 //! exits 3.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-/// Runs the binary in `cwd` with no model cache and no tune table in reach; returns (exit
-/// code, stdout, stderr). A signal or a hang fails the test.
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Runs the binary in `cwd` with no model cache and no tune table in reach.
 fn flexkern(cwd: &Path, args: &[&str]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flexkern"))
-        .args(args)
-        .current_dir(cwd)
-        .env("FLEXKERN_CACHE", "/nonexistent")
-        .env("HOME", cwd)
-        .env("FLEXKERN_TUNE_FILE", cwd.join("tune.json"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > Duration::from_secs(180) {
-            let _ = child.kill();
-            panic!("flexkern {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let code = out.status.code().expect("exited, not killed by a signal");
-    let s = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
-    (code, s(out.stdout), s(out.stderr))
+    common::flexkern_with(args, Duration::from_secs(180), |c| {
+        c.current_dir(cwd)
+            .env("HOME", cwd)
+            .env("FLEXKERN_TUNE_FILE", cwd.join("tune.json"));
+    })
 }
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("flexkern-st-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch(&format!("st-{name}"))
 }
 
 #[test]

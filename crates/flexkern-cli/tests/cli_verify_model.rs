@@ -2,35 +2,20 @@
 //! against the precise reference (AVX2 and portable kernels), a bound the default path cannot
 //! meet fails with exit 1, bad tolerances are named, `--device cuda` without a GPU exits 3.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+mod common;
 
-/// Runs the binary with `envs`; returns (exit code, stdout, stderr). A signal or a hang fails.
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Runs the binary with `envs` (and not the caller's FLEXKERN_FORCE_SCALAR).
 fn flexkern(args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flexkern"));
-    cmd.args(args)
-        .env("FLEXKERN_CACHE", "/nonexistent")
-        .env_remove("FLEXKERN_FORCE_SCALAR")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let t = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > Duration::from_secs(300) {
-            let _ = child.kill();
-            panic!("flexkern {args:?} hung");
+    common::flexkern_with(args, Duration::from_secs(300), |c| {
+        c.env_remove("FLEXKERN_FORCE_SCALAR");
+        for (k, v) in envs {
+            c.env(k, v);
         }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let code = out.status.code().expect("exited, not killed by a signal");
-    let s = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
-    (code, s(out.stdout), s(out.stderr))
+    })
 }
 
 /// A SmolLM2-135M-shaped Q4_0 model with a 512-byte vocabulary, written once per run.
