@@ -109,6 +109,104 @@ __device__ __forceinline__ i64 fk_first_visible(const FkArgs& a, u32 s) {
 #endif
 }
 
+// Steps both attention kernels share (the register path below, the cp.async path in
+// attention_async.cu): the accumulator, the online-softmax update of a tile, the epilogue.
+typedef float FkAcc[FK_ROWS][FK_CPV][FK_VV];
+
+__device__ __forceinline__ void fk_acc_zero(FkAcc& acc) {
+#pragma unroll
+  for (int r = 0; r < FK_ROWS; ++r)
+#pragma unroll
+    for (int c = 0; c < FK_CPV; ++c)
+#pragma unroll
+      for (int e = 0; e < FK_VV; ++e) acc[r][c][e] = 0.f;
+}
+
+// (B) One warp per row: the tile's scores s_p[r][0..TILE) become probabilities against the new
+// running max; s_alpha[r] rescales the old state, s_m and s_l move on.
+template <int TILE>
+__device__ __forceinline__ void fk_softmax_tile(float (*s_p)[TILE], float* s_m, float* s_l,
+                                                float* s_alpha, int warp, int lane) {
+  for (int r = warp; r < FK_ROWS; r += FK_NWARPS) {
+    float mx = FK_NEG_INF;
+    for (int j = lane; j < TILE; j += 32) mx = fmaxf(mx, s_p[r][j]);
+    mx = fk_warp_max(mx);
+    const float m_old = s_m[r];
+    const float m_new = fmaxf(m_old, mx);
+    float sum = 0.f;
+    for (int j = lane; j < TILE; j += 32) {
+      const float s = s_p[r][j];
+      const float p = (s == FK_NEG_INF) ? 0.f : expf(s - m_new);
+      s_p[r][j] = p;
+      sum += p;
+    }
+    sum = fk_warp_sum(sum);
+    __syncwarp();
+    if (lane == 0) {
+      const float alpha = (m_old == FK_NEG_INF) ? 0.f : expf(m_old - m_new);
+      s_alpha[r] = alpha;
+      s_l[r] = s_l[r] * alpha + sum;
+      s_m[r] = m_new;
+    }
+  }
+}
+
+// (C, first half) acc *= alpha, row by row.
+__device__ __forceinline__ void fk_acc_rescale(FkAcc& acc, const float* s_alpha) {
+#pragma unroll
+  for (int r = 0; r < FK_ROWS; ++r) {
+    const float al = s_alpha[r];
+#pragma unroll
+    for (int c = 0; c < FK_CPV; ++c)
+#pragma unroll
+      for (int e = 0; e < FK_VV; ++e) acc[r][c][e] *= al;
+  }
+}
+
+// Epilogue: joins the lane groups of each warp, then the warps, in `red` (FK_ROWS x FK_DV
+// floats of shared memory), and writes this item's partial O (times vscale / l) and LSE.
+__device__ __forceinline__ void fk_write_partial(const FkArgs& a, FkAcc& acc, float* red,
+                                                 const float* s_m, const float* s_l, u32 item,
+                                                 i64 kvh, float vscale, int warp, int vsub,
+                                                 int vgrp) {
+#pragma unroll
+  for (int o = FK_TPV; o < 32; o <<= 1)
+#pragma unroll
+    for (int r = 0; r < FK_ROWS; ++r)
+#pragma unroll
+      for (int c = 0; c < FK_CPV; ++c)
+#pragma unroll
+        for (int e = 0; e < FK_VV; ++e) acc[r][c][e] += __shfl_xor_sync(0xffffffffu, acc[r][c][e], o);
+  for (int w = 0; w < FK_NWARPS; ++w) {
+    if (warp == w && vgrp == 0) {
+#pragma unroll
+      for (int r = 0; r < FK_ROWS; ++r)
+#pragma unroll
+        for (int c = 0; c < FK_CPV; ++c) {
+          const int vec = vsub + c * FK_TPV;
+          if (vec < FK_NVV)
+#pragma unroll
+            for (int e = 0; e < FK_VV; ++e) {
+              float& d = red[r * FK_DV + vec * FK_VV + e];
+              d = (w == 0 ? 0.f : d) + acc[r][c][e];
+            }
+        }
+    }
+    __syncthreads();
+  }
+  const u64 base = ((u64)item * a.num_kv_heads + kvh) * FK_ROWS;
+  for (int i = threadIdx.x; i < FK_ROWS * FK_DV; i += FK_NWARPS * 32) {
+    const int r = i / FK_DV, d = i % FK_DV;
+    const float l = s_l[r];
+    a.part_o[(base + r) * FK_DV + d] = l > 0.f ? red[r * FK_DV + d] * vscale / l : (l != l ? l : 0.f);
+  }
+  if (threadIdx.x < FK_ROWS) {
+    const float l = s_l[threadIdx.x];
+    // A kept NaN (or +inf) score leaves the running sum NaN: the row's O and LSE are NaN.
+    a.part_lse[base + threadIdx.x] = l > 0.f ? s_m[threadIdx.x] + logf(l) : (l != l ? l : FK_NEG_INF);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention(const FkArgs a) {
   __shared__ float s_p[FK_ROWS][FK_TILE];
   __shared__ float s_m[FK_ROWS], s_l[FK_ROWS], s_alpha[FK_ROWS];
@@ -153,13 +251,8 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention(const 
     s_l[threadIdx.x] = 0.f;
   }
   const int vsub = lane % FK_TPV, vgrp = lane / FK_TPV;
-  float acc[FK_ROWS][FK_CPV][FK_VV];
-#pragma unroll
-  for (int r = 0; r < FK_ROWS; ++r)
-#pragma unroll
-    for (int c = 0; c < FK_CPV; ++c)
-#pragma unroll
-      for (int e = 0; e < FK_VV; ++e) acc[r][c][e] = 0.f;
+  FkAcc acc;
+  fk_acc_zero(acc);
   __syncthreads();
 
   for (i64 t0 = it.z; t0 < (i64)it.w; t0 += FK_TILE) {
@@ -224,38 +317,10 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention(const 
     }
     __syncthreads();
     // (B) running max and sum, one warp per row.
-    for (int r = warp; r < FK_ROWS; r += FK_NWARPS) {
-      float mx = FK_NEG_INF;
-      for (int j = lane; j < FK_TILE; j += 32) mx = fmaxf(mx, s_p[r][j]);
-      mx = fk_warp_max(mx);
-      const float m_old = s_m[r];
-      const float m_new = fmaxf(m_old, mx);
-      float sum = 0.f;
-      for (int j = lane; j < FK_TILE; j += 32) {
-        const float s = s_p[r][j];
-        const float p = (s == FK_NEG_INF) ? 0.f : expf(s - m_new);
-        s_p[r][j] = p;
-        sum += p;
-      }
-      sum = fk_warp_sum(sum);
-      __syncwarp();
-      if (lane == 0) {
-        const float alpha = (m_old == FK_NEG_INF) ? 0.f : expf(m_old - m_new);
-        s_alpha[r] = alpha;
-        s_l[r] = s_l[r] * alpha + sum;
-        s_m[r] = m_new;
-      }
-    }
+    fk_softmax_tile(s_p, s_m, s_l, s_alpha, warp, lane);
     __syncthreads();
     // (C) acc = acc * alpha + p V.
-#pragma unroll
-    for (int r = 0; r < FK_ROWS; ++r) {
-      const float al = s_alpha[r];
-#pragma unroll
-      for (int c = 0; c < FK_CPV; ++c)
-#pragma unroll
-        for (int e = 0; e < FK_VV; ++e) acc[r][c][e] *= al;
-    }
+    fk_acc_rescale(acc, s_alpha);
 #pragma unroll 1
     for (int b0 = 0; b0 < FK_VITERS; b0 += FK_VB) {
       FkRaw<FK_VT, FK_VV> raw[FK_VB][FK_CPV];
@@ -300,43 +365,8 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention(const 
     __syncthreads();
   }
 
-  // Join the lane groups of each warp, then the warps, in shared memory.
-#pragma unroll
-  for (int o = FK_TPV; o < 32; o <<= 1)
-#pragma unroll
-    for (int r = 0; r < FK_ROWS; ++r)
-#pragma unroll
-      for (int c = 0; c < FK_CPV; ++c)
-#pragma unroll
-        for (int e = 0; e < FK_VV; ++e) acc[r][c][e] += __shfl_xor_sync(0xffffffffu, acc[r][c][e], o);
-  for (int w = 0; w < FK_NWARPS; ++w) {
-    if (warp == w && vgrp == 0) {
-#pragma unroll
-      for (int r = 0; r < FK_ROWS; ++r)
-#pragma unroll
-        for (int c = 0; c < FK_CPV; ++c) {
-          const int vec = vsub + c * FK_TPV;
-          if (vec < FK_NVV)
-#pragma unroll
-            for (int e = 0; e < FK_VV; ++e) {
-              float& d = s_red[r][vec * FK_VV + e];
-              d = (w == 0 ? 0.f : d) + acc[r][c][e];
-            }
-        }
-    }
-    __syncthreads();
-  }
-  const u64 base = ((u64)item * a.num_kv_heads + kvh) * FK_ROWS;
-  for (int i = threadIdx.x; i < FK_ROWS * FK_DV; i += FK_NWARPS * 32) {
-    const int r = i / FK_DV, d = i % FK_DV;
-    const float l = s_l[r];
-    a.part_o[(base + r) * FK_DV + d] = l > 0.f ? s_red[r][d] * vscale / l : (l != l ? l : 0.f);
-  }
-  if (threadIdx.x < FK_ROWS) {
-    const float l = s_l[threadIdx.x];
-    // A kept NaN (or +inf) score leaves the running sum NaN: the row's O and LSE are NaN.
-    a.part_lse[base + threadIdx.x] = l > 0.f ? s_m[threadIdx.x] + logf(l) : (l != l ? l : FK_NEG_INF);
-  }
+  // Join the lane groups of each warp, then the warps, in shared memory; write the partial.
+  fk_write_partial(a, acc, &s_red[0][0], s_m, s_l, item, kvh, vscale, warp, vsub, vgrp);
 }
 
 // Joins the partitions of one row (grid: row tiles x kv heads x FK_ROWS; 256 threads):

@@ -86,13 +86,8 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_async(
     s_l[threadIdx.x] = 0.f;
   }
   const int vsub = lane % FK_TPV, vgrp = lane / FK_TPV;
-  float acc[FK_ROWS][FK_CPV][FK_VV];
-#pragma unroll
-  for (int r = 0; r < FK_ROWS; ++r)
-#pragma unroll
-    for (int c = 0; c < FK_CPV; ++c)
-#pragma unroll
-      for (int e = 0; e < FK_VV; ++e) acc[r][c][e] = 0.f;
+  FkAcc acc;
+  fk_acc_zero(acc);
 
   for (int t = 0; t < ntiles; ++t) {
     const int ahead = t + FK_STAGES - 1;
@@ -173,38 +168,10 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_async(
     }
     __syncthreads();
     // (B) running max and sum, one warp per row.
-    for (int r = warp; r < FK_ROWS; r += FK_NWARPS) {
-      float mx = FK_NEG_INF;
-      for (int j = lane; j < FK_ATILE; j += 32) mx = fmaxf(mx, s_p[r][j]);
-      mx = fk_warp_max(mx);
-      const float m_old = s_m[r];
-      const float m_new = fmaxf(m_old, mx);
-      float sum = 0.f;
-      for (int j = lane; j < FK_ATILE; j += 32) {
-        const float s = s_p[r][j];
-        const float p = (s == FK_NEG_INF) ? 0.f : expf(s - m_new);
-        s_p[r][j] = p;
-        sum += p;
-      }
-      sum = fk_warp_sum(sum);
-      __syncwarp();
-      if (lane == 0) {
-        const float alpha = (m_old == FK_NEG_INF) ? 0.f : expf(m_old - m_new);
-        s_alpha[r] = alpha;
-        s_l[r] = s_l[r] * alpha + sum;
-        s_m[r] = m_new;
-      }
-    }
+    fk_softmax_tile(s_p, s_m, s_l, s_alpha, warp, lane);
     __syncthreads();
     // (C) acc = acc * alpha + p V, V from shared memory.
-#pragma unroll
-    for (int r = 0; r < FK_ROWS; ++r) {
-      const float al = s_alpha[r];
-#pragma unroll
-      for (int c = 0; c < FK_CPV; ++c)
-#pragma unroll
-        for (int e = 0; e < FK_VV; ++e) acc[r][c][e] *= al;
-    }
+    fk_acc_rescale(acc, s_alpha);
 #pragma unroll
     for (int i = 0; i < FK_AVITERS; ++i) {
       const int j = i * FK_VSTEP + warp * FK_VPW + vgrp;
@@ -233,44 +200,9 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_async(
   }
   asm volatile("cp.async.wait_group 0;");
 
-  // Join lane groups, then warps (the stage buffers are free now: reuse them).
-  float* red = (float*)fk_stages;
-#pragma unroll
-  for (int o = FK_TPV; o < 32; o <<= 1)
-#pragma unroll
-    for (int r = 0; r < FK_ROWS; ++r)
-#pragma unroll
-      for (int c = 0; c < FK_CPV; ++c)
-#pragma unroll
-        for (int e = 0; e < FK_VV; ++e) acc[r][c][e] += __shfl_xor_sync(0xffffffffu, acc[r][c][e], o);
+  // Join lane groups, then warps (the stage buffers are free now: reuse them once every
+  // thread is past its last read of them).
   __syncthreads();
-  for (int w = 0; w < FK_NWARPS; ++w) {
-    if (warp == w && vgrp == 0) {
-#pragma unroll
-      for (int r = 0; r < FK_ROWS; ++r)
-#pragma unroll
-        for (int c = 0; c < FK_CPV; ++c) {
-          const int vec = vsub + c * FK_TPV;
-          if (vec < FK_NVV)
-#pragma unroll
-            for (int e = 0; e < FK_VV; ++e) {
-              float& d = red[r * FK_DV + vec * FK_VV + e];
-              d = (w == 0 ? 0.f : d) + acc[r][c][e];
-            }
-        }
-    }
-    __syncthreads();
-  }
-  const u64 base = ((u64)item * a.num_kv_heads + kvh) * FK_ROWS;
-  for (int i = threadIdx.x; i < FK_ROWS * FK_DV; i += FK_NWARPS * 32) {
-    const int r = i / FK_DV, d = i % FK_DV;
-    const float l = s_l[r];
-    a.part_o[(base + r) * FK_DV + d] = l > 0.f ? red[r * FK_DV + d] * vscale / l : (l != l ? l : 0.f);
-  }
-  if (threadIdx.x < FK_ROWS) {
-    const float l = s_l[threadIdx.x];
-    // A kept NaN (or +inf) score leaves the running sum NaN: the row's O and LSE are NaN.
-    a.part_lse[base + threadIdx.x] = l > 0.f ? s_m[threadIdx.x] + logf(l) : (l != l ? l : FK_NEG_INF);
-  }
+  fk_write_partial(a, acc, (float*)fk_stages, s_m, s_l, item, kvh, vscale, warp, vsub, vgrp);
 }
 #endif
