@@ -3,6 +3,7 @@ PyTorch SDPA (flash and cuDNN backends, native GQA) and FlexAttention (compiled,
 the device-to-device copy bandwidth measured in the same process (bytes read + written).
 Adapted from the helper brief's torch_peers.py. Event-timed medians."""
 import sys, torch
+from cuda_timing import copy_bandwidth, event_median
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
 from torch.nn.attention.flex_attention import flex_attention
@@ -13,18 +14,10 @@ quick = "--quick" in sys.argv
 reps = 5 if quick else 30
 
 def bench(fn, iters=reps, warm=3):
-    for _ in range(warm): fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(iters):
-        s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
-    ts.sort(); return ts[len(ts) // 2] / 1e3
+    return event_median(fn, iters, warm)
 
-x = torch.empty(2**30, dtype=torch.uint8, device=dev); y = torch.empty_like(x)
-t = bench(lambda: y.copy_(x)); copy = 2 * x.numel() / t
+copy = copy_bandwidth(reps)
 print(f"copy bandwidth (device to device, read + write): {copy/1e9:.0f} GB/s")
-del x, y
 flex = torch.compile(flex_attention, dynamic=False)
 div = 8 if quick else 1
 shapes = [(64, 8192, 32, 8, 128), (8, 32768, 32, 8, 128), (1, 131072, 32, 8, 128), (64, 8192, 9, 3, 64)]

@@ -3,6 +3,7 @@
 device-to-device copy bandwidth measured in the same process (bytes read + written). Weight
 copies cycled so they overflow the L2 cache, as flexkern's benchmark does. Event-timed medians."""
 import sys, torch
+from cuda_timing import copy_bandwidth, event_median
 import torch.nn.functional as F
 
 dev = "cuda"
@@ -11,18 +12,10 @@ quick = "--quick" in sys.argv
 reps = 5 if quick else 30
 
 def bench(fn, iters=reps, warm=3):
-    for _ in range(warm): fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(iters):
-        s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
-    ts.sort(); return ts[len(ts) // 2] / 1e3
+    return event_median(fn, iters, warm)
 
-x = torch.empty(2**30, dtype=torch.uint8, device=dev); y = torch.empty_like(x)
-t = bench(lambda: y.copy_(x)); copy = 2 * x.numel() / t
+copy = copy_bandwidth(reps)
 print(f"copy bandwidth (device to device, read + write): {copy/1e9:.0f} GB/s")
-del x, y
 l2 = torch.cuda.get_device_properties(0).L2_cache_size
 print(f"{'peer':<12} {'N':>6} {'K':>6} {'us/call':>10} {'GB/s':>9} {'of copy':>8}")
 for (N, K) in [(14336, 4096), (4096, 4096)]:

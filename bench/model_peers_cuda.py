@@ -17,6 +17,7 @@ import statistics
 import time
 
 import torch
+from cuda_timing import copy_bandwidth
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -156,19 +157,6 @@ def generate(model, step, prompt, n, device):
     return torch.cat(out, dim=1), time.perf_counter() - t0
 
 
-def copy_bandwidth(device, reps=20):
-    x = torch.empty(2**30, dtype=torch.uint8, device=device)
-    y = torch.empty_like(x)
-    ts = []
-    for i in range(reps + 3):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); y.copy_(x); e.record(); torch.cuda.synchronize()
-        if i >= 3:
-            ts.append(s.elapsed_time(e) / 1e3)
-    del x, y
-    return 2 * 2**30 / statistics.median(ts)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", choices=sorted(SHAPES), required=True)
@@ -186,7 +174,7 @@ def main():
     torch.manual_seed(0)
     name = torch.cuda.get_device_name(0) if dev == "cuda" else "cpu"
     print(f"torch {torch.__version__} cuda {torch.version.cuda} {name}")
-    copy = copy_bandwidth(dev) if dev == "cuda" else float("nan")
+    copy = copy_bandwidth(20, dev) if dev == "cuda" else float("nan")
     print(f"copy bandwidth (device to device, read + write): {copy / 1e9:.0f} GB/s")
     max_len = a.prompt_len + a.tokens
     with torch.no_grad():
