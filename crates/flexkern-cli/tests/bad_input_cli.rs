@@ -6,7 +6,6 @@ mod common;
 
 use common::flexkern;
 use flexkern::npy;
-use flexkern_gguf::{GgmlType, GgufWriter, Value};
 use std::path::{Path, PathBuf};
 
 /// Asserts exit status 1 with an error mentioning every `needles`.
@@ -190,68 +189,18 @@ fn bench_gemv_sizes_are_checked() {
     assert!(!out.contains("K=1024"), "{out}");
 }
 
-/// A tiny llama model with an SPM byte tokenizer (bytes + a few pieces), f32 weights.
+/// A one-layer tiny llama (see `common::tiny_llama`).
 fn tiny_model(path: &Path) {
-    let mut tokens: Vec<String> = vec!["<s>".into(), "</s>".into()];
-    let mut types = vec![3, 3];
-    tokens.extend((0..256).map(|b| format!("<0x{b:02X}>")));
-    types.extend([6; 256]);
-    tokens.extend(["▁", "h", "i", "▁h", "▁hi"].map(String::from));
-    types.resize(tokens.len(), 1);
-    let vocab = tokens.len();
-    let (d, ff, layers) = (16u64, 32u64, 1);
-    let mut w = GgufWriter::new();
-    let meta: Vec<(&str, Value)> = vec![
-        ("general.architecture", Value::String("llama".into())),
-        ("llama.block_count", Value::U32(layers)),
-        ("llama.embedding_length", Value::U32(d as u32)),
-        ("llama.feed_forward_length", Value::U32(ff as u32)),
-        ("llama.attention.head_count", Value::U32(2)),
-        ("llama.context_length", Value::U32(64)),
-        ("tokenizer.ggml.model", Value::String("llama".into())),
-        ("tokenizer.ggml.tokens", Value::str_array(&tokens)),
-        ("tokenizer.ggml.token_type", Value::i32_array(&types)),
-        (
-            "tokenizer.ggml.scores",
-            Value::f32_array(&vec![-1.0; vocab]),
-        ),
-        ("tokenizer.ggml.bos_token_id", Value::U32(0)),
-        ("tokenizer.ggml.eos_token_id", Value::U32(1)),
-    ];
-    for (k, v) in meta {
-        w.add_metadata(k, v).unwrap();
-    }
-    let mut seed = 5u32;
-    let mut add = |name: &str, dims: &[u64], zero_row: Option<usize>| {
-        let n: u64 = dims.iter().product();
-        let mut vals: Vec<f32> = (0..n)
-            .map(|_| {
-                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-            })
-            .collect();
-        // The EOS row of the tied output: logit 0, below the best of the others, so greedy
-        // decoding never stops early.
-        if let Some(r) = zero_row {
-            vals[r * dims[0] as usize..(r + 1) * dims[0] as usize].fill(0.0);
-        }
-        let bytes = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
-        w.add_tensor(name, dims, GgmlType::F32, bytes).unwrap();
+    let t = common::Tiny {
+        layers: 1,
+        d: 16,
+        ff: 32,
+        heads: 2,
+        kv_heads: 2,
+        context: 64,
+        seed: 5,
     };
-    add("token_embd.weight", &[d, vocab as u64], Some(1));
-    add("output_norm.weight", &[d], None);
-    for l in 0..layers {
-        let n = |t: &str| format!("blk.{l}.{t}");
-        add(&n("attn_norm.weight"), &[d], None);
-        for t in ["attn_q", "attn_k", "attn_v", "attn_output"] {
-            add(&n(&format!("{t}.weight")), &[d, d], None);
-        }
-        add(&n("ffn_norm.weight"), &[d], None);
-        add(&n("ffn_gate.weight"), &[d, ff], None);
-        add(&n("ffn_up.weight"), &[d, ff], None);
-        add(&n("ffn_down.weight"), &[ff, d], None);
-    }
-    std::fs::write(path, w.to_bytes()).unwrap();
+    common::tiny_llama(path, &t);
 }
 
 #[test]

@@ -6,76 +6,24 @@
 mod common;
 
 use common::flexkern;
-use flexkern_gguf::{GgmlType, GgufWriter, Value};
 use std::path::{Path, PathBuf};
 
 fn dir() -> PathBuf {
     common::scratch("parallel")
 }
 
-/// A 2-layer llama with an SPM byte tokenizer and random f32 weights; the EOS row of the tied
-/// output is zero so greedy decoding does not stop early.
+/// A 2-layer GQA tiny llama (see `common::tiny_llama`).
 fn tiny_model(path: &Path) {
-    let mut tokens: Vec<String> = vec!["<s>".into(), "</s>".into()];
-    let mut types = vec![3, 3];
-    tokens.extend((0..256).map(|b| format!("<0x{b:02X}>")));
-    types.extend([6; 256]);
-    tokens.extend(["▁", "h", "i", "▁h", "▁hi"].map(String::from));
-    types.resize(tokens.len(), 1);
-    let vocab = tokens.len() as u64;
-    let (d, ff) = (32u64, 64u64);
-    let mut w = GgufWriter::new();
-    let meta: Vec<(&str, Value)> = vec![
-        ("general.architecture", Value::String("llama".into())),
-        ("llama.block_count", Value::U32(2)),
-        ("llama.embedding_length", Value::U32(d as u32)),
-        ("llama.feed_forward_length", Value::U32(ff as u32)),
-        ("llama.attention.head_count", Value::U32(4)),
-        ("llama.attention.head_count_kv", Value::U32(2)),
-        ("llama.context_length", Value::U32(128)),
-        ("tokenizer.ggml.model", Value::String("llama".into())),
-        ("tokenizer.ggml.tokens", Value::str_array(&tokens)),
-        ("tokenizer.ggml.token_type", Value::i32_array(&types)),
-        (
-            "tokenizer.ggml.scores",
-            Value::f32_array(&vec![-1.0; vocab as usize]),
-        ),
-        ("tokenizer.ggml.bos_token_id", Value::U32(0)),
-        ("tokenizer.ggml.eos_token_id", Value::U32(1)),
-    ];
-    for (k, v) in meta {
-        w.add_metadata(k, v).unwrap();
-    }
-    let mut seed = 9u32;
-    let mut add = |name: &str, dims: &[u64], zero_row: Option<usize>| {
-        let n: u64 = dims.iter().product();
-        let mut vals: Vec<f32> = (0..n)
-            .map(|_| {
-                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-            })
-            .collect();
-        if let Some(r) = zero_row {
-            vals[r * dims[0] as usize..(r + 1) * dims[0] as usize].fill(0.0);
-        }
-        let bytes = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
-        w.add_tensor(name, dims, GgmlType::F32, bytes).unwrap();
+    let t = common::Tiny {
+        layers: 2,
+        d: 32,
+        ff: 64,
+        heads: 4,
+        kv_heads: 2,
+        context: 128,
+        seed: 9,
     };
-    add("token_embd.weight", &[d, vocab], Some(1));
-    add("output_norm.weight", &[d], None);
-    for l in 0..2 {
-        let n = |t: &str| format!("blk.{l}.{t}");
-        add(&n("attn_norm.weight"), &[d], None);
-        add(&n("attn_q.weight"), &[d, d], None);
-        add(&n("attn_k.weight"), &[d, d / 2], None);
-        add(&n("attn_v.weight"), &[d, d / 2], None);
-        add(&n("attn_output.weight"), &[d, d], None);
-        add(&n("ffn_norm.weight"), &[d], None);
-        add(&n("ffn_gate.weight"), &[d, ff], None);
-        add(&n("ffn_up.weight"), &[d, ff], None);
-        add(&n("ffn_down.weight"), &[ff, d], None);
-    }
-    std::fs::write(path, w.to_bytes()).unwrap();
+    common::tiny_llama(path, &t);
 }
 
 #[test]
