@@ -8,7 +8,7 @@ pub enum QuantError {
     UnknownFormat(String),
     #[error("format {format:?} does not support {what}")]
     Unsupported {
-        format: crate::format::Format,
+        format: crate::format::kind::Format,
         what: &'static str,
     },
     /// `quantize` rejects NaN and ±Inf: no format can represent them faithfully in its scales.
@@ -25,7 +25,7 @@ pub enum QuantError {
         index: usize,
         value: f32,
         limit: f32,
-        format: crate::format::Format,
+        format: crate::format::kind::Format,
     },
     /// An allocation sized by the arguments cannot be made (see `crate::mem`).
     #[error(transparent)]

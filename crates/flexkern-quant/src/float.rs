@@ -42,15 +42,6 @@ impl QuantBlock for f32 {
         let k4 = None;
         rows_by4(w, a, out, k4);
     }
-
-    // The activation is f32 already: precise mode is the same dot.
-    fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
-        Self::vec_dot(w, x)
-    }
-
-    fn dot_f32_rows(w: &[f32], x: &[f32], out: &mut [f32]) {
-        Self::vec_dot_rows(w, x, out)
-    }
 }
 
 impl QuantBlock for f16 {
@@ -83,15 +74,6 @@ impl QuantBlock for f16 {
         let k4 = None;
         rows_by4(w, a, out, k4);
     }
-
-    // The activation is f32 already: precise mode is the same dot.
-    fn dot_f32(w: &[f16], x: &[f32]) -> f32 {
-        Self::vec_dot(w, x)
-    }
-
-    fn dot_f32_rows(w: &[f16], x: &[f32], out: &mut [f32]) {
-        Self::vec_dot_rows(w, x, out)
-    }
 }
 
 impl QuantBlock for bf16 {
@@ -123,15 +105,6 @@ impl QuantBlock for bf16 {
         #[cfg(not(target_arch = "x86_64"))]
         let k4 = None;
         rows_by4(w, a, out, k4);
-    }
-
-    // The activation is f32 already: precise mode is the same dot.
-    fn dot_f32(w: &[bf16], x: &[f32]) -> f32 {
-        Self::vec_dot(w, x)
-    }
-
-    fn dot_f32_rows(w: &[bf16], x: &[f32], out: &mut [f32]) {
-        Self::vec_dot_rows(w, x, out)
     }
 }
 

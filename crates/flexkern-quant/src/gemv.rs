@@ -7,46 +7,20 @@
 //! that share one activation (Q, K and V) run as one row range (`Segments`).
 
 use crate::format::QuantBlock;
-use crate::mlx::q8::{self, Q8Act};
+use crate::mlx::q8::Q8Act;
 use crate::mlx::{group_sums, MlxView};
+use crate::rows::{Acts, Rows};
 use rayon::prelude::*;
-use std::sync::Arc;
-
-/// A weight matrix joined with its prepared activation rows.
-pub(crate) trait Rows: Sync {
-    /// Activation rows prepared.
-    fn m(&self) -> usize;
-    /// For rows `r0 .. r0 + out.len() / m`: `out[(r - r0) * m + j] = dot(W[r], x_j)`.
-    fn rows(&self, r0: usize, out: &mut [f32]);
-    /// Weight bytes per row (for task sizing).
-    fn row_bytes(&self) -> usize;
-}
 
 /// Weight rows per multi-row dot group in the batched path, and the multiple every task's row
 /// count is rounded to (the interleaved layout's group).
 const ROWS: usize = crate::interleave::ROWS;
 
 /// A block-format matrix and its activation rows quantized to the format's `Dot` type.
-/// Activation rows quantized to a format's `Dot` type, shareable by several matrices.
-pub(crate) type Acts<B> = Arc<Vec<Vec<<B as QuantBlock>::Dot>>>;
-
 pub(crate) struct BlockRows<'a, B: QuantBlock> {
     pub w: &'a [B],
     pub blocks_per_row: usize,
     pub acts: Acts<B>,
-}
-
-/// `x` is `[m, k]` f32; `k` must be a multiple of `B::Dot::ELEMS`.
-pub(crate) fn quantize_acts<B: QuantBlock>(x: &[f32], k: usize, m: usize) -> Acts<B> {
-    let nb_dot = k / <B::Dot as QuantBlock>::ELEMS;
-    let acts = (0..m)
-        .map(|j| {
-            let mut a = vec![<B::Dot as bytemuck::Zeroable>::zeroed(); nb_dot];
-            <B::Dot as QuantBlock>::quantize_activation(&x[j * k..(j + 1) * k], &mut a);
-            a
-        })
-        .collect();
-    Arc::new(acts)
 }
 
 impl<'a, B: QuantBlock> BlockRows<'a, B> {
@@ -101,7 +75,7 @@ impl<'a> MlxRows<'a> {
     pub fn new(view: MlxView<'a>, x: &[f32], m: usize, f32_only: bool) -> Self {
         let k = view.k;
         let rows = (0..m).map(|j| &x[j * k..(j + 1) * k]);
-        let acts = if q8::supports(view.bits) && !f32_only {
+        let acts = if crate::format::mlx_int8_bits(view.bits) && !f32_only {
             MlxActs::Q8(
                 rows.map(|row| Q8Act::new(row, view.group, view.bits))
                     .collect(),

@@ -8,7 +8,7 @@
 //! rows left over after them in the file's own layout. `QuantMatrix::repacked` builds it.
 
 use crate::format::QuantBlock;
-use crate::gemv::{Acts, Rows};
+use crate::rows::{Acts, Rows};
 use bytemuck::Pod;
 
 /// Rows per group.
@@ -277,8 +277,8 @@ fn pad<const R: usize>(v: [[f32; ROWS]; R]) -> [[f32; ROWS]; ACT_ROWS] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gemv::quantize_acts;
     use crate::legacy::BlockQ4_0;
+    use crate::rows::quantize_acts;
     use crate::QuantBlock;
 
     /// Any row range, aligned to the groups or not, gives the rows of the whole-matrix call.

@@ -23,6 +23,7 @@ pub mod matrix;
 pub mod mem;
 pub mod mlx;
 mod precise;
+mod rows;
 mod rows4;
 #[cfg(target_arch = "x86_64")]
 mod simd;

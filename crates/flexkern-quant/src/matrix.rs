@@ -4,10 +4,11 @@
 use crate::dispatch::{with_block, with_interleaved};
 use crate::error::{invalid, Result};
 use crate::format::{Format, QuantBlock};
-use crate::gemv::{self, silu, Acts, BlockRows, MlxRows, Rows, Segments};
+use crate::gemv::{self, silu, BlockRows, MlxRows, Segments};
 use crate::interleave::{self, Interleave, Rows8, View};
 use crate::mlx::{self, MlxView};
-use crate::precise::{F32Rows, Precision};
+use crate::precise::{F32Rows, PreciseDot, Precision};
+use crate::rows::{Acts, Rows};
 use crate::storage::{blocks, Storage};
 use half::{bf16, f16};
 use std::any::Any;
@@ -299,7 +300,10 @@ impl<'a> QuantMatrix<'a> {
 
     /// Interleaved rows joined with f32 activation rows (precise mode).
     fn rows8_f32(&self, x: Arc<Vec<f32>>) -> Box<dyn Rows + '_> {
-        fn make<'s, I: Interleave>(q: &'s QuantMatrix<'_>, x: Arc<Vec<f32>>) -> Box<dyn Rows + 's> {
+        fn make<'s, I: Interleave + PreciseDot>(
+            q: &'s QuantMatrix<'_>,
+            x: Arc<Vec<f32>>,
+        ) -> Box<dyn Rows + 's> {
             let view = View::<I>::new(q.block_bytes(), q.n, q.k / I::ELEMS);
             Box::new(F32Rows::rows8(view, q.k, x))
         }
@@ -430,7 +434,7 @@ fn prepare_many<'s>(
     x: &[f32],
     m: usize,
 ) -> Result<Vec<Box<dyn Rows + 's>>> {
-    fn block_rows<'s, B: QuantBlock>(
+    fn block_rows<'s, B: PreciseDot>(
         mats: &[&'s QuantMatrix<'_>],
         idx: &[usize],
         x: &[f32],
@@ -458,7 +462,7 @@ fn prepare_many<'s>(
                 format!("must be a multiple of the activation block size {dot_elems}"),
             ));
         }
-        let acts = gemv::quantize_acts::<B>(x, k, m);
+        let acts = crate::rows::quantize_acts::<B>(x, k, m);
         for &j in idx {
             out[j] = Some(if mats[j].is_repacked() {
                 mats[j].rows8::<B>(acts.clone())

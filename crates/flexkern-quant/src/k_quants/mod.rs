@@ -23,7 +23,6 @@
 // read line by line against the C they must match bit for bit.
 #![allow(clippy::needless_range_loop)]
 
-mod precise;
 mod q2_k;
 mod q3_k;
 mod q4_k;
@@ -80,8 +79,6 @@ macro_rules! k_quant_block {
                 Self::vec_dot_with($crate::k_quants::dot_path(), w, a)
             }
 
-            $crate::precise::precise_dots!(Self::dot_f32_rows_avx2);
-
             /// Each weight row against the activation rows four at a time (the kernel decodes
             /// each block once for all of them), the rest in one smaller call.
             fn vec_dot_rows_batch(
@@ -134,6 +131,7 @@ macro_rules! k_quant_block {
 use k_quant_block;
 
 pub use q2_k::BlockQ2K;
+pub(crate) use q3_k::unpack_q3_scales;
 pub use q3_k::BlockQ3K;
 pub use q4_k::BlockQ4K;
 pub use q5_k::BlockQ5K;
@@ -141,6 +139,8 @@ pub use q6_k::BlockQ6K;
 pub use q8_k::BlockQ8K;
 pub use rows8::{BlockQ4Kx8, BlockQ6Kx8};
 pub(crate) use search::nearest_int;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use simd::load32;
 
 /// Weights per K-quant super-block.
 pub const QK_K: usize = 256;

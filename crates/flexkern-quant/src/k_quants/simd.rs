@@ -7,7 +7,7 @@ use std::arch::x86_64::*;
 /// Unaligned 32-byte load from the start of `b` (which holds at least 32 bytes).
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn load32<T: Copy>(b: &[T]) -> __m256i {
+pub(crate) unsafe fn load32<T: Copy>(b: &[T]) -> __m256i {
     debug_assert!(std::mem::size_of_val(b) >= 32);
     _mm256_loadu_si256(b.as_ptr() as *const __m256i)
 }

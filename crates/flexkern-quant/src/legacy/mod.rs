@@ -111,8 +111,6 @@ impl QuantBlock for BlockQ4_0 {
     const ELEMS: usize = QK;
     type Dot = BlockQ8_0;
 
-    crate::precise::precise_dots!(crate::precise::avx2::q4_0);
-
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
             let d = signed_absmax(x) / -8.0;
@@ -162,8 +160,6 @@ impl QuantBlock for BlockQ4_1 {
     const FORMAT: Format = Format::Q4_1;
     const ELEMS: usize = QK;
     type Dot = BlockQ8_1;
-
-    crate::precise::precise_dots!(crate::precise::avx2::q4_1);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
@@ -216,8 +212,6 @@ impl QuantBlock for BlockQ5_0 {
     const FORMAT: Format = Format::Q5_0;
     const ELEMS: usize = QK;
     type Dot = BlockQ8_0;
-
-    crate::precise::precise_dots!(crate::precise::avx2::q5_0);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
@@ -278,8 +272,6 @@ impl QuantBlock for BlockQ5_1 {
     const FORMAT: Format = Format::Q5_1;
     const ELEMS: usize = QK;
     type Dot = BlockQ8_1;
-
-    crate::precise::precise_dots!(crate::precise::avx2::q5_1);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
@@ -398,8 +390,6 @@ impl QuantBlock for BlockQ8_0 {
     const ELEMS: usize = QK;
     type Dot = BlockQ8_0;
 
-    crate::precise::precise_dots!(crate::precise::avx2::q8_0);
-
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {
             let (d, _) = quantize_q8(x, &mut b.qs);
@@ -442,8 +432,6 @@ impl QuantBlock for BlockQ8_1 {
     const FORMAT: Format = Format::Q8_1;
     const ELEMS: usize = QK;
     type Dot = BlockQ8_1;
-
-    crate::precise::precise_dots!(crate::precise::avx2::q8_1);
 
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(QK).zip(dst) {

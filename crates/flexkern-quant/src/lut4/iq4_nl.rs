@@ -22,8 +22,6 @@ impl QuantBlock for BlockIQ4NL {
     const ELEMS: usize = 32;
     type Dot = BlockQ8_0;
 
-    crate::precise::precise_dots!(crate::precise::avx2::iq4_nl);
-
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         let mut l = [0u8; 32];
         for (x, b) in src.chunks_exact(32).zip(dst) {

@@ -49,8 +49,6 @@ impl QuantBlock for BlockIQ4XS {
     const ELEMS: usize = QK_K;
     type Dot = BlockQ8K;
 
-    crate::precise::precise_dots!(crate::precise::avx2::iq4_xs);
-
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         let (mut ls, mut l) = ([0u8; 8], [0u8; QK_K]);
         for (x, b) in src.chunks_exact(QK_K).zip(dst) {

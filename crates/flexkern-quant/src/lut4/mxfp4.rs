@@ -48,8 +48,6 @@ impl QuantBlock for BlockMXFP4 {
     const ELEMS: usize = 32;
     type Dot = BlockQ8_0;
 
-    crate::precise::precise_dots!(crate::precise::avx2::mxfp4);
-
     fn quantize_ref(src: &[f32], dst: &mut [Self]) {
         for (x, b) in src.chunks_exact(32).zip(dst) {
             let amax = x

@@ -13,11 +13,6 @@ use super::MlxView;
 use crate::format::QuantBlock;
 use crate::legacy::{BlockQ8_0, QK};
 
-/// Widths that run on the int8 activation.
-pub(crate) fn supports(bits: u8) -> bool {
-    matches!(bits, 4 | 8)
-}
-
 /// One activation row, quantized and arranged for the kernels.
 pub(crate) struct Q8Act {
     blocks: Vec<BlockQ8_0>,
@@ -67,7 +62,7 @@ impl Q8Act {
 }
 
 impl MlxView<'_> {
-    /// Row `r` against a quantized activation (`supports(self.bits)`); `sb` is scratch.
+    /// Row `r` against a quantized activation (`crate::format::mlx_int8_bits(self.bits)`); `sb` is scratch.
     pub(crate) fn row_dot_q8(&self, r: usize, a: &Q8Act, sb: &mut (Vec<f32>, Vec<f32>)) -> f32 {
         // The kernels read `k` values of both: an activation of another length or width must
         // not reach them.

@@ -7,8 +7,8 @@
 //! any two summation orders do. Precise mode trades speed for leaving only f32 rounding.
 
 use crate::format::QuantBlock;
-use crate::gemv::Rows;
 use crate::interleave::{Interleave, View};
+use crate::rows::Rows;
 use std::sync::Arc;
 
 /// How a matrix's GEMV treats its activation.
@@ -53,8 +53,23 @@ pub(crate) fn rows_each_portable<B: QuantBlock>(w: &[B], x: &[f32], out: &mut [f
     }
 }
 
+/// A block format's precise-mode dots: `x` in f32, never rounded (`x.len() == w.len() *
+/// ELEMS`). The defaults widen blocks into a stack buffer and run an FMA dot; `blocks.rs` and
+/// `k_quants.rs` say which formats widen in registers instead.
+pub(crate) trait PreciseDot: QuantBlock {
+    /// Sum over blocks of dot(dequantize(w), x).
+    fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
+        dot_by_blocks(w, x)
+    }
+
+    /// `out[i] = dot_f32(row i, x)` for `out.len()` consecutive rows of `w`.
+    fn dot_f32_rows(w: &[Self], x: &[f32], out: &mut [f32]) {
+        rows_each(w, x, out)
+    }
+}
+
 /// `out[i] = B::dot_f32(row i, x)` for `out.len()` consecutive rows of `w`.
-pub(crate) fn rows_each<B: QuantBlock>(w: &[B], x: &[f32], out: &mut [f32]) {
+fn rows_each<B: PreciseDot>(w: &[B], x: &[f32], out: &mut [f32]) {
     let nb = w.len() / out.len().max(1);
     for (i, o) in out.iter_mut().enumerate() {
         *o = B::dot_f32(&w[i * nb..(i + 1) * nb], x);
@@ -65,7 +80,7 @@ pub(crate) fn rows_each<B: QuantBlock>(w: &[B], x: &[f32], out: &mut [f32]) {
 pub(crate) type F32Acts = Arc<Vec<f32>>;
 
 /// A matrix in the file's layout (or the 8-row repacked one) joined with f32 activation rows.
-pub(crate) struct F32Rows<'a, B: QuantBlock> {
+pub(crate) struct F32Rows<'a, B: PreciseDot> {
     w: Layout<'a, B>,
     nb: usize,
     k: usize,
@@ -75,13 +90,13 @@ pub(crate) struct F32Rows<'a, B: QuantBlock> {
 /// Gathers row `r` of a repacked matrix, in the file's layout, into the vector.
 type RowGather<'a, B> = Box<dyn Fn(usize, &mut Vec<B>) + Send + Sync + 'a>;
 
-enum Layout<'a, B: QuantBlock> {
+enum Layout<'a, B: PreciseDot> {
     Plain(&'a [B]),
     /// A repacked matrix: each row is gathered back into the file's layout before its dot.
     Rows8(RowGather<'a, B>),
 }
 
-impl<'a, B: QuantBlock> F32Rows<'a, B> {
+impl<'a, B: PreciseDot> F32Rows<'a, B> {
     /// `w` holds rows of `k / B::ELEMS` blocks; `x` is `[m, k]`.
     pub fn plain(w: &'a [B], k: usize, x: F32Acts) -> Self {
         F32Rows {
@@ -105,7 +120,7 @@ impl<'a, B: QuantBlock> F32Rows<'a, B> {
     }
 }
 
-impl<B: QuantBlock> Rows for F32Rows<'_, B> {
+impl<B: PreciseDot> Rows for F32Rows<'_, B> {
     fn m(&self) -> usize {
         self.x.len() / self.k.max(1)
     }
@@ -141,10 +156,12 @@ impl<B: QuantBlock> Rows for F32Rows<'_, B> {
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
+mod blocks;
+mod k_quants;
 
 /// A format's `dot_f32` and `dot_f32_rows` through its AVX2 row kernel `$kernel(w, x, out)`
 /// when the CPU has it, else the portable stack-buffer path.
-/// Expands inside the format's `impl QuantBlock`.
+/// Expands inside the format's `impl PreciseDot`.
 macro_rules! precise_dots {
     ($kernel:path) => {
         fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
@@ -156,13 +173,13 @@ macro_rules! precise_dots {
         fn dot_f32_rows(w: &[Self], x: &[f32], out: &mut [f32]) {
             #[cfg(target_arch = "x86_64")]
             if crate::cpu::has_avx2() {
-                let nb = x.len() / <Self as crate::format::QuantBlock>::ELEMS;
+                let nb = x.len() / <Self as $crate::format::QuantBlock>::ELEMS;
                 assert!(w.len() >= out.len() * nb, "rows of {nb} blocks");
                 // SAFETY: features checked at run time; the kernel reads `out.len()` rows of
                 // `nb` blocks of `w` (checked above) and `nb` blocks' elements of `x`.
                 return unsafe { $kernel(w, x, out) };
             }
-            crate::precise::rows_each_portable(w, x, out)
+            $crate::precise::rows_each_portable(w, x, out)
         }
     };
 }

@@ -1,4 +1,5 @@
-//! The contract every block format implements, and the format catalogue.
+//! The format catalogue (names, sizes, parsing: `kind.rs` holds the plain enums so errors can
+//! name a format) and the contract every block format implements (`block.rs`).
 //!
 //! A block format (ggml's "type traits") supplies block decode and block dot; the generic
 //! GEMV driver (`crate::gemv`) supplies threading and tiling. Block structs are `#[repr(C)]`,
@@ -6,117 +7,15 @@
 
 use crate::error::{invalid, QuantError, Result};
 
-/// Element type of MLX's separate scale and bias arrays.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MlxScale {
-    F16,
-    BF16,
-}
+mod block;
+pub(crate) mod kind;
 
-/// Every weight format flexkern reads. Discriminants are ggml's `ggml_type` ids where one exists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Format {
-    F32,
-    F16,
-    BF16,
-    Q4_0,
-    Q4_1,
-    Q5_0,
-    Q5_1,
-    Q8_0,
-    Q8_1,
-    Q2K,
-    Q3K,
-    Q4K,
-    Q5K,
-    Q6K,
-    Q8K,
-    /// IQ4_NL: 32 weights, f16 scale, 4-bit codes into a 16-value non-linear table.
-    IQ4NL,
-    /// IQ4_XS: 256 weights, f16 super-scale, 6-bit sub-block scales, IQ4_NL's table.
-    IQ4XS,
-    /// MXFP4: 32 e2m1 weights with an e8m0 (power of two) shared scale.
-    MXFP4,
-    /// MLX affine quantization: packed u32 words plus separate scale and bias arrays.
-    /// `scales` is the element type of both the scale and the bias arrays.
-    MlxAffine {
-        bits: u8,
-        group_size: u16,
-        scales: MlxScale,
-    },
-}
+pub use block::QuantBlock;
+pub use kind::{Format, MlxScale};
 
-/// A ggml block format. `ELEMS` weights are stored in one `Self` value of `size_of::<Self>()` bytes.
-///
-/// `Dot` is the activation block type the integer dot product runs against
-/// (ggml's `vec_dot_type`: Q8_0, Q8_1 or Q8_K).
-pub trait QuantBlock: bytemuck::Pod + Send + Sync + 'static {
-    const FORMAT: Format;
-    /// Weights per block (ggml's QK).
-    const ELEMS: usize;
-    /// Activation block type for `vec_dot`.
-    type Dot: QuantBlock;
-
-    /// ggml's `quantize_row_<t>_ref`: `src.len() == dst.len() * ELEMS`. Non-finite inputs are
-    /// rejected by the caller (`crate::quantize`) before this runs.
-    fn quantize_ref(src: &[f32], dst: &mut [Self]);
-
-    /// `dst.len() == src.len() * ELEMS`.
-    fn dequantize(src: &[Self], dst: &mut [f32]);
-
-    /// Quantizes an activation row for `vec_dot` (used when `Self` is another format's `Dot`).
-    /// The default is `quantize_ref`; Q8_0 and Q8_1 follow ggml's x86 SIMD quantizer instead,
-    /// the one llama.cpp runs on activations (see `legacy`).
-    fn quantize_activation(src: &[f32], dst: &mut [Self]) {
-        Self::quantize_ref(src, dst)
-    }
-
-    /// Sum over blocks of dot(w, a) where both cover the same number of elements
-    /// (`w.len() * ELEMS == a.len() * Dot::ELEMS`). Chooses a SIMD path at run time.
-    fn vec_dot(w: &[Self], a: &[Self::Dot]) -> f32;
-
-    /// `out[i] = vec_dot(row i, a)` for `out.len()` consecutive rows of `w`, each
-    /// `w.len() / out.len()` blocks. Formats override it to share each activation block's loads
-    /// and scale across several weight rows (Akunu's and ggml's multi-row GEMV).
-    fn vec_dot_rows(w: &[Self], a: &[Self::Dot], out: &mut [f32]) {
-        if out.is_empty() {
-            return;
-        }
-        let nb = w.len() / out.len();
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = Self::vec_dot(&w[i * nb..(i + 1) * nb], a);
-        }
-    }
-
-    /// Precise mode (`crate::Precision::Precise`): sum over blocks of dot(dequantize(w), x) with
-    /// `x` in f32, never rounded (`x.len() == w.len() * ELEMS`). The default widens blocks into
-    /// a stack buffer and runs an FMA dot; formats override it to widen in registers.
-    fn dot_f32(w: &[Self], x: &[f32]) -> f32 {
-        crate::precise::dot_by_blocks(w, x)
-    }
-
-    /// `out[i] = dot_f32(row i, x)` for `out.len()` consecutive rows of `w`.
-    fn dot_f32_rows(w: &[Self], x: &[f32], out: &mut [f32]) {
-        crate::precise::rows_each(w, x, out)
-    }
-
-    /// `out[i * a.len() + j] = vec_dot(row i, a[j])` for the `out.len() / a.len()` consecutive
-    /// rows of `w` and every activation row `a[j]`: the batched GEMV. Formats override it to
-    /// decode each weight block once for several activation rows; each output must be bit for
-    /// bit what `vec_dot_rows` gives that activation row alone.
-    fn vec_dot_rows_batch(w: &[Self], a: &[&[Self::Dot]], out: &mut [f32]) {
-        let m = a.len();
-        if m == 0 || out.is_empty() {
-            return;
-        }
-        let mut tmp = vec![0.0f32; out.len() / m];
-        for (j, a) in a.iter().enumerate() {
-            Self::vec_dot_rows(w, a, &mut tmp);
-            for (i, &v) in tmp.iter().enumerate() {
-                out[i * m + j] = v;
-            }
-        }
-    }
+/// MLX widths whose GEMV runs on an int8-quantized activation (the others: f32 only).
+pub(crate) fn mlx_int8_bits(bits: u8) -> bool {
+    matches!(bits, 4 | 8)
 }
 
 /// Names accepted by [`Format::from_name`] for the fixed formats, with the format.
@@ -360,7 +259,7 @@ impl Format {
             | Format::Q6K
             | Format::Q8K
             | Format::IQ4XS => Some(Format::Q8K),
-            Format::MlxAffine { bits, .. } if crate::mlx::q8::supports(*bits) => Some(Format::Q8_0),
+            Format::MlxAffine { bits, .. } if mlx_int8_bits(*bits) => Some(Format::Q8_0),
             _ => None,
         }
     }

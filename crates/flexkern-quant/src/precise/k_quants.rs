@@ -3,34 +3,29 @@
 //! then widened to f32 and multiplied by `crate::precise::avx2::fma32`, row after row with the
 //! weights prefetched ahead. Without AVX2 the portable stack-buffer path runs.
 
-use super::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, QK_K};
+use super::{precise_dots, PreciseDot};
+use crate::k_quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
 
-/// Each K-quant's AVX2 row kernel, named for `crate::precise::precise_dots!`.
-macro_rules! row_kernel {
-    ($t:ident, $kernel:ident) => {
-        #[cfg(target_arch = "x86_64")]
-        impl $t {
-            /// # Safety
-            /// AVX2, FMA and F16C present; `w` holds `out.len()` rows of `x.len() / 256` blocks.
-            pub(crate) unsafe fn dot_f32_rows_avx2(w: &[Self], x: &[f32], out: &mut [f32]) {
-                avx2::$kernel(w, x, out)
-            }
-        }
-    };
+impl PreciseDot for BlockQ2K {
+    precise_dots!(avx2::q2_k);
 }
-
-row_kernel!(BlockQ2K, q2_k);
-row_kernel!(BlockQ3K, q3_k);
-row_kernel!(BlockQ4K, q4_k);
-row_kernel!(BlockQ5K, q5_k);
-row_kernel!(BlockQ6K, q6_k);
+impl PreciseDot for BlockQ3K {
+    precise_dots!(avx2::q3_k);
+}
+impl PreciseDot for BlockQ4K {
+    precise_dots!(avx2::q4_k);
+}
+impl PreciseDot for BlockQ5K {
+    precise_dots!(avx2::q5_k);
+}
+impl PreciseDot for BlockQ6K {
+    precise_dots!(avx2::q6_k);
+}
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::super::q3_k::unpack_q3_scales;
-    use super::super::simd::load32;
-    use super::super::unpack_scale_min_k4;
     use super::*;
+    use crate::k_quants::{load32, unpack_q3_scales, unpack_scale_min_k4, QK_K};
     use crate::precise::avx2::{fma32, hsum4, row_loop};
     use std::arch::x86_64::*;
 
@@ -46,7 +41,7 @@ mod avx2 {
     macro_rules! kernel256 {
         ($name:ident, $B:ty, $decode:ident) => {
             #[target_feature(enable = "avx2,fma,f16c")]
-            pub(super) unsafe fn $name(w: &[$B], x: &[f32], out: &mut [f32]) {
+            pub(crate) unsafe fn $name(w: &[$B], x: &[f32], out: &mut [f32]) {
                 row_loop!(w, x, out, QK_K, |b, xb, acc| {
                     let d = $decode(b);
                     for c in 0..8 {
