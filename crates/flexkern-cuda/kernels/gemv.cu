@@ -55,7 +55,157 @@ struct FkX {
   }
 };
 
-#ifndef FK_EMBED
+#if defined(FK_STAGED) && !defined(FK_EMBED)
+// The staged form, for block formats: the block walks k in chunks of FK_CW weights. Per chunk,
+// every thread copies its share of the activation rows into shared memory (swizzled so lanes
+// reading consecutive units hit distinct banks) and each warp copies the byte window of its
+// rows' blocks with 16-byte loads, issued one chunk ahead into registers; then lanes decode
+// units from shared memory. Every weight byte is read from DRAM once, by wide coalesced loads,
+// instead of by 1-2 byte loads per unit field (which left the old kernel bound by L1
+// wavefronts at ~15 % of DRAM bandwidth).
+constexpr int FK_CW = 4096 / (FK_MB < 4 ? 4 : FK_MB);  // weights per chunk: x stays 16 KB
+constexpr int FK_QK = FK_FMT::QK;
+static_assert(FK_CW % FK_QK == 0, "chunks of whole blocks");
+constexpr int FK_WB = (FK_CW / FK_QK * FK_BB + 15) / 16 * 16 + 16;  // window bytes, with slack
+constexpr int FK_NLD = (FK_WB / 16 + 31) / 32;  // 16-byte loads per lane per row and chunk
+
+// Float4 f of a chunk of activations lives at f ^ (unit & 7): unit-strided reads spread banks.
+template <class F>
+__device__ __forceinline__ int fk_xswz(int f) {
+  constexpr int PER = F::UE / 4;
+  static_assert(PER >= 8, "units of at least 32 weights");
+  return f ^ ((f / PER) & 7);
+}
+
+template <class F>
+struct FkXs {
+  const float* xs;
+  int u;
+  __device__ __forceinline__ FkF4 ld4(int e) const {
+    const float4 v = *(const float4*)(xs + 4 * fk_xswz<F>((u * F::UE + e) >> 2));
+    return FkF4{v.x, v.y, v.z, v.w};
+  }
+};
+
+template <class F>
+__device__ __forceinline__ void fk_gemv_staged(const FkMat& a, const FkMat& b, const float* __restrict__ X,
+                                               const float* __restrict__ X2, float* __restrict__ Y, int m,
+                                               i64 n, i64 k) {
+  constexpr int NM = FK_MODE == 1 ? 2 : 1;
+  __shared__ __align__(16) float xs[FK_MB][FK_CW];
+  __shared__ __align__(16) u8 ws[FK_NW][NM * FK_R][FK_WB];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const i64 row0 = ((i64)blockIdx.x * FK_NW + warp) * FK_R;
+  float acc[NM][FK_R][FK_MB];
+#pragma unroll
+  for (int t = 0; t < NM; ++t)
+#pragma unroll
+    for (int r = 0; r < FK_R; ++r)
+#pragma unroll
+      for (int j = 0; j < FK_MB; ++j) acc[t][r][j] = 0.0f;
+
+  // The byte window [lo, hi) of row `row`'s blocks for weights [c0, c0 + cw), 16-aligned.
+  auto window = [&](i64 row, i64 c0, int cw, i64& lo, int& len, int& skew) {
+    const i64 start = row * a.row_bytes + c0 / FK_QK * FK_BB;
+    lo = start & ~(i64)15;
+    skew = (int)(start - lo);
+    len = (int)(((start + cw / FK_QK * FK_BB + 15) & ~(i64)15) - lo);
+  };
+  uint4 pre[NM * FK_R][FK_NLD];
+  auto fetch = [&](i64 c0) {
+    const int cw = (int)min((i64)FK_CW, k - c0);
+#pragma unroll
+    for (int t = 0; t < NM; ++t)
+#pragma unroll
+      for (int r = 0; r < FK_R; ++r) {
+        const i64 row = row0 + r;
+        i64 lo;
+        int len, skew;
+        window(row, c0, cw, lo, len, skew);
+        const u8* base = (t == 0 ? a.w : b.w) + lo;
+#pragma unroll
+        for (int i = 0; i < FK_NLD; ++i) {
+          const int at = 16 * (lane + 32 * i);
+          if (row < n && at < len)
+            asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(pre[t * FK_R + r][i].x), "=r"(pre[t * FK_R + r][i].y),
+                           "=r"(pre[t * FK_R + r][i].z), "=r"(pre[t * FK_R + r][i].w)
+                         : "l"(base + at));
+        }
+      }
+  };
+  fetch(0);
+  for (i64 c0 = 0; c0 < k; c0 += FK_CW) {
+    const int cw = (int)min((i64)FK_CW, k - c0);
+    // Activations of this chunk, swizzled (mode 2 forms silu(X) * X2 here, once).
+    for (int i = threadIdx.x; i < FK_MB * (FK_CW / 4); i += FK_NW * 32) {
+      const int j = i / (FK_CW / 4), f = i % (FK_CW / 4);
+      if (j < m && 4 * f < cw) {
+        const FkX xl{X + j * k + c0, X2 + j * k + c0};
+        const FkF4 v = xl.ld4(4 * f);
+        *(float4*)(&xs[j][4 * fk_xswz<FK_FMT>(f)]) = make_float4(v.a, v.b, v.c, v.d);
+      }
+    }
+#pragma unroll
+    for (int tr = 0; tr < NM * FK_R; ++tr)
+#pragma unroll
+      for (int i = 0; i < FK_NLD; ++i) {
+        const int at = 16 * (lane + 32 * i);
+        if (at < FK_WB) *(uint4*)(&ws[warp][tr][at]) = pre[tr][i];
+      }
+    __syncthreads();
+    if (c0 + FK_CW < k) fetch(c0 + FK_CW);  // in flight while this chunk is computed
+    const int units = cw / F::UE;
+    for (int u = lane; u < units; u += 32) {
+#pragma unroll
+      for (int r = 0; r < FK_R; ++r) {
+        const i64 row = row0 + r;
+        if (row < n) {
+          i64 lo;
+          int len, skew;
+          window(row, c0, cw, lo, len, skew);
+#pragma unroll
+          for (int t = 0; t < NM; ++t) {
+            const FkMat sm{&ws[warp][t * FK_R + r][skew], nullptr, nullptr, 0, 0};
+            float q[F::UE], s[F::G], o[F::G];
+            F::unit(sm, 0, u, q, s, o);
+#pragma unroll
+            for (int j = 0; j < FK_MB; ++j)
+              if (j < m) acc[t][r][j] += fk_unit_dot<F>(q, s, o, FkXs<F>{xs[j], u});
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int r = 0; r < FK_R; ++r) {
+#pragma unroll
+    for (int j = 0; j < FK_MB; ++j) {
+      float v[NM];
+#pragma unroll
+      for (int t = 0; t < NM; ++t) {
+        v[t] = acc[t][r][j];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) v[t] += __shfl_xor_sync(0xffffffffu, v[t], off);
+      }
+      const i64 row = row0 + r;
+      if (lane == 0 && row < n && j < m) {
+#if FK_MODE == 1
+        Y[j * n + row] = fk_silu(v[0]) * v[1];
+#else
+        Y[j * n + row] = v[0];
+#endif
+      }
+    }
+  }
+}
+extern "C" __global__ void __launch_bounds__(FK_NW * 32, FK_MINB)
+    fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2,
+            float* __restrict__ Y, int m, i64 n, i64 k) {
+  fk_gemv_staged<FK_FMT>(a, b, X, X2, Y, m, n, k);
+}
+#elif !defined(FK_EMBED)
 // A template, so `if constexpr` discards the tail of formats without one.
 template <class F>
 __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, const float* __restrict__ X,

@@ -85,16 +85,26 @@ constexpr int fk_align_of(int a, int b) {
   return ((a | b) & 1) ? 1 : ((a | b) & 2) ? 2 : ((a | b) & 4) ? 4 : ((a | b) & 8) ? 8 : 16;
 }
 
+// FK_STAGED (the staged GEMV): units read bytes a warp copied into shared memory, through
+// generic loads; otherwise they read global memory through the read-only path.
+#if defined(__CUDACC__) && !defined(FK_STAGED)
+#define FK_LDG 1
+#else
+#define FK_LDG 0
+#endif
+
 FK_HD u32 fk_ld8(const u8* p) {
-#if defined(__CUDACC__)
+#if FK_LDG
   return (u32)__ldg(p);
 #else
   return *p;
 #endif
 }
 FK_HD u32 fk_ld16(const u8* p) {
-#if defined(__CUDACC__)
+#if FK_LDG
   return (u32)__ldg((const unsigned short*)p);
+#elif defined(__CUDACC__)
+  return *(const unsigned short*)p;
 #else
   u16 v;
   memcpy(&v, p, 2);
@@ -106,7 +116,31 @@ FK_HD u32 fk_ld16(const u8* p) {
 template <int NB, int A>
 FK_HD void fk_words(const u8* p, u32* w) {
   static_assert(NB % 4 == 0, "whole words");
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) && !FK_LDG
+  if constexpr (A >= 16 && NB % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < NB / 16; ++i) {
+      const uint4 v = *(const uint4*)(p + 16 * i);
+      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+    }
+  } else if constexpr (A >= 8 && NB % 8 == 0) {
+#pragma unroll
+    for (int i = 0; i < NB / 8; ++i) {
+      const uint2 v = *(const uint2*)(p + 8 * i);
+      w[2 * i] = v.x, w[2 * i + 1] = v.y;
+    }
+  } else if constexpr (A >= 4) {
+#pragma unroll
+    for (int i = 0; i < NB / 4; ++i) w[i] = *(const u32*)(p + 4 * i);
+  } else if constexpr (A == 2) {
+#pragma unroll
+    for (int i = 0; i < NB / 4; ++i) w[i] = fk_ld16(p + 4 * i) | (fk_ld16(p + 4 * i + 2) << 16);
+  } else {
+#pragma unroll
+    for (int i = 0; i < NB / 4; ++i)
+      w[i] = (u32)p[4 * i] | ((u32)p[4 * i + 1] << 8) | ((u32)p[4 * i + 2] << 16) | ((u32)p[4 * i + 3] << 24);
+  }
+#elif defined(__CUDACC__)
   if constexpr (A >= 16 && NB % 16 == 0) {
 #pragma unroll
     for (int i = 0; i < NB / 16; ++i) {

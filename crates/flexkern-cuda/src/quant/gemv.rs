@@ -224,7 +224,27 @@ fn batch_rows(m: usize) -> usize {
 
 /// The kernel configuration for a GEMV of `m` rows on `a` with `dev_sms` SMs.
 pub fn config_for(dev_sms: usize, mode: Mode, a: &DeviceMatrix, m: usize) -> GemvConfig {
-    config(dev_sms, mode, &a.unit, a.n, a.k, m)
+    let mut c = config(dev_sms, mode, &a.unit, a.n, a.k, m);
+    c.staged = staged_block_bytes(a.format);
+    // The staged kernel reads 16-byte windows around each row's blocks: the last one may end
+    // up to 15 bytes past the weights, inside the allocation's size class.
+    if a.buf.capacity() < a.bytes().next_multiple_of(16) {
+        c.staged = None;
+    }
+    c
+}
+
+/// Block bytes of `f` when the staged kernel serves it: block formats (weights decoded from
+/// shared memory); plain floats and MLX keep the direct kernel. `FLEXKERN_GEMV_STAGED=0`
+/// turns it off (A/B runs).
+pub fn staged_block_bytes(f: Format) -> Option<usize> {
+    if std::env::var("FLEXKERN_GEMV_STAGED").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    match f {
+        Format::F32 | Format::F16 | Format::BF16 | Format::MlxAffine { .. } => None,
+        f => Some(f.block_bytes()),
+    }
 }
 
 /// Two rows per warp for single-row plain GEMVs with enough rows to give every SM several
@@ -242,6 +262,7 @@ pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usi
         rows,
         mode,
         xvec: k.is_multiple_of(4),
+        staged: None,
     }
 }
 

@@ -107,6 +107,8 @@ pub struct GemvConfig {
     pub mode: Mode,
     /// Activation rows 16-byte aligned (k % 4 == 0): float4 loads.
     pub xvec: bool,
+    /// The staged kernel (kernels/gemv.cu, FK_STAGED) for a block format: its block bytes.
+    pub staged: Option<usize>,
 }
 
 fn ident(unit: &str) -> String {
@@ -126,19 +128,22 @@ impl GemvConfig {
         };
         KernelSource {
             name: format!(
-                "gemv_{}_{mode}_m{}_r{}{}",
+                "gemv_{}_{mode}_m{}_r{}{}{}",
                 ident(&self.unit),
                 self.mb,
                 self.rows,
-                if self.xvec { "" } else { "_xs" }
+                if self.xvec { "" } else { "_xs" },
+                if self.staged.is_some() { "_st" } else { "" }
             ),
             source: format!(
-                "#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n{}\n{GEMV}",
+                "#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n{}{}\n{GEMV}",
                 self.unit,
                 self.mb,
                 self.rows,
                 self.mode as i32,
                 self.xvec as i32,
+                self.staged
+                    .map_or(String::new(), |bb| format!("#define FK_STAGED 1\n#define FK_BB {bb}\n")),
                 prelude()
             ),
         }

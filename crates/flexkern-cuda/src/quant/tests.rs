@@ -258,16 +258,23 @@ fn kernels_compile_with_nvrtc_without_spills() {
             if !all && (mb, mode) != (1, Mode::Plain) && !heavy.contains(&f) {
                 continue;
             }
-            srcs.push(
-                GemvConfig {
-                    unit: unit.clone(),
-                    mb,
-                    rows,
-                    mode,
-                    xvec: true,
-                }
-                .source(),
-            );
+            let staged = crate::quant::gemv::staged_block_bytes(f);
+            for staged in [None, staged]
+                .into_iter()
+                .collect::<std::collections::HashSet<_>>()
+            {
+                srcs.push(
+                    GemvConfig {
+                        unit: unit.clone(),
+                        mb,
+                        rows,
+                        mode,
+                        xvec: true,
+                        staged,
+                    }
+                    .source(),
+                );
+            }
         }
         for src in srcs {
             let t = std::time::Instant::now();

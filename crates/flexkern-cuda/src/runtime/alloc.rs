@@ -59,6 +59,10 @@ impl DeviceBuf {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+    /// Bytes allocated (the size class): readable past `bytes` without leaving the allocation.
+    pub fn capacity(&self) -> usize {
+        self.class
+    }
     pub fn device(&self) -> &Arc<Device> {
         &self.dev
     }

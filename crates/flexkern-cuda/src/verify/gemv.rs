@@ -400,7 +400,8 @@ mod tests {
             let mut left = c.m;
             while left > 0 {
                 let mm = left.min(crate::quant::MAX_M);
-                let cfg = crate::quant::gemv::config(132, c.mode, &unit, c.n, c.k, mm);
+                let mut cfg = crate::quant::gemv::config(132, c.mode, &unit, c.n, c.k, mm);
+                cfg.staged = crate::quant::gemv::staged_block_bytes(c.format);
                 modules.insert(cfg.source().name);
                 left -= mm;
             }
