@@ -543,11 +543,12 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         cfg.nwarps = 4; // the register path's tile of 128 keys assumes 4 warps
     }
     let hooks = codegen::generate(c.variant);
-    let src = cfg.source(
-        &hooks.source,
-        flexkern::variant::lowered::fnv1a(hooks.key.as_bytes()),
-    );
-    let module = dev.module(&src)?;
+    let module = dev.module_keyed(&format!("attention {cfg:?} {}", hooks.key), || {
+        cfg.source(
+            &hooks.source,
+            flexkern::variant::lowered::fnv1a(hooks.key.as_bytes()),
+        )
+    })?;
     let (f_attn, smem_attn) = if cfg.async_tile > 0 {
         let f = module.function("fk_attention_async")?;
         let bytes = cfg.stage_bytes(k_dtype, v_dtype) as i32;

@@ -38,11 +38,30 @@ pub struct CudaBuffer {
     buf: DeviceBuf,
     dtype: DType,
     len: usize,
+    /// Small index buffers (U32) keep a host copy of their bytes: no kernel writes U32 buffers
+    /// (only `alloc`, `upload`, `copy` and `copy_within` do, and they keep it in step), so
+    /// token ids and KV slots are checked on the host without a download, that is, without a
+    /// stream sync per layer.
+    mirror: Option<Vec<u8>>,
 }
+
+/// U32 buffers up to this many bytes keep a host mirror.
+const MIRROR_MAX: usize = 1 << 20;
 
 impl CudaBuffer {
     pub fn device_buf(&self) -> &DeviceBuf {
         &self.buf
+    }
+    /// `len` u32 values from element `at`, from the host mirror (None: no mirror).
+    pub(crate) fn mirrored_u32(&self, at: usize, len: usize) -> Option<Vec<u32>> {
+        let m = self.mirror.as_ref()?;
+        let bytes = m.get(at * 4..(at + len) * 4)?;
+        Some(
+            bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+                .collect(),
+        )
     }
     pub(crate) fn ptr_at(&self, at: usize) -> u64 {
         self.buf.ptr() + (at * self.dtype.size()) as u64
@@ -109,15 +128,23 @@ impl Backend for CudaBackend {
                 })?;
         let buf = self.dev.alloc(bytes.max(1)).map_err(err)?;
         self.dev.memset(&buf, 0, bytes, 0).map_err(err)?;
-        Ok(CudaBuffer { buf, dtype, len })
+        let mirror = (dtype == DType::U32 && bytes <= MIRROR_MAX).then(|| vec![0u8; bytes]);
+        Ok(CudaBuffer {
+            buf,
+            dtype,
+            len,
+            mirror,
+        })
     }
 
     fn upload(&self, dst: &mut CudaBuffer, at: usize, src: &[u8]) -> Result<()> {
         let n = elements_of("src", src.len(), dst.dtype)?;
         check_range("dst", at, n, dst.len)?;
-        self.dev
-            .write(&dst.buf, at * dst.dtype.size(), src)
-            .map_err(err)
+        let es = dst.dtype.size();
+        if let Some(m) = dst.mirror.as_mut() {
+            m[at * es..at * es + src.len()].copy_from_slice(src);
+        }
+        self.dev.write(&dst.buf, at * es, src).map_err(err)
     }
 
     fn download(&self, src: &CudaBuffer, at: usize, dst: &mut [u8]) -> Result<()> {
@@ -146,6 +173,12 @@ impl Backend for CudaBackend {
         check_range("src", src_at, len, src.len)?;
         check_range("dst", dst_at, len, dst.len)?;
         let es = src.dtype.size();
+        match (src.mirror.as_ref(), dst.mirror.as_mut()) {
+            (Some(s), Some(d)) => d[dst_at * es..(dst_at + len) * es]
+                .copy_from_slice(&s[src_at * es..(src_at + len) * es]),
+            (None, Some(_)) => dst.mirror = None,
+            _ => {}
+        }
         self.dev
             .copy_at(&src.buf, src_at * es, &dst.buf, dst_at * es, len * es)
             .map_err(err)
@@ -161,6 +194,9 @@ impl Backend for CudaBackend {
         check_range("src", src_at, len, buf.len)?;
         check_range("dst", dst_at, len, buf.len)?;
         let es = buf.dtype.size();
+        if let Some(m) = buf.mirror.as_mut() {
+            m.copy_within(src_at * es..(src_at + len) * es, dst_at * es);
+        }
         // Overlapping ranges go through a scratch block (cuMemcpy does not promise memmove).
         let tmp = self.dev.alloc((len * es).max(1)).map_err(err)?;
         self.dev
@@ -315,14 +351,19 @@ impl Backend for CudaBackend {
         }
         // The slots are checked against the pool on the host (a small download), so a bad
         // entry is a typed error and nothing is written.
-        let mut host = vec![0u8; m * 4];
-        self.download(slots.buf, slots.start, &mut host)?;
+        let host = match slots.buf.mirrored_u32(slots.start, m) {
+            Some(h) => h,
+            None => {
+                let mut bytes = vec![0u8; m * 4];
+                self.download(slots.buf, slots.start, &mut bytes)?;
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+                    .collect()
+            }
+        };
         let cap = (l.num_pages * l.page_size) as u32;
-        if let Some(i) = host
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-            .position(|s| s >= cap)
-        {
+        if let Some(i) = host.iter().position(|&s| s >= cap) {
             return Err(flexkern::Error::InvalidArgument {
                 arg: "slots",
                 msg: format!("entry {i} is outside the {cap} slots"),
@@ -332,12 +373,11 @@ impl Backend for CudaBackend {
             return Ok(());
         }
         let dev = &self.dev;
-        let src = KernelSource {
-            name: "kv_write".into(),
-            source: format!("{}\n{KV_WRITE}", COMMON.replace("#pragma once", "")),
-        };
         let f = dev
-            .module(&src)
+            .module_keyed("kv_write", || KernelSource {
+                name: "kv_write".into(),
+                source: format!("{}\n{KV_WRITE}", COMMON.replace("#pragma once", "")),
+            })
             .map_err(err)?
             .function("fk_kv_write")
             .map_err(err)?;

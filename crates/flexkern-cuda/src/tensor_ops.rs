@@ -199,6 +199,7 @@ impl TensorOps for CudaBackend {
             ids.start,
             ids.len,
             out.device_buf(),
+            ids.buf.mirrored_u32(ids.start, ids.len),
         )?)
     }
 

@@ -309,7 +309,8 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
 }
 
 /// Rows `ids[at..at + tokens]` (u32, in `ids`) of `table`, dequantized exactly into the first
-/// `tokens` rows of `out` (f32). The ids are checked against the table on the host first.
+/// `tokens` rows of `out` (f32). The ids are checked against the table on the host first:
+/// `host_ids` when the caller has them (no download, no sync), else downloaded.
 pub fn embedding(
     dev: &Arc<Device>,
     table: &DeviceMatrix,
@@ -317,14 +318,21 @@ pub fn embedding(
     at: usize,
     tokens: usize,
     out: &DeviceBuf,
+    host_ids: Option<Vec<u32>>,
 ) -> Result<()> {
     let end = at
         .checked_add(tokens)
         .filter(|&e| e * 4 <= ids.bytes())
         .ok_or_else(|| invalid("ids", "range past the buffer"))?;
     need("out", out, tokens * table.k, "output elements (tokens * k)")?;
-    let mut host = vec![0u32; end - at];
-    dev.read(ids, at * 4, &mut host)?;
+    let host = match host_ids.filter(|h| h.len() == end - at) {
+        Some(h) => h,
+        None => {
+            let mut h = vec![0u32; end - at];
+            dev.read(ids, at * 4, &mut h)?;
+            h
+        }
+    };
     if let Some(i) = host.iter().position(|&t| t as usize >= table.n) {
         return Err(invalid(
             "ids",
@@ -338,7 +346,9 @@ pub fn embedding(
         return Ok(());
     }
     let f = dev
-        .module(&embed_source(&table.unit))?
+        .module_keyed(&format!("embed {}", table.unit), || {
+            embed_source(&table.unit)
+        })?
         .function("fk_embed")?;
     let ue = unit_elems(table.format);
     let per_row = table.k / ue + table.k % ue;

@@ -126,6 +126,15 @@ impl Device {
         }
         assert!(at + n <= dst.bytes, "write past the buffer (caller checks)");
         self.bind()?;
+        // SAFETY: reinterprets `src`'s initialized elements as bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(src.as_ptr().cast::<u8>(), n) };
+        let mut staging = self.staging.lock().expect("staging lock");
+        if staging.upload(dst.ptr + at as u64, bytes, self.stream(), || {
+            self.sync_stream()
+        })? {
+            return Ok(());
+        }
+        drop(staging);
         // SAFETY: the range lies inside `dst`; pageable host memory is staged synchronously.
         unsafe { result::memcpy_htod_async(dst.ptr + at as u64, src, self.stream()) }
             .map_err(|e| driver("cuMemcpyHtoDAsync", e))

@@ -67,11 +67,16 @@ impl Module {
 #[derive(Default)]
 pub struct ModuleCache {
     loaded: Mutex<HashMap<u64, Arc<Module>>>,
+    /// Modules by a caller's key that determines the source (`Device::module_keyed`).
+    keyed: Mutex<HashMap<String, Arc<Module>>>,
     pub(crate) stats: Mutex<Vec<LoadStat>>,
 }
 
 impl ModuleCache {
     pub(crate) fn unload_all(&self) {
+        if let Ok(mut k) = self.keyed.lock() {
+            k.clear();
+        }
         if let Ok(mut m) = self.loaded.lock() {
             for (_, md) in m.drain() {
                 // SAFETY: no launch is in flight (the device synchronized first).
@@ -242,6 +247,22 @@ impl Device {
             });
         let mut loaded = self.modules.loaded.lock().expect("modules lock");
         Ok(loaded.entry(key).or_insert(m).clone())
+    }
+
+    /// The module of the source `build` makes, looked up by `key` first: launches made every
+    /// step (one per layer) skip building, hashing and keying a source of tens of KB. `key`
+    /// must determine the source (the kernel configuration and variant key it is built from).
+    pub fn module_keyed(
+        &self,
+        key: &str,
+        build: impl FnOnce() -> KernelSource,
+    ) -> Result<Arc<Module>> {
+        if let Some(m) = self.modules.keyed.lock().expect("modules lock").get(key) {
+            return Ok(m.clone());
+        }
+        let m = self.module(&build())?;
+        let mut keyed = self.modules.keyed.lock().expect("modules lock");
+        Ok(keyed.entry(key.to_string()).or_insert(m).clone())
     }
 
     /// Every module load so far (compiled, from disk), in order.

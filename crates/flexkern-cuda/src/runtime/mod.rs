@@ -5,6 +5,7 @@
 pub mod alloc;
 pub mod compile;
 pub mod event;
+mod staging;
 
 use crate::error::{driver, CudaError, Result};
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUstream};
@@ -54,6 +55,7 @@ pub struct Device {
     pub props: DeviceProps,
     pub(crate) pool: Mutex<alloc::Pool>,
     pub(crate) modules: compile::ModuleCache,
+    pub(crate) staging: Mutex<staging::Staging>,
 }
 
 /// Whether libcuda can be loaded at all (cudarc panics on first use otherwise).
@@ -128,6 +130,7 @@ impl Device {
             props,
             pool: Mutex::new(alloc::Pool::default()),
             modules: compile::ModuleCache::default(),
+            staging: Mutex::new(staging::Staging::default()),
         }))
     }
 
@@ -144,6 +147,14 @@ impl Device {
 
     /// Waits for all work queued on the stream.
     pub fn synchronize(&self) -> Result<()> {
+        self.sync_stream()?;
+        if let Ok(mut s) = self.staging.lock() {
+            s.reset();
+        }
+        Ok(())
+    }
+
+    fn sync_stream(&self) -> Result<()> {
         self.bind()?;
         // SAFETY: the stream is alive while `self` is.
         unsafe { result::stream::synchronize(self.stream.0) }
@@ -158,6 +169,9 @@ impl Drop for Device {
             p.release_all();
         }
         self.modules.unload_all();
+        if let Ok(mut s) = self.staging.lock() {
+            s.free();
+        }
         // SAFETY: nothing uses the stream after this.
         unsafe {
             let _ = result::stream::destroy(self.stream.0);

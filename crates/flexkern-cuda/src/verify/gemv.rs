@@ -223,7 +223,7 @@ fn embedding_case(dev: &Arc<Device>, f: Format, seed: u64) -> Result<f64> {
     let idd = dev.upload(&ids)?;
     let out = dev.alloc(ids.len() * k * 4)?;
     dev.memset(&out, 0, ids.len() * k * 4, 0xff)?;
-    embedding(dev, &a, &idd, 0, ids.len(), &out)?;
+    embedding(dev, &a, &idd, 0, ids.len(), &out, None)?;
     let mut got = vec![0f32; ids.len() * k];
     dev.read(&out, 0, &mut got)?;
     for (t, &id) in ids.iter().enumerate() {
@@ -241,7 +241,7 @@ fn embedding_case(dev: &Arc<Device>, f: Format, seed: u64) -> Result<f64> {
     }
     // A bad id is a typed error and writes nothing.
     let bad = dev.upload(&[0u32, n as u32])?;
-    match embedding(dev, &a, &bad, 0, 2, &out) {
+    match embedding(dev, &a, &bad, 0, 2, &out, None) {
         Err(crate::CudaError::Invalid { arg: "ids", .. }) => Ok(0.0),
         other => Err(invalid(
             "embedding",
