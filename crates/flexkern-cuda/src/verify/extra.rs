@@ -118,7 +118,9 @@ fn bad_input(dev: &Arc<Device>) -> Result<String> {
         match attention::attention(dev, &c) {
             // The shared host checks answer in flexkern's own typed error.
             Err(CudaError::Invalid { .. })
-            | Err(CudaError::Flexkern(flexkern::Error::InvalidArgument { .. })) => {
+            | Err(CudaError::Flexkern(
+                flexkern::Error::InvalidArgument { .. } | flexkern::Error::Mismatch { .. },
+            )) => {
                 n += 1;
                 Ok(())
             }
