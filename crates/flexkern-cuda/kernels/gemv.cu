@@ -63,7 +63,9 @@ struct FkX {
 // units from shared memory. Every weight byte is read from DRAM once, by wide coalesced loads,
 // instead of by 1-2 byte loads per unit field (which left the old kernel bound by L1
 // wavefronts at ~15 % of DRAM bandwidth).
-constexpr int FK_CW = 4096 / (FK_MB < 4 ? 4 : FK_MB);  // weights per chunk: x stays 16 KB
+// Weights per chunk: one unit per lane for single rows (Q4_K's 64-weight units: 2048), else
+// as many as keep the activation rows at 16 KB of shared memory.
+constexpr int FK_CW = FK_MB <= 2 ? 32 * FK_FMT::UE : 4096 / (FK_MB < 4 ? 4 : FK_MB);
 constexpr int FK_QK = FK_FMT::QK;
 static_assert(FK_CW % FK_QK == 0, "chunks of whole blocks");
 constexpr int FK_WB = (FK_CW / FK_QK * FK_BB + 15) / 16 * 16 + 16;  // window bytes, with slack
