@@ -334,3 +334,40 @@ fn scratch_compile() {
         Err(e) => eprintln!("{e}"),
     }
 }
+
+/// The planner's GEMV choices on an H100-sized device (132 SMs): two rows per warp for
+/// single-row plain GEMVs from 16 rows per SM, one for batches and the fused forms; the staged
+/// kernel for block formats only, and its modules named apart.
+#[test]
+fn gemv_configuration_follows_the_shape_and_format() {
+    use crate::quant::gemv::{config, staged_block_bytes};
+    if std::env::var("FLEXKERN_GEMV_ROWS").is_ok() || std::env::var("FLEXKERN_GEMV_STAGED").is_ok()
+    {
+        eprintln!("skipped: FLEXKERN_GEMV_ROWS / FLEXKERN_GEMV_STAGED set");
+        return;
+    }
+    let unit = unit_type(Format::Q4_0, 4096).unwrap();
+    let rows = |n, m, mode| config(132, mode, &unit, n, 4096, m).rows;
+    assert_eq!(rows(4096, 1, Mode::Plain), 2);
+    assert_eq!(rows(14336, 1, Mode::Plain), 2);
+    assert_eq!(rows(1024, 1, Mode::Plain), 1);
+    assert_eq!(rows(4096, 2, Mode::Plain), 1);
+    assert_eq!(rows(14336, 1, Mode::GateUp), 1);
+    assert_eq!(config(132, Mode::Plain, &unit, 4096, 4096, 3).mb, 4);
+    assert_eq!(staged_block_bytes(Format::Q4_0), Some(18));
+    assert_eq!(staged_block_bytes(Format::Q4K), Some(144));
+    assert_eq!(staged_block_bytes(Format::Q6K), Some(210));
+    assert_eq!(staged_block_bytes(Format::F16), None);
+    assert_eq!(
+        staged_block_bytes(Format::mlx(4, 64, flexkern_quant::MlxScale::F16).unwrap()),
+        None
+    );
+    let mut c = config(132, Mode::Plain, &unit, 4096, 4096, 1);
+    let direct = c.source().name;
+    c.staged = staged_block_bytes(Format::Q4_0);
+    let staged = c.source();
+    assert_ne!(staged.name, direct);
+    assert!(staged
+        .source
+        .contains("#define FK_STAGED 1\n#define FK_BB 18\n"));
+}
