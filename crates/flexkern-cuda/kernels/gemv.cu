@@ -55,6 +55,35 @@ struct FkX {
   }
 };
 
+#ifndef FK_EMBED
+// The warp's sums reduced across lanes and written: Y[j, row] (mode 1: silu(gate) * up).
+template <int NM>
+__device__ __forceinline__ void fk_gemv_store(const float (&acc)[NM][FK_R][FK_MB], float* __restrict__ Y,
+                                              i64 row0, i64 n, int m, int lane) {
+#pragma unroll
+  for (int r = 0; r < FK_R; ++r) {
+#pragma unroll
+    for (int j = 0; j < FK_MB; ++j) {
+      float v[NM];
+#pragma unroll
+      for (int t = 0; t < NM; ++t) {
+        v[t] = acc[t][r][j];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) v[t] += __shfl_xor_sync(0xffffffffu, v[t], off);
+      }
+      const i64 row = row0 + r;
+      if (lane == 0 && row < n && j < m) {
+#if FK_MODE == 1
+        Y[j * n + row] = fk_silu(v[0]) * v[1];
+#else
+        Y[j * n + row] = v[0];
+#endif
+      }
+    }
+  }
+}
+#endif
+
 #if defined(FK_STAGED) && !defined(FK_EMBED)
 // The staged form, for block formats: the block walks k in chunks of FK_CW weights. Per chunk,
 // every thread copies its share of the activation rows into shared memory (swizzled so lanes
@@ -98,13 +127,7 @@ __device__ __forceinline__ void fk_gemv_staged(const FkMat& a, const FkMat& b, c
   __shared__ __align__(16) u8 ws[FK_NW][NM * FK_R][FK_WB];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 row0 = ((i64)blockIdx.x * FK_NW + warp) * FK_R;
-  float acc[NM][FK_R][FK_MB];
-#pragma unroll
-  for (int t = 0; t < NM; ++t)
-#pragma unroll
-    for (int r = 0; r < FK_R; ++r)
-#pragma unroll
-      for (int j = 0; j < FK_MB; ++j) acc[t][r][j] = 0.0f;
+  float acc[NM][FK_R][FK_MB] = {};
 
   // The byte window [lo, hi) of row `row`'s blocks for weights [c0, c0 + cw), 16-aligned.
   auto window = [&](i64 row, i64 c0, int cw, i64& lo, int& len, int& skew) {
@@ -180,27 +203,7 @@ __device__ __forceinline__ void fk_gemv_staged(const FkMat& a, const FkMat& b, c
     }
     __syncthreads();
   }
-#pragma unroll
-  for (int r = 0; r < FK_R; ++r) {
-#pragma unroll
-    for (int j = 0; j < FK_MB; ++j) {
-      float v[NM];
-#pragma unroll
-      for (int t = 0; t < NM; ++t) {
-        v[t] = acc[t][r][j];
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) v[t] += __shfl_xor_sync(0xffffffffu, v[t], off);
-      }
-      const i64 row = row0 + r;
-      if (lane == 0 && row < n && j < m) {
-#if FK_MODE == 1
-        Y[j * n + row] = fk_silu(v[0]) * v[1];
-#else
-        Y[j * n + row] = v[0];
-#endif
-      }
-    }
-  }
+  fk_gemv_store<NM>(acc, Y, row0, n, m, lane);
 }
 extern "C" __global__ void __launch_bounds__(FK_NW * 32, FK_MINB)
     fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2,
@@ -217,13 +220,7 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 row0 = ((i64)blockIdx.x * FK_NW + warp) * FK_R;
   if (row0 >= n) return;  // warp-uniform
-  float acc[NM][FK_R][FK_MB];
-#pragma unroll
-  for (int t = 0; t < NM; ++t)
-#pragma unroll
-    for (int r = 0; r < FK_R; ++r)
-#pragma unroll
-      for (int j = 0; j < FK_MB; ++j) acc[t][r][j] = 0.0f;
+  float acc[NM][FK_R][FK_MB] = {};
 
   const i64 units = k / F::UE;
   for (i64 u = lane; u < units; u += 32) {
@@ -267,27 +264,7 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < FK_R; ++r) {
-#pragma unroll
-    for (int j = 0; j < FK_MB; ++j) {
-      float v[NM];
-#pragma unroll
-      for (int t = 0; t < NM; ++t) {
-        v[t] = acc[t][r][j];
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) v[t] += __shfl_xor_sync(0xffffffffu, v[t], off);
-      }
-      const i64 row = row0 + r;
-      if (lane == 0 && row < n && j < m) {
-#if FK_MODE == 1
-        Y[j * n + row] = fk_silu(v[0]) * v[1];
-#else
-        Y[j * n + row] = v[0];
-#endif
-      }
-    }
-  }
+  fk_gemv_store<NM>(acc, Y, row0, n, m, lane);
 }
 extern "C" __global__ void __launch_bounds__(FK_NW * 32, FK_MINB)
     fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2,

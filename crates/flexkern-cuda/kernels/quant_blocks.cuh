@@ -112,50 +112,47 @@ FK_HD u32 fk_ld16(const u8* p) {
 #endif
 }
 
+#if defined(__CUDACC__)
+// 16, 8 and 4 aligned bytes at p as words: the read-only path, or generic loads (FK_STAGED).
+__device__ __forceinline__ void fk_ld_v4(const u8* p, u32* w) {
+#if FK_LDG
+  asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p));
+#else
+  const uint4 v = *(const uint4*)p;
+  w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+#endif
+}
+__device__ __forceinline__ void fk_ld_v2(const u8* p, u32* w) {
+#if FK_LDG
+  asm("ld.global.nc.v2.u32 {%0,%1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+#else
+  const uint2 v = *(const uint2*)p;
+  w[0] = v.x, w[1] = v.y;
+#endif
+}
+__device__ __forceinline__ u32 fk_ld32(const u8* p) {
+#if FK_LDG
+  return __ldg((const unsigned int*)p);
+#else
+  return *(const u32*)p;
+#endif
+}
+#endif
+
 // NB bytes (a multiple of 4) at p, known to be A-aligned, as little-endian words.
 template <int NB, int A>
 FK_HD void fk_words(const u8* p, u32* w) {
   static_assert(NB % 4 == 0, "whole words");
-#if defined(__CUDACC__) && !FK_LDG
+#if defined(__CUDACC__)
   if constexpr (A >= 16 && NB % 16 == 0) {
 #pragma unroll
-    for (int i = 0; i < NB / 16; ++i) {
-      const uint4 v = *(const uint4*)(p + 16 * i);
-      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
-    }
+    for (int i = 0; i < NB / 16; ++i) fk_ld_v4(p + 16 * i, w + 4 * i);
   } else if constexpr (A >= 8 && NB % 8 == 0) {
 #pragma unroll
-    for (int i = 0; i < NB / 8; ++i) {
-      const uint2 v = *(const uint2*)(p + 8 * i);
-      w[2 * i] = v.x, w[2 * i + 1] = v.y;
-    }
+    for (int i = 0; i < NB / 8; ++i) fk_ld_v2(p + 8 * i, w + 2 * i);
   } else if constexpr (A >= 4) {
 #pragma unroll
-    for (int i = 0; i < NB / 4; ++i) w[i] = *(const u32*)(p + 4 * i);
-  } else if constexpr (A == 2) {
-#pragma unroll
-    for (int i = 0; i < NB / 4; ++i) w[i] = fk_ld16(p + 4 * i) | (fk_ld16(p + 4 * i + 2) << 16);
-  } else {
-#pragma unroll
-    for (int i = 0; i < NB / 4; ++i)
-      w[i] = (u32)p[4 * i] | ((u32)p[4 * i + 1] << 8) | ((u32)p[4 * i + 2] << 16) | ((u32)p[4 * i + 3] << 24);
-  }
-#elif defined(__CUDACC__)
-  if constexpr (A >= 16 && NB % 16 == 0) {
-#pragma unroll
-    for (int i = 0; i < NB / 16; ++i) {
-      asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(w[4 * i]), "=r"(w[4 * i + 1]), "=r"(w[4 * i + 2]), "=r"(w[4 * i + 3])
-                   : "l"(p + 16 * i));
-    }
-  } else if constexpr (A >= 8 && NB % 8 == 0) {
-#pragma unroll
-    for (int i = 0; i < NB / 8; ++i) {
-      asm("ld.global.nc.v2.u32 {%0,%1}, [%2];" : "=r"(w[2 * i]), "=r"(w[2 * i + 1]) : "l"(p + 8 * i));
-    }
-  } else if constexpr (A >= 4) {
-#pragma unroll
-    for (int i = 0; i < NB / 4; ++i) w[i] = __ldg((const unsigned int*)(p + 4 * i));
+    for (int i = 0; i < NB / 4; ++i) w[i] = fk_ld32(p + 4 * i);
   } else if constexpr (A == 2) {
 #pragma unroll
     for (int i = 0; i < NB / 4; ++i) w[i] = fk_ld16(p + 4 * i) | (fk_ld16(p + 4 * i + 2) << 16);
