@@ -231,6 +231,11 @@ pub fn config_for(dev_sms: usize, mode: Mode, a: &DeviceMatrix, m: usize) -> Gem
     if a.buf.capacity() < a.bytes().next_multiple_of(16) {
         c.staged = None;
     }
+    // The direct kernel (plain floats, MLX) keeps one row per warp below 64 rows per SM: two
+    // cost F16 a tenth at 4096 x 4096 on the H100 (2200-2300 -> 2000 GB/s).
+    if c.staged.is_none() && a.n < 64 * dev_sms.max(1) && forced_rows().is_none() {
+        c.rows = 1;
+    }
     c
 }
 
@@ -247,17 +252,20 @@ pub fn staged_block_bytes(f: Format) -> Option<usize> {
     }
 }
 
+/// `FLEXKERN_GEMV_ROWS=1|2`: the rows per warp of single-row plain GEMVs, forced (A/B runs).
+fn forced_rows() -> Option<usize> {
+    std::env::var("FLEXKERN_GEMV_ROWS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|r| matches!(r, 1 | 2))
+}
+
 /// Two rows per warp for single-row plain GEMVs with enough rows to give every SM several
 /// blocks, else one.
 pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usize) -> GemvConfig {
     let mb = batch_rows(m);
     let single = mb == 1 && mode == Mode::Plain;
-    // `FLEXKERN_GEMV_ROWS=1|2` forces the rows per warp of single-row plain GEMVs (A/B runs).
-    let forced = std::env::var("FLEXKERN_GEMV_ROWS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|r| matches!(r, 1 | 2));
-    let rows = match forced {
+    let rows = match forced_rows() {
         Some(r) if single => r,
         // Two rows per warp from 16 per SM (H100: A/B at 4096 and 14336 rows, 8B decode
         // 154 -> 167 tok/s); fewer rows keep one per warp, which fills more SMs.
