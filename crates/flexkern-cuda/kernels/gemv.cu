@@ -92,9 +92,9 @@ __device__ __forceinline__ void fk_gemv_store(const float (&acc)[NM][FK_R][FK_MB
 // units from shared memory. Every weight byte is read from DRAM once, by wide coalesced loads,
 // instead of by 1-2 byte loads per unit field (which left the old kernel bound by L1
 // wavefronts at ~15 % of DRAM bandwidth).
-// Weights per chunk: one unit per lane for single rows (Q4_K's 64-weight units: 2048), else
-// as many as keep the activation rows at 16 KB of shared memory.
-constexpr int FK_CW = FK_MB <= 2 ? 32 * FK_FMT::UE : 4096 / (FK_MB < 4 ? 4 : FK_MB);
+// FK_CW, weights per chunk, comes from the host (quant::staged_chunk): one unit per lane where
+// the activation rows fit in 64 KB of dynamic shared memory.
+static_assert(FK_CW % FK_FMT::UE == 0, "chunks of whole units");
 constexpr int FK_QK = FK_FMT::QK;
 static_assert(FK_CW % FK_QK == 0, "chunks of whole blocks");
 constexpr int FK_WB = (FK_CW / FK_QK * FK_BB + 15) / 16 * 16 + 16;  // window bytes, with slack
@@ -123,7 +123,8 @@ __device__ __forceinline__ void fk_gemv_staged(const FkMat& a, const FkMat& b, c
                                                const float* __restrict__ X2, float* __restrict__ Y, int m,
                                                i64 n, i64 k) {
   constexpr int NM = FK_MODE == 1 ? 2 : 1;
-  __shared__ __align__(16) float xs[FK_MB][FK_CW];
+  extern __shared__ __align__(16) float fk_xs[];  // FK_MB rows of FK_CW activations
+  float (*xs)[FK_CW] = reinterpret_cast<float (*)[FK_CW]>(fk_xs);
   __shared__ __align__(16) u8 ws[FK_NW][NM * FK_R][FK_WB];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 row0 = ((i64)blockIdx.x * FK_NW + warp) * FK_R;

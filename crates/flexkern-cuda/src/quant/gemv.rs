@@ -3,7 +3,7 @@
 //! take, a `k` the format cannot hold, buffers too small for `m` rows, mismatched gate / up
 //! shapes and out-of-range token ids are typed errors naming the argument.
 
-use super::{embed_source, unit_elems, unit_type, GemvConfig, Mode, MAX_M};
+use super::{embed_source, unit_elems, unit_type, GemvConfig, Mode, Staged, MAX_M};
 use crate::error::{driver, invalid, Result};
 use crate::runtime::compile::Module;
 use crate::runtime::{Device, DeviceBuf};
@@ -58,6 +58,19 @@ impl DeviceMatrix {
         };
         let module = dev.module(&src)?;
         let f = module.function(name)?;
+        if let (false, Some(st)) = (embed, cfg.staged) {
+            dev.bind()?;
+            // SAFETY: raises the function's dynamic shared-memory limit (at most 64 KB, within
+            // every sm_80+ device's opt-in).
+            unsafe {
+                cudarc::driver::result::function::set_function_attribute(
+                    f,
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    st.smem_bytes(cfg.mb) as i32,
+                )
+            }
+            .map_err(|e| driver("cuFuncSetAttribute", e))?;
+        }
         m.insert(
             cfg.clone(),
             Kernel {
@@ -225,7 +238,7 @@ fn batch_rows(m: usize) -> usize {
 /// The kernel configuration for a GEMV of `m` rows on `a` with `dev_sms` SMs.
 pub fn config_for(dev_sms: usize, mode: Mode, a: &DeviceMatrix, m: usize) -> GemvConfig {
     let mut c = config(dev_sms, mode, &a.unit, a.n, a.k, m);
-    c.staged = staged_block_bytes(a.format);
+    c.staged = staged(a.format, c.mb);
     // The staged kernel reads 16-byte windows around each row's blocks: the last one may end
     // up to 15 bytes past the weights, inside the allocation's size class.
     if a.buf.capacity() < a.bytes().next_multiple_of(16) {
@@ -239,16 +252,16 @@ pub fn config_for(dev_sms: usize, mode: Mode, a: &DeviceMatrix, m: usize) -> Gem
     c
 }
 
-/// Block bytes of `f` when the staged kernel serves it: block formats (weights decoded from
-/// shared memory); plain floats and MLX keep the direct kernel. `FLEXKERN_GEMV_STAGED=0`
-/// turns it off (A/B runs).
-pub fn staged_block_bytes(f: Format) -> Option<usize> {
+/// The staged kernel's constants for `f` at `mb` activation rows, when it serves `f`: block
+/// formats (weights decoded from shared memory); plain floats and MLX keep the direct kernel.
+/// `FLEXKERN_GEMV_STAGED=0` turns it off (A/B runs).
+pub fn staged(f: Format, mb: usize) -> Option<Staged> {
     if std::env::var("FLEXKERN_GEMV_STAGED").is_ok_and(|v| v == "0") {
         return None;
     }
     match f {
         Format::F32 | Format::F16 | Format::BF16 | Format::MlxAffine { .. } => None,
-        f => Some(f.block_bytes()),
+        f => Some(Staged::new(f.block_bytes(), mb, unit_elems(f))),
     }
 }
 
@@ -313,12 +326,22 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
         ];
         let rows_per_block = 4 * cfg.rows;
         let grid = n.div_ceil(rows_per_block) as u32;
+        let smem = cfg.staged.map_or(0, |st| st.smem_bytes(cfg.mb)) as u32;
         dev.bind()?;
         // SAFETY: fk_gemv(FkMat, FkMat, const float*, const float*, float*, int, i64, i64)
         // reads rows < n of the matrices (sized by `upload`) and m * k activations, writes
         // m * n outputs: all checked in `validate`.
-        unsafe { launch_kernel(f, (grid, 1, 1), (128, 1, 1), 0, dev.stream(), &mut params) }
-            .map_err(|e| driver("cuLaunchKernel", e))?;
+        unsafe {
+            launch_kernel(
+                f,
+                (grid, 1, 1),
+                (128, 1, 1),
+                smem,
+                dev.stream(),
+                &mut params,
+            )
+        }
+        .map_err(|e| driver("cuLaunchKernel", e))?;
         done += mm;
     }
     Ok(())

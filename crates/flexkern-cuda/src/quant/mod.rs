@@ -107,8 +107,31 @@ pub struct GemvConfig {
     pub mode: Mode,
     /// Activation rows 16-byte aligned (k % 4 == 0): float4 loads.
     pub xvec: bool,
-    /// The staged kernel (kernels/gemv.cu, FK_STAGED) for a block format: its block bytes.
-    pub staged: Option<usize>,
+    /// The staged kernel (kernels/gemv.cu, FK_STAGED) for a block format.
+    pub staged: Option<Staged>,
+}
+
+/// The staged GEMV's constants: the format's block bytes and the weights per chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Staged {
+    pub block_bytes: usize,
+    pub chunk: usize,
+}
+
+impl Staged {
+    /// For `mb` activation rows of a format with `unit_elems`-weight units: one unit per lane
+    /// where `mb` chunks of activations fit in 64 KB (16 rows: 1024 weights).
+    pub fn new(block_bytes: usize, mb: usize, unit_elems: usize) -> Staged {
+        Staged {
+            block_bytes,
+            chunk: (32 * unit_elems).min(16384 / mb.max(1)),
+        }
+    }
+
+    /// Dynamic shared memory of a launch: the activation rows of one chunk.
+    pub fn smem_bytes(&self, mb: usize) -> usize {
+        mb * self.chunk * 4
+    }
 }
 
 fn ident(unit: &str) -> String {
@@ -142,8 +165,10 @@ impl GemvConfig {
                 self.rows,
                 self.mode as i32,
                 self.xvec as i32,
-                self.staged
-                    .map_or(String::new(), |bb| format!("#define FK_STAGED 1\n#define FK_BB {bb}\n")),
+                self.staged.map_or(String::new(), |st| format!(
+                    "#define FK_STAGED 1\n#define FK_BB {}\n#define FK_CW {}\n",
+                    st.block_bytes, st.chunk
+                )),
                 prelude()
             ),
         }

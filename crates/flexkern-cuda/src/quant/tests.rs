@@ -258,7 +258,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
             if !all && (mb, mode) != (1, Mode::Plain) && !heavy.contains(&f) {
                 continue;
             }
-            let staged = crate::quant::gemv::staged_block_bytes(f);
+            let staged = crate::quant::gemv::staged(f, mb);
             for staged in [None, staged]
                 .into_iter()
                 .collect::<std::collections::HashSet<_>>()
@@ -340,7 +340,8 @@ fn scratch_compile() {
 /// kernel for block formats only, and its modules named apart.
 #[test]
 fn gemv_configuration_follows_the_shape_and_format() {
-    use crate::quant::gemv::{config, staged_block_bytes};
+    use crate::quant::gemv::{config, staged};
+    use crate::quant::Staged;
     if std::env::var("FLEXKERN_GEMV_ROWS").is_ok() || std::env::var("FLEXKERN_GEMV_STAGED").is_ok()
     {
         eprintln!("skipped: FLEXKERN_GEMV_ROWS / FLEXKERN_GEMV_STAGED set");
@@ -354,20 +355,28 @@ fn gemv_configuration_follows_the_shape_and_format() {
     assert_eq!(rows(4096, 2, Mode::Plain), 1);
     assert_eq!(rows(14336, 1, Mode::GateUp), 1);
     assert_eq!(config(132, Mode::Plain, &unit, 4096, 4096, 3).mb, 4);
-    assert_eq!(staged_block_bytes(Format::Q4_0), Some(18));
-    assert_eq!(staged_block_bytes(Format::Q4K), Some(144));
-    assert_eq!(staged_block_bytes(Format::Q6K), Some(210));
-    assert_eq!(staged_block_bytes(Format::F16), None);
+    let st = |f, mb| staged(f, mb).map(|s: Staged| (s.block_bytes, s.chunk));
+    // One unit per lane (32 or 64 weights) unless 16 rows of activations would pass 64 KB.
+    assert_eq!(st(Format::Q4_0, 1), Some((18, 1024)));
+    assert_eq!(st(Format::Q4_0, 16), Some((18, 1024)));
+    assert_eq!(st(Format::Q4K, 1), Some((144, 2048)));
+    assert_eq!(st(Format::Q4K, 16), Some((144, 1024)));
+    assert_eq!(st(Format::Q6K, 8), Some((210, 1024)));
+    assert_eq!(staged(Format::Q4K, 16).unwrap().smem_bytes(16), 64 << 10);
+    assert_eq!(st(Format::F16, 1), None);
     assert_eq!(
-        staged_block_bytes(Format::mlx(4, 64, flexkern_quant::MlxScale::F16).unwrap()),
+        st(
+            Format::mlx(4, 64, flexkern_quant::MlxScale::F16).unwrap(),
+            1
+        ),
         None
     );
     let mut c = config(132, Mode::Plain, &unit, 4096, 4096, 1);
     let direct = c.source().name;
-    c.staged = staged_block_bytes(Format::Q4_0);
-    let staged = c.source();
-    assert_ne!(staged.name, direct);
-    assert!(staged
+    c.staged = staged(Format::Q4_0, 1);
+    let src = c.source();
+    assert_ne!(src.name, direct);
+    assert!(src
         .source
-        .contains("#define FK_STAGED 1\n#define FK_BB 18\n"));
+        .contains("#define FK_STAGED 1\n#define FK_BB 18\n#define FK_CW 1024\n"));
 }

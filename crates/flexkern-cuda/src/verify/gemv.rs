@@ -401,7 +401,7 @@ mod tests {
             while left > 0 {
                 let mm = left.min(crate::quant::MAX_M);
                 let mut cfg = crate::quant::gemv::config(132, c.mode, &unit, c.n, c.k, mm);
-                cfg.staged = crate::quant::gemv::staged_block_bytes(c.format);
+                cfg.staged = crate::quant::gemv::staged(c.format, cfg.mb);
                 modules.insert(cfg.source().name);
                 left -= mm;
             }
