@@ -207,6 +207,8 @@ __device__ __forceinline__ void fk_write_partial(const FkArgs& a, FkAcc& acc, fl
   }
 }
 
+// The register kernel is left out of tensor-core modules (their 16-64 row tiles would not fit it).
+#if !FK_MMA
 extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention(const FkArgs a) {
   __shared__ float s_p[FK_ROWS][FK_TILE];
   __shared__ float s_m[FK_ROWS], s_l[FK_ROWS], s_alpha[FK_ROWS];
@@ -368,6 +370,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention(const 
   // Join the lane groups of each warp, then the warps, in shared memory; write the partial.
   fk_write_partial(a, acc, &s_red[0][0], s_m, s_l, item, kvh, vscale, warp, vsub, vgrp);
 }
+#endif
 
 // Joins the partitions of one row (grid: row tiles x kv heads x FK_ROWS; 256 threads):
 // O = sum_p w_p O_p / (sum_p w_p + e^(sink - M)), w_p = e^(lse_p - M), M the largest of the

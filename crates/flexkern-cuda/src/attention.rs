@@ -3,7 +3,9 @@
 
 use crate::codegen::{self, ParamLayout};
 use crate::error::{driver, invalid, Result};
-use crate::plan::{plan_work, rows_per_block, WorkPlan, TILE};
+use crate::plan::{
+    mma_shape, mma_smem, plan_work, rows_per_block, MmaQuery, MmaShape, WorkPlan, TILE,
+};
 use crate::runtime::compile::KernelSource;
 use crate::runtime::{Device, DeviceBuf};
 use cudarc::driver::result::launch_kernel;
@@ -16,6 +18,7 @@ use std::sync::Arc;
 const COMMON: &str = include_str!("../kernels/fk_common.cuh");
 const ATTENTION: &str = include_str!("../kernels/attention.cu");
 const ATTENTION_ASYNC: &str = include_str!("../kernels/attention_async.cu");
+const ATTENTION_MMA: &str = include_str!("../kernels/attention_mma.cu");
 /// Threads of the merge kernel (`FK_MERGE_WARPS` warps).
 const MERGE_THREADS: u32 = 256;
 
@@ -137,6 +140,8 @@ pub struct KernelConfig {
     /// Keys per shared-memory stage of the cp.async path (0: the register path).
     pub async_tile: usize,
     pub stages: usize,
+    /// The tensor-core path's shape (it takes precedence over the two above).
+    pub mma: Option<MmaShape>,
     /// log2 of a power-of-two page size (-1: strided, or pages of another size).
     pub page_shift: i32,
     pub nwarps: usize,
@@ -186,7 +191,9 @@ impl KernelConfig {
         } else {
             String::new()
         };
-        let pipe = if self.async_tile > 0 {
+        let pipe = if let Some(m) = &self.mma {
+            format!("_mma{}x{}x{}", m.m_tiles, m.tile, m.stages)
+        } else if self.async_tile > 0 {
             format!("_a{}x{}", self.async_tile, self.stages)
         } else {
             String::new()
@@ -208,12 +215,23 @@ impl KernelConfig {
              #define FK_TILE {TILE}\n#define FK_NWARPS {}\n#define FK_ASYNC {}\n\
              #define FK_ASYNC_TILE {}\n#define FK_STAGES {}\n#define FK_PAGE_SHIFT {}\n",
             self.qt, self.kt, self.vt, self.dk, self.dv, self.vk, self.vv, self.rows, self.paged as u8, self.nwarps,
-            (self.async_tile > 0) as u8, self.async_tile.max(32), self.stages.max(2), self.page_shift
+            (self.async_tile > 0 && self.mma.is_none()) as u8, self.async_tile.max(32), self.stages.max(2), self.page_shift
+        );
+        let m = self.mma.unwrap_or(MmaShape {
+            m_tiles: 1,
+            tile: 64,
+            stages: 2,
+        });
+        let defines = format!(
+            "{defines}#define FK_MMA {}\n#define FK_MMA_MT {}\n#define FK_MMA_TILE {}\n#define FK_MMA_STAGES {}\n",
+            self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages
         );
         let common = COMMON.replace("#pragma once", "");
         KernelSource {
             name: format!("{}_v{:04x}", self.name(), variant_hash as u16),
-            source: format!("{defines}{common}\n{hooks}\n{ATTENTION}\n{ATTENTION_ASYNC}"),
+            source: format!(
+                "{defines}{common}\n{hooks}\n{ATTENTION}\n{ATTENTION_ASYNC}\n{ATTENTION_MMA}"
+            ),
         }
     }
 }
@@ -503,7 +521,26 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
     let lens = c.lens;
     let n = lens.num_seqs();
     let max_q = (0..n).map(|s| lens.q_len(s)).max().unwrap_or(0);
-    let rows = rows_per_block(group, max_q, dk.max(dv));
+    let (mut cfg, k_dtype, v_dtype) = config(c, 0)?;
+    cfg.nwarps = warps();
+    // The tensor-core path where it applies and its stages fit in shared memory.
+    let mma = mma_shape(&MmaQuery {
+        qt: cfg.qt,
+        kt: cfg.kt,
+        vt: cfg.vt,
+        dk,
+        dv,
+        rows_aligned: cfg.vk * k_dtype.size() == 16 && cfg.vv * v_dtype.size() == 16,
+        q_rows: group * max_q.max(1),
+        compute_capability: dev.props.compute_capability,
+        warps: cfg.nwarps,
+        k_size: k_dtype.size(),
+        v_size: v_dtype.size(),
+        smem_optin: dev.props.smem_per_block_optin,
+    });
+    let rows = mma.map_or_else(|| rows_per_block(group, max_q, dk.max(dv)), |(r, _)| r);
+    cfg.rows = rows;
+    cfg.mma = mma.map(|(_, m)| m);
     let mut plan = plan_work(lens, group, hkv, rows, dev.props.sms, c.deterministic);
     crate::plan::classify_items(
         &mut plan,
@@ -511,13 +548,16 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         group,
         hq,
         c.variant.mask.as_ref().map(|m| m.expr()),
+        cfg.mma.map_or(TILE, |m| m.tile),
     );
     if plan.items.is_empty() {
         return Ok(None);
     }
-    let (mut cfg, k_dtype, v_dtype) = config(c, rows)?;
-    let (tile, stages) = async_shape();
-    cfg.nwarps = warps();
+    let (tile, stages) = if cfg.mma.is_some() {
+        (0, 0)
+    } else {
+        async_shape()
+    };
     // The cp.async path: whole 16-byte vectors, head sizes up to 256, and at most one row per
     // lane group after the score reduction (rows <= lanes per key).
     let lanes_per_key = (dk / cfg.vk.max(1)).next_power_of_two().min(32);
@@ -539,7 +579,7 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
             (cfg.async_tile, cfg.stages) = (0, 0);
         }
     }
-    if cfg.async_tile == 0 {
+    if cfg.async_tile == 0 && cfg.mma.is_none() {
         cfg.nwarps = 4; // the register path's tile of 128 keys assumes 4 warps
     }
     let hooks = codegen::generate(c.variant);
@@ -549,9 +589,19 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
             flexkern::variant::lowered::fnv1a(hooks.key.as_bytes()),
         )
     })?;
-    let (f_attn, smem_attn) = if cfg.async_tile > 0 {
-        let f = module.function("fk_attention_async")?;
-        let bytes = cfg.stage_bytes(k_dtype, v_dtype) as i32;
+    let dynamic = match &cfg.mma {
+        Some(m) => Some((
+            "fk_attention_mma",
+            mma_smem(m, dk, dv, k_dtype.size(), v_dtype.size(), cfg.nwarps),
+        )),
+        None if cfg.async_tile > 0 => {
+            Some(("fk_attention_async", cfg.stage_bytes(k_dtype, v_dtype)))
+        }
+        None => None,
+    };
+    let (f_attn, smem_attn) = if let Some((name, bytes)) = dynamic {
+        let f = module.function(name)?;
+        let bytes = bytes as i32;
         dev.bind()?;
         // SAFETY: raises the function's dynamic shared-memory limit within the device's opt-in.
         unsafe {
@@ -727,6 +777,7 @@ fn config(c: &AttnCall, rows: usize) -> Result<(KernelConfig, DType, DType)> {
         paged,
         async_tile: 0,
         stages: 0,
+        mma: None,
         page_shift: match &c.kv {
             KvInput::Paged { page_size, .. } if page_size.is_power_of_two() => {
                 page_size.trailing_zeros() as i32
@@ -827,6 +878,7 @@ mod tests {
                 paged,
                 async_tile,
                 stages,
+                mma: None,
                 page_shift: if paged { 4 } else { -1 },
                 nwarps: 4,
             };
@@ -853,6 +905,79 @@ mod tests {
         crate::runtime::compile::compile_for(&kv, "sm_90a").expect("kv_write compiles");
     }
 
+    /// The tensor-core kernel compiles for sm_90a in the shapes the planner picks (decode with a
+    /// key split, prefill with an m-tile per warp; 2-byte and 1-byte K/V; Dk != Dv; a head size
+    /// of an odd number of k16 steps) without spills or a stack frame. Skipped without libnvrtc.
+    #[test]
+    fn tensor_core_kernels_compile_without_spills() {
+        if !crate::runtime::nvrtc_present() {
+            eprintln!("tensor_core_kernels_compile_without_spills: libnvrtc not found, skipped");
+            return;
+        }
+        use flexkern::builtins::*;
+        let variants = [
+            flexkern::Variant::full(),
+            flexkern::Variant::full()
+                .mask(causal())
+                .score(softcap(30.0)),
+        ];
+        // (qt, kt, vt, dk, dv, q_rows, paged)
+        let cases = [
+            (2, 2, 2, 128, 128, 4, true),
+            (1, 1, 1, 64, 64, 128, false),
+            (2, 2, 2, 128, 128, 128, false),
+            (2, 3, 3, 128, 128, 16, true),
+            (1, 5, 4, 256, 256, 64, false),
+            (1, 1, 1, 192, 128, 32, false),
+            (2, 2, 2, 80, 80, 8, true),
+            (2, 2, 2, 256, 256, 4, true),
+        ];
+        for (i, &(qt, kt, vt, dk, dv, q_rows, paged)) in cases.iter().enumerate() {
+            let (rows, m) = mma_shape(&MmaQuery {
+                qt,
+                kt,
+                vt,
+                dk,
+                dv,
+                rows_aligned: true,
+                q_rows,
+                compute_capability: (9, 0),
+                warps: 4,
+                k_size: [4, 2, 2, 1, 1, 1][kt as usize],
+                v_size: [4, 2, 2, 1, 1, 1][vt as usize],
+                smem_optin: 227 * 1024,
+            })
+            .expect("the tensor-core path applies");
+            let sz = [4, 2, 2, 1, 1, 1];
+            let k = KernelConfig {
+                qt,
+                kt,
+                vt,
+                dk,
+                dv,
+                vk: 16 / sz[kt as usize],
+                vv: 16 / sz[vt as usize],
+                rows,
+                paged,
+                async_tile: 0,
+                stages: 0,
+                mma: Some(m),
+                page_shift: if paged { 4 } else { -1 },
+                nwarps: 4,
+            };
+            let v = variants[i % variants.len()].compile().unwrap();
+            let src = k.source(&codegen::generate(&v).source, 0);
+            let (_, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a")
+                .unwrap_or_else(|e| panic!("{}: {e}", src.name));
+            let (regs, spills, stack) = crate::runtime::compile::ptxas_resources(&log);
+            eprintln!(
+                "{}: {regs} registers, {spills} spill bytes, {stack} stack",
+                src.name
+            );
+            assert_eq!((spills, stack), (0, 0), "{}: {log}", src.name);
+        }
+    }
+
     #[test]
     fn module_names_are_readable() {
         let k = KernelConfig {
@@ -867,6 +992,7 @@ mod tests {
             paged: true,
             async_tile: 32,
             stages: 4,
+            mma: None,
             page_shift: 4,
             nwarps: 4,
         };

@@ -9,10 +9,11 @@ use crate::runtime::{Device, DeviceBuf, Event};
 use cudarc::driver::result::launch_kernel;
 use flexkern::attention::problem::SeqLens;
 use flexkern::builtins::causal;
-use flexkern::verify::Rng;
 use flexkern::{DType, Variant};
 use std::ffi::c_void;
 use std::sync::Arc;
+
+pub mod prefill;
 
 const COMMON: &str = include_str!("../kernels/fk_common.cuh");
 const FILL: &str = include_str!("../kernels/fill.cu");
@@ -172,20 +173,9 @@ pub fn decode(
     let q_base: Vec<usize> = (0..b).map(|i| i * hq * d).collect();
     let kv_base: Vec<usize> = (0..b).map(|i| i * l * hkv * d).collect();
     let scales = vec![0.01f32; hkv];
-    let (mut cu, mut first, mut pages) = (vec![0u32], vec![0u32; b], Vec::new());
-    if let Some(ps) = s.page_size {
-        let per = l.div_ceil(ps);
-        let mut order: Vec<u32> = (0..(b * per) as u32).collect();
-        let mut rng = Rng::new(5);
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i as u64 + 1) as usize);
-        }
-        for i in 0..b {
-            pages.extend_from_slice(&order[i * per..(i + 1) * per]);
-            cu.push(pages.len() as u32);
-        }
-        first.fill(0);
-    }
+    let (cu, first, pages) = s.page_size.map_or((vec![0], vec![0; b], vec![]), |ps| {
+        prefill::shuffled_pages(b, l.div_ceil(ps), 5)
+    });
     let kv = match s.page_size {
         None => KvInput::Strided {
             k: KvOperand {

@@ -11,13 +11,16 @@ use flexkern::variant::interval::{classify, Domain, Tri};
 pub const MASK_TRUE: u32 = 1 << 31;
 
 /// Classifies each item's (rows x keys) box under `mask`: all-true items get `MASK_TRUE`,
-/// all-false items get an empty key range (nothing is read, the row tile's partial is -inf).
+/// all-false items get an empty key range (nothing is read, the row tile's partial is -inf),
+/// and with `trim > 0` the others lose the whole `trim`-key tiles at either end that the mask
+/// hides.
 pub fn classify_items(
     plan: &mut WorkPlan,
     lens: &SeqLens,
     group: usize,
     num_q_heads: usize,
     mask: Option<&Expr>,
+    trim: usize,
 ) {
     for it in &mut plan.items {
         let (s, rt, k0, k1) = (it[0] as usize, it[1] as usize, it[2] as i64, it[3] as i64);
@@ -41,12 +44,56 @@ pub fn classify_items(
             kv_len: (lens.kv_len(s) as i64, lens.kv_len(s) as i64),
             q_token: (t0 + qi0, t0 + qi1),
         };
-        match classify(m, &d) {
+        let at = |k0: i64, k1: i64| {
+            classify(
+                m,
+                &Domain {
+                    kv_pos: (k0, k1 - 1),
+                    ..d
+                },
+            )
+        };
+        match at(k0, k1) {
             Tri::True => it[1] |= MASK_TRUE,
             Tri::False => it[3] = it[2],
+            // Trim whole hidden tiles off both ends (causal: the keys past the diagonal; a
+            // window: the keys before it), so prefill blocks do not compute them.
+            Tri::Unknown if k1 - k0 > trim as i64 && trim > 0 => {
+                let g = trim as i64;
+                let lo = first_visible(&at, k0, k1, g, false).unwrap_or(k1);
+                let hi = first_visible(&at, lo, k1, g, true).unwrap_or(lo);
+                (it[2], it[3]) = (lo as u32, hi as u32);
+                if hi > lo && at(lo, hi) == Tri::True {
+                    it[1] |= MASK_TRUE;
+                }
+            }
             Tri::Unknown => {}
         }
     }
+}
+
+/// The start (or, `from_end`, the end) of the first (last) `g`-key tile of `[k0, k1)` that
+/// `at` does not prove hidden, by bisection: a handful of interval evaluations for masks whose
+/// visible keys are one run (causal, windows), never more than one per tile.
+fn first_visible(
+    at: &impl Fn(i64, i64) -> Tri,
+    k0: i64,
+    k1: i64,
+    g: i64,
+    from_end: bool,
+) -> Option<i64> {
+    if k1 <= k0 || at(k0, k1) == Tri::False {
+        return None;
+    }
+    if k1 - k0 <= g {
+        return Some(if from_end { k1 } else { k0 });
+    }
+    // Split on a tile boundary (relative to k0, so trimmed ranges stay tile-aligned).
+    let mid = k0 + (k1 - k0 + 2 * g - 1) / (2 * g) * g;
+    let (a, b) = ((k0, mid), (mid, k1));
+    let (first, second) = if from_end { (b, a) } else { (a, b) };
+    first_visible(at, first.0, first.1, g, from_end)
+        .or_else(|| first_visible(at, second.0, second.1, g, from_end))
 }
 
 /// Keys per kernel tile (`FK_TILE`); partitions are multiples of it.
@@ -80,6 +127,108 @@ pub fn rows_per_block(group: usize, max_q_len: usize, max_head_dim: usize) -> us
         _ => 2,
     };
     (group * max_q_len.max(1)).next_power_of_two().min(cap)
+}
+
+/// The tensor-core kernel's shape (`attention_mma.cu`): m-tiles of 16 rows per block, keys per
+/// shared-memory stage, stages in flight. Warps not needed for m-tiles split each stage's keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MmaShape {
+    pub m_tiles: usize,
+    pub tile: usize,
+    pub stages: usize,
+}
+
+/// What the tensor-core path needs to know about a call.
+pub struct MmaQuery {
+    /// Element codes (attention.rs `elem_code`): 1 f16, 2 bf16, 3 / 4 fp8, 5 i8.
+    pub qt: u32,
+    pub kt: u32,
+    pub vt: u32,
+    pub dk: usize,
+    pub dv: usize,
+    /// Every K and V row starts on a 16-byte boundary (cp.async copies whole 16-byte chunks).
+    pub rows_aligned: bool,
+    /// GQA group x longest query.
+    pub q_rows: usize,
+    pub compute_capability: (u32, u32),
+    pub warps: usize,
+    /// Bytes of a K and a V element, and the shared memory a block may opt in to.
+    pub k_size: usize,
+    pub v_size: usize,
+    pub smem_optin: usize,
+}
+
+/// Rows per block and shape of the tensor-core kernel, or `None` where it does not apply (f32
+/// inputs, K/V of another 2-byte type than Q, head sizes not whole k16 steps or above 256,
+/// unaligned rows, GPUs before sm_80, stages that do not fit). Decode (at most 16 rows) is one m-tile whose keys are
+/// split among the warps; prefill gives each warp its own m-tile (FlashAttention-2).
+/// `FLEXKERN_CUDA_MMA=0` turns the path off, `=tile,stages` overrides the pipeline.
+pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
+    let env = std::env::var("FLEXKERN_CUDA_MMA").ok();
+    let over: Vec<usize> = env
+        .as_deref()
+        .map(|s| {
+            s.split(',')
+                .map(|x| x.trim().parse().unwrap_or(0))
+                .collect()
+        })
+        .unwrap_or_default();
+    if over.first() == Some(&0) {
+        return None;
+    }
+    let two_byte = |t: u32| t == 1 || t == 2;
+    let kv_ok = |t: u32| t == q.qt || (3..=5).contains(&t);
+    if !two_byte(q.qt)
+        || !kv_ok(q.kt)
+        || !kv_ok(q.vt)
+        || !q.dk.is_multiple_of(16)
+        || !q.dv.is_multiple_of(16)
+        || q.dk.max(q.dv) > 256
+        || !q.rows_aligned
+        || q.compute_capability.0 < 8
+    {
+        return None;
+    }
+    let m_tiles = q.q_rows.div_ceil(16).next_power_of_two().min(q.warps);
+    let rows = if m_tiles == 1 {
+        q.q_rows.next_power_of_two()
+    } else {
+        16 * m_tiles
+    };
+    // Keys per stage: 16 per warp of a key split at least; wide heads halve it (registers).
+    let splits = q.warps / m_tiles;
+    let tile = if q.dk.max(q.dv) > 128 { 32 } else { 64 }.max(16 * splits);
+    let stages = if m_tiles == 1 { 3 } else { 2 };
+    let (tile, stages) = match over[..] {
+        [t, st] if t % (16 * splits) == 0 && (16..=256).contains(&t) && (2..=8).contains(&st) => {
+            (t, st)
+        }
+        _ => (tile, stages),
+    };
+    // Fewer stages where shared memory is short (wide heads); two at least.
+    (2..=stages).rev().find_map(|stages| {
+        let m = MmaShape {
+            m_tiles,
+            tile,
+            stages,
+        };
+        (mma_smem(&m, q.dk, q.dv, q.k_size, q.v_size, q.warps) <= q.smem_optin).then_some((rows, m))
+    })
+}
+
+/// Shared memory of the tensor-core kernel: its stages, or the warps' (O, max, sum) exchange
+/// at the end if larger (it reuses the stage memory).
+pub fn mma_smem(
+    s: &MmaShape,
+    dk: usize,
+    dv: usize,
+    k_size: usize,
+    v_size: usize,
+    warps: usize,
+) -> usize {
+    let stages = s.stages * s.tile * (dk * k_size + 16 + dv * v_size + 16);
+    let exchange = warps * 16 * (dv + 2) * 4;
+    stages.max(exchange)
 }
 
 /// Splits every row tile's KV range into partitions so that about `8 * sms` blocks run (or
@@ -196,7 +345,7 @@ mod tests {
         let lens = SeqLens::uniform(1, 1, 10000);
         let mut p = plan_work(&lens, 4, 8, 4, 132, true);
         let m = causal().and(sliding_window(3000));
-        classify_items(&mut p, &lens, 4, 32, Some(&m));
+        classify_items(&mut p, &lens, 4, 32, Some(&m), 0);
         // Decode at position 9999 sees keys 7000..=9999: partitions wholly before are empty,
         // the one holding 7000 is unknown, the later ones are all visible.
         for it in &p.items {
@@ -210,8 +359,101 @@ mod tests {
         }
         assert!(p.items.iter().any(|it| it[2] == it[3]));
         let mut q = plan_work(&lens, 4, 8, 4, 132, true);
-        classify_items(&mut q, &lens, 4, 32, None);
+        classify_items(&mut q, &lens, 4, 32, None, 0);
         assert!(q.items.iter().all(|it| it[1] & MASK_TRUE != 0));
+    }
+
+    fn query(qt: u32, kt: u32, dk: usize, q_rows: usize) -> MmaQuery {
+        let size = |t: u32| [4, 2, 2, 1, 1, 1][t as usize];
+        MmaQuery {
+            qt,
+            kt,
+            vt: kt,
+            dk,
+            dv: dk,
+            rows_aligned: true,
+            q_rows,
+            compute_capability: (9, 0),
+            warps: 4,
+            k_size: size(kt),
+            v_size: size(kt),
+            smem_optin: 227 * 1024,
+        }
+    }
+
+    #[test]
+    fn tensor_cores_take_decode_and_prefill_of_two_byte_inputs() {
+        // Decode: Hq 32 / Hkv 8 is 4 rows, one m-tile whose keys the 4 warps split.
+        let (rows, m) = mma_shape(&query(2, 2, 128, 4)).unwrap();
+        assert_eq!((rows, m.m_tiles, m.tile % 64), (4, 1, 0));
+        // Prefill: an m-tile per warp.
+        let (rows, m) = mma_shape(&query(1, 1, 64, 4096)).unwrap();
+        assert_eq!((rows, m.m_tiles), (64, 4));
+        assert_eq!(mma_shape(&query(2, 2, 128, 20)).unwrap().0, 32);
+        // fp8 / int8 KV under bf16 queries.
+        assert!(mma_shape(&query(2, 3, 128, 4)).is_some());
+        assert!(mma_shape(&query(2, 5, 128, 4)).is_some());
+        // Not for f32, mixed 2-byte types, odd head sizes, unaligned rows, sm_75.
+        assert!(mma_shape(&query(0, 0, 128, 4)).is_none());
+        assert!(mma_shape(&query(2, 1, 128, 4)).is_none());
+        assert!(mma_shape(&query(2, 2, 72, 4)).is_none());
+        assert!(mma_shape(&query(2, 2, 512, 4)).is_none());
+        assert!(mma_shape(&MmaQuery {
+            rows_aligned: false,
+            ..query(2, 2, 128, 4)
+        })
+        .is_none());
+        let turing = MmaQuery {
+            compute_capability: (7, 5),
+            ..query(2, 2, 128, 4)
+        };
+        assert!(mma_shape(&turing).is_none());
+        // Wide heads keep to the shared memory there is.
+        for q_rows in [4, 64] {
+            let q = query(2, 2, 256, q_rows);
+            let (_, m) = mma_shape(&q).unwrap();
+            assert!(mma_smem(&m, 256, 256, 2, 2, 4) <= q.smem_optin);
+            let small = MmaQuery {
+                smem_optin: 48 * 1024,
+                ..query(2, 2, 256, q_rows)
+            };
+            assert!(mma_shape(&small).is_none());
+        }
+    }
+
+    #[test]
+    fn trimming_drops_the_tiles_a_causal_mask_hides() {
+        use flexkern::builtins::{causal, sliding_window};
+        // Prefill of 1000 tokens, 64-row tiles, one partition per row tile.
+        let lens = SeqLens::uniform(1, 1000, 1000);
+        let mut p = plan_work(&lens, 1, 1, 64, 1, false);
+        classify_items(&mut p, &lens, 1, 1, Some(&causal()), 64);
+        for it in &p.items {
+            let last_q = ((it[1] & !MASK_TRUE) + 1) * 64 - 1;
+            let last_q = last_q.min(999);
+            // Keys run from 0 to the tile holding the last query's diagonal, tile-aligned.
+            assert_eq!(it[2], 0, "{it:?}");
+            assert!(it[3] > last_q && it[3] <= last_q + 64, "{it:?}");
+        }
+        // A window trims the front too, and what is left still covers every visible key.
+        let mut w = plan_work(&lens, 1, 1, 64, 1, false);
+        classify_items(
+            &mut w,
+            &lens,
+            1,
+            1,
+            Some(&causal().and(sliding_window(100))),
+            64,
+        );
+        for it in &w.items {
+            let rt = (it[1] & !MASK_TRUE) as i64;
+            let (q0, q1) = (rt * 64, (rt * 64 + 63).min(999));
+            assert!(
+                it[2] as i64 <= (q0 - 99).max(0) && (it[3] as i64) > q1,
+                "{it:?}"
+            );
+            assert!((it[3] - it[2]) as i64 <= 100 + 63 + 2 * 64, "{it:?}");
+        }
     }
 
     #[test]

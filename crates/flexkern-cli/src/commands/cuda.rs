@@ -114,7 +114,9 @@ pub fn verify(quick: bool, seed: u64, report: &mut dyn FnMut(Outcome)) -> Result
 }
 
 /// `flexkern bench attn --device cuda`: copy bandwidth first, then each decode shape as a
-/// fraction of it (KV bytes read per second over copy bytes read + written per second).
+/// fraction of it (KV bytes read per second over copy bytes read + written per second), then
+/// the prefill cases in effective GFLOP/s (visible pairs only; the peers script measures the
+/// bf16 matmul rate they are rated against in the same device call).
 pub fn bench_attn(a: &super::bench_common::AttnBenchArgs) -> Result<()> {
     use flexkern_cuda::bench::{copy_bandwidth, decode, standard_shapes};
     let dev = open("bench attn")?;
@@ -152,6 +154,29 @@ pub fn bench_attn(a: &super::bench_common::AttnBenchArgs) -> Result<()> {
             gbs,
             ratio: gbs / copy,
             limit: format!("copy {copy:.0} GB/s"),
+        });
+    }
+    for c in flexkern_cuda::bench::prefill::prefill_cases(a.quick) {
+        if !a.only.is_empty() && !c.name().contains(&a.only) {
+            continue;
+        }
+        let r = flexkern_cuda::bench::prefill::prefill(&dev, &c, reps)?;
+        println!(
+            "  {}: {} ({} blocks, {} registers, {} B local), planned in {:.2} ms",
+            c.name(),
+            r.kernel,
+            r.blocks,
+            r.regs,
+            r.local_bytes,
+            r.plan_ms
+        );
+        rows.push(super::bench_common::Row {
+            case: c.name(),
+            ms: r.ms,
+            gflops: c.flops() / (r.ms * 1e-3) / 1e9,
+            gbs: 0.0,
+            ratio: 0.0,
+            limit: "bf16 matmul: bench/prefill_peers_cuda.py".into(),
         });
     }
     super::bench_common::print_rows(&rows, a.csv.as_deref())?;

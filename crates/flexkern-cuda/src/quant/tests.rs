@@ -199,28 +199,6 @@ fn unit_decode_matches_flexkern_quant_on_the_host() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Parses ptxas's report: (most registers of any kernel, spill bytes, stack-frame bytes).
-fn resources(log: &str) -> (u32, u32, u32) {
-    let (mut regs, mut spills, mut stack) = (0, 0, 0);
-    let num = |s: &str| s.trim().parse::<u32>().unwrap_or(0);
-    for line in log.lines() {
-        if let Some(i) = line.find("Used ") {
-            let v = line[i + 5..].split_whitespace().next().map_or(0, num);
-            regs = regs.max(v);
-        }
-        // ".     16 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
-        for part in line.trim_start_matches(['.', ' ']).split(',') {
-            let v = part.split_whitespace().next().map_or(0, num);
-            if part.contains("stack frame") {
-                stack += v;
-            } else if part.contains("spill") {
-                spills += v;
-            }
-        }
-    }
-    (regs, spills, stack)
-}
-
 /// Every format's kernels compile for sm_90a without spilling or a stack frame (local
 /// memory). By default a representative set (every fixed format's single-row GEMV, the
 /// largest-register configurations, a few embeddings); `FK_GEMV_COMPILE_ALL=1` compiles every format in every configuration verify
@@ -281,7 +259,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
             let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a")
                 .unwrap_or_else(|e| panic!("{}: {e}", src.name));
             assert!(!bin.is_empty());
-            let (regs, spills, stack) = resources(&log);
+            let (regs, spills, stack) = crate::runtime::compile::ptxas_resources(&log);
             report.push(format!(
                 "{}: {regs} registers, {spills} spill bytes, {stack} stack bytes, {:.0} ms",
                 src.name,

@@ -137,6 +137,29 @@ pub fn compile_verbose(src: &KernelSource, arch: &str) -> Result<(Vec<u8>, Strin
     compile_cubin(src, &opts)
 }
 
+/// Parses ptxas's report: (most registers of any kernel, spill bytes, stack-frame bytes).
+#[cfg(test)]
+pub(crate) fn ptxas_resources(log: &str) -> (u32, u32, u32) {
+    let (mut regs, mut spills, mut stack) = (0, 0, 0);
+    let num = |s: &str| s.trim().parse::<u32>().unwrap_or(0);
+    for line in log.lines() {
+        if let Some(i) = line.find("Used ") {
+            let v = line[i + 5..].split_whitespace().next().map_or(0, num);
+            regs = regs.max(v);
+        }
+        // ".     16 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
+        for part in line.trim_start_matches(['.', ' ']).split(',') {
+            let v = part.split_whitespace().next().map_or(0, num);
+            if part.contains("stack frame") {
+                stack += v;
+            } else if part.contains("spill") {
+                spills += v;
+            }
+        }
+    }
+    (regs, spills, stack)
+}
+
 /// (cubin, compile log).
 fn compile_cubin(src: &KernelSource, opts: &[String]) -> Result<(Vec<u8>, String)> {
     let csrc = CString::new(src.source.as_str()).map_err(|_| CudaError::Compile {

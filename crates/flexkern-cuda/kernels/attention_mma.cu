@@ -1,0 +1,375 @@
+// flexkern-cuda: attention on tensor cores (mma.sync m16n8k16, bf16 or f16 in, f32 accumulate).
+//
+// Same blocks, rows and partial outputs as fk_attention: one block = one KV head x one work
+// item, its FK_ROWS rows are (query, q head of this KV head) pairs. A warp owns a 16-row m-tile
+// (rows past FK_ROWS are padding). The FK_NWARPS warps are FK_MMA_MT m-tiles x FK_MKS key
+// splits: decode (one m-tile) splits every staged KV tile between the warps, each with its own
+// running max / sum / O for the same rows; prefill (one m-tile per warp) shares every K/V tile
+// between the m-tiles (FlashAttention-2). Warp results meet in shared memory at the end. S, P
+// and O stay in registers; P becomes the A operand of P·V without leaving them.
+//
+// K/V tiles are staged with cp.async FK_MMA_STAGES deep into rows padded by 16 bytes (fragment
+// loads are conflict-free). bf16 / f16 K and V are read with ldmatrix (.trans for V); fp8 and
+// int8 codes are read as words and converted exactly to the compute type per fragment, in an
+// order that permutes the contraction (Q is loaded in the same order) and V's columns (undone
+// in the epilogue), so each thread's bytes are contiguous.
+//
+// Defined by the host besides attention.cu's: FK_MMA, FK_MMA_MT, FK_MMA_TILE, FK_MMA_STAGES.
+#if FK_MMA
+
+constexpr int FK_MMT = FK_MMA_MT;
+constexpr int FK_MKS = FK_NWARPS / FK_MMT;
+constexpr int FK_MTILE = FK_MMA_TILE;
+constexpr int FK_MKW = FK_MTILE / FK_MKS;  // keys per warp per stage
+constexpr int FK_MKB = FkSize<FK_KT>::value, FK_MVB = FkSize<FK_VT>::value;
+constexpr int FK_KPITCH = FK_DK * FK_MKB + 16;
+constexpr int FK_VPITCH = FK_DV * FK_MVB + 16;
+constexpr int FK_MSTAGE = FK_MTILE * (FK_KPITCH + FK_VPITCH);
+constexpr bool FK_K8 = FK_MKB == 1, FK_V8 = FK_MVB == 1;
+constexpr int FK_NS = FK_MKW / 8;      // S n-tiles per warp
+constexpr int FK_NO = FK_DV / 8;       // O n-tiles
+constexpr int FK_KSTEPS = FK_DK / 16;  // k16 steps of Q·K
+// 1-byte V: one load covers FK_VG columns of FK_VG n-tiles.
+constexpr int FK_VG = FK_DV % 32 == 0 ? 4 : 2;
+static_assert(FK_QT == 1 || FK_QT == 2, "compute type f16 or bf16");
+static_assert(FK_DK % 16 == 0 && FK_DV % 16 == 0, "head sizes are whole k16 steps");
+static_assert(FK_NWARPS % FK_MMT == 0 && FK_MKW % 16 == 0, "warps split whole 16-key steps");
+static_assert(FK_MMT == 1 ? FK_ROWS <= 16 : FK_ROWS == 16 * FK_MMT, "rows fill the m-tiles");
+static_assert(FK_MMA_STAGES >= 2, "at least double buffering");
+static_assert(FK_MKB == FkSize<FK_QT>::value || FK_K8, "K is the compute type or 1-byte codes");
+static_assert(FK_MVB == FkSize<FK_QT>::value || FK_V8, "V is the compute type or 1-byte codes");
+
+__device__ __forceinline__ u32 fk_msmem(const void* p) {
+  u32 a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+
+__device__ __forceinline__ float fk_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Two floats to a compute-type pair, lo in the low half.
+__device__ __forceinline__ u32 fk_mpack(float lo, float hi) {
+  u32 r;
+  if constexpr (FK_QT == 2) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// Two 1-byte codes (the low 16 bits, first in the low byte) to a compute-type pair. Exact:
+// every e4m3, e5m2 and int8 value is a bf16 and an f16.
+template <int T> __device__ __forceinline__ u32 fk_mcodes(u32 two) {
+#if __CUDA_ARCH__ >= 890
+  if constexpr (T == 3 || T == 4) {
+    u32 h2;
+    const unsigned short b = (unsigned short)(two & 0xffffu);
+    if constexpr (T == 3) asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(b));
+    else asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h2) : "h"(b));
+    if constexpr (FK_QT == 1) return h2;
+    else return fk_mpack(fk_f16(h2 & 0xffffu), fk_f16(h2 >> 16));
+  }
+#endif
+  return fk_mpack(fk_cvt<T>(two & 0xffu), fk_cvt<T>((two >> 8) & 0xffu));
+}
+
+__device__ __forceinline__ void fk_mma(float* d, const u32* a, u32 b0, u32 b1) {
+  if constexpr (FK_QT == 2)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void fk_ldsm4(u32* r, u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void fk_ldsm2(u32* r, u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
+__device__ __forceinline__ void fk_ldsm4t(u32* r, u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+// Physical dimension of Q·K's logical k index (kk step, half h, lane quad c, element e). 1-byte
+// K: each thread's four codes of a step are one word.
+__device__ __forceinline__ int fk_mqdim(int kk, int h, int c, int e) {
+  return FK_K8 ? kk * 16 + 4 * c + 2 * h + e : kk * 16 + 8 * h + 2 * c + e;
+}
+// Physical V column of O n-tile ot, fragment column n (0..7).
+__device__ __forceinline__ int fk_mvcol(int ot, int n) {
+  return FK_V8 ? (ot / FK_VG) * 8 * FK_VG + FK_VG * n + ot % FK_VG : ot * 8 + n;
+}
+
+// Queues keys [t0, t0 + FK_MTILE) of K and V into `stage` (one commit group). Keys past `end`
+// or before the first visible one are zero-filled: P is 0 there, and 0 * V must not be NaN.
+__device__ __forceinline__ void fk_missue(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, u8* stage,
+                                          i64 t0, i64 end, i64 visible0) {
+  constexpr int KCH = FK_DK * FK_MKB / 16, VCH = FK_DV * FK_MVB / 16;
+  constexpr int N = FK_MTILE * (KCH + VCH);
+  if (t0 < end) {
+    for (int c = threadIdx.x; c < N; c += FK_NWARPS * 32) {
+      const bool is_v = c >= FK_MTILE * KCH;
+      const int cc = is_v ? c - FK_MTILE * KCH : c;
+      const int j = is_v ? cc / VCH : cc / KCH, ch = is_v ? cc % VCH : cc % KCH;
+      const i64 pos = t0 + j;
+      const bool live = pos < end && pos >= visible0;
+      const u8* src = a.k;
+      if (live)
+        src = (is_v ? a.v + fk_kv_row(a, sq, seq, pos, kvh, true) * FK_MVB
+                    : a.k + fk_kv_row(a, sq, seq, pos, kvh, false) * FK_MKB) + ch * 16;
+      u8* dst = stage + (is_v ? FK_MTILE * FK_KPITCH + j * FK_VPITCH : j * FK_KPITCH) + ch * 16;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(fk_msmem(dst)), "l"(src),
+                   "r"(live ? 16 : 0));
+    }
+  }
+  asm volatile("cp.async.commit_group;");
+}
+
+extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_mma(const FkArgs a) {
+  extern __shared__ __align__(16) u8 fk_mstages[];
+  constexpr float L2E = 1.4426950408889634f;
+
+  const u32 item = blockIdx.x;
+  const i64 kvh = blockIdx.y;
+  const uint4 it = ((const uint4*)(a.step + a.off_items))[item];
+  const u32 seq = it.x;
+  const bool mask_true = (it.y >> 31) != 0;  // interval analysis proved the mask true here
+  const FkSeq sq = fk_seq(a, seq);
+  const i64 G = a.group;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, c4 = lane & 3;
+  const int mt = warp % FK_MMT, ks = warp / FK_MMT;
+  FkParams P;
+  fk_params_load(P, a.step + a.off_params);
+  const float kscale = ((const float*)(a.step + a.off_kscale))[kvh] * a.scale;
+  const float vscale = ((const float*)(a.step + a.off_vscale))[kvh];
+  const i64 visible0 = fk_first_visible(a, seq);
+  const i64 k0 = it.z, k1 = it.w;
+  const int ntiles = (int)((k1 - k0 + FK_MTILE - 1) / FK_MTILE);
+
+#pragma unroll
+  for (int s = 0; s < FK_MMA_STAGES - 1; ++s)
+    fk_missue(a, sq, seq, kvh, fk_mstages + s * FK_MSTAGE, k0 + (i64)s * FK_MTILE, s < ntiles ? k1 : k0,
+              visible0);
+
+  // This thread's rows: g and g + 8 of the warp's m-tile.
+  bool rok[2];
+  i64 rqi[2], rhead[2];
+  u32 qf[FK_KSTEPS][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = mt * 16 + g + 8 * h;
+    const i64 R = (i64)(it.y & 0x7fffffffu) * FK_ROWS + r;
+    rqi[h] = R / G;
+    rhead[h] = kvh * G + R % G;
+    rok[h] = r < FK_ROWS && rqi[h] < sq.q_len;
+    const i64 qo = sq.q_base + rqi[h] * a.q_tok_stride + rhead[h] * a.q_head_stride;
+#pragma unroll
+    for (int kk = 0; kk < FK_KSTEPS; ++kk)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        u32 w = 0;
+        if (rok[h]) {
+          const i64 d = qo + fk_mqdim(kk, hh, c4, 0);
+          w = (u32)__ldg((const unsigned short*)a.q + d) | ((u32)__ldg((const unsigned short*)a.q + d + 1) << 16);
+        }
+        qf[kk][h + 2 * hh] = w;
+      }
+  }
+
+  float o[FK_NO][4];
+#pragma unroll
+  for (int i = 0; i < FK_NO; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[i][e] = 0.f;
+  float m[2] = {FK_NEG_INF, FK_NEG_INF}, l[2] = {0.f, 0.f};
+
+  for (int t = 0; t < ntiles; ++t) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(FK_MMA_STAGES - 2));
+    __syncthreads();
+    // Every warp is past tile t - 1: its stage takes the tile FK_MMA_STAGES - 1 ahead.
+    const int ahead = t + FK_MMA_STAGES - 1;
+    fk_missue(a, sq, seq, kvh, fk_mstages + (ahead % FK_MMA_STAGES) * FK_MSTAGE, k0 + (i64)ahead * FK_MTILE,
+              ahead < ntiles ? k1 : k0, visible0);
+    const u8* sk = fk_mstages + (t % FK_MMA_STAGES) * FK_MSTAGE;
+    const u8* sv = sk + FK_MTILE * FK_KPITCH;
+    const i64 t0 = k0 + (i64)t * FK_MTILE;
+    const int n = (int)fk_min_i((i64)FK_MTILE, k1 - t0);
+    const int jw = ks * FK_MKW;
+    if (jw >= n) continue;
+
+    // S = Q K^T for this warp's FK_MKW keys.
+    float s[FK_NS][4];
+#pragma unroll
+    for (int nt = 0; nt < FK_NS; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
+      const u8* krow = sk + (jw + nt * 8) * FK_KPITCH;
+      if constexpr (!FK_K8) {
+        const u32 base = fk_msmem(krow + (lane & 7) * FK_KPITCH);
+#pragma unroll
+        for (int kk = 0; kk + 1 < FK_KSTEPS; kk += 2) {
+          u32 b[4];
+          fk_ldsm4(b, base + (kk * 16 + (lane >> 3) * 8) * 2);
+          fk_mma(s[nt], qf[kk], b[0], b[1]);
+          fk_mma(s[nt], qf[kk + 1], b[2], b[3]);
+        }
+        if constexpr (FK_KSTEPS % 2 == 1) {
+          u32 b[2];
+          fk_ldsm2(b, base + ((FK_KSTEPS - 1) * 16 + ((lane >> 3) & 1) * 8) * 2);
+          fk_mma(s[nt], qf[FK_KSTEPS - 1], b[0], b[1]);
+        }
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < FK_KSTEPS; ++kk) {
+          const u32 w = *(const u32*)(krow + g * FK_KPITCH + kk * 16 + 4 * c4);
+          fk_mma(s[nt], qf[kk], fk_mcodes<FK_KT>(w), fk_mcodes<FK_KT>(w >> 16));
+        }
+      }
+    }
+
+    // Scale, variant hooks, mask; fragment element e is row g + 8 (e / 2), key 2 c4 + e % 2.
+#pragma unroll
+    for (int nt = 0; nt < FK_NS; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1, j = jw + nt * 8 + 2 * c4 + (e & 1);
+        const i64 pos = t0 + j;
+        float x = FK_NEG_INF;
+        if (j < n && rok[h] && pos >= visible0) {
+          x = s[nt][e] * kscale;
+          if (FK_HAS_SCORE || (FK_HAS_MASK && !mask_true)) {
+            FkVars V;
+            V.b = seq; V.h = rhead[h]; V.q_pos = sq.q_pos0 + rqi[h]; V.kv_pos = pos;
+            V.q_len = sq.q_len; V.kv_len = sq.kv_len; V.q_token = sq.q_start + rqi[h];
+            x = fk_score(P, V, x);
+            if (!mask_true && !fk_mask(P, V)) x = FK_NEG_INF;
+          }
+        }
+        s[nt][e] = x;
+      }
+
+    // Online softmax per row (the quad of lanes sharing g holds it). Scores stay natural-log;
+    // exponentials go through ex2 with the max pre-scaled, guarded for an all -inf row.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = FK_NEG_INF;
+#pragma unroll
+      for (int nt = 0; nt < FK_NS; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mnew = fmaxf(m[h], mx);
+      const float ml = mnew == FK_NEG_INF ? 0.f : mnew * L2E;
+      const float alpha = fk_ex2(fmaf(m[h], L2E, -ml));
+      m[h] = mnew;
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < FK_NS; ++nt)
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          const float p = fk_ex2(fmaf(s[nt][e], L2E, -ml));
+          s[nt][e] = p;
+          sum += p;
+        }
+      l[h] = fmaf(l[h], alpha, sum);
+#pragma unroll
+      for (int ot = 0; ot < FK_NO; ++ot) {
+        o[ot][2 * h] *= alpha;
+        o[ot][2 * h + 1] *= alpha;
+      }
+    }
+
+    // O += P V: P's accumulator fragments are the A fragments of the next mma.
+#pragma unroll
+    for (int kc = 0; kc < FK_MKW / 16; ++kc) {
+      const u32 pa[4] = {fk_mpack(s[2 * kc][0], s[2 * kc][1]), fk_mpack(s[2 * kc][2], s[2 * kc][3]),
+                         fk_mpack(s[2 * kc + 1][0], s[2 * kc + 1][1]),
+                         fk_mpack(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+      const u8* vrow = sv + (jw + kc * 16) * FK_VPITCH;
+      if constexpr (!FK_V8) {
+        const u32 base = fk_msmem(vrow + ((lane & 7) + ((lane >> 3) & 1) * 8) * FK_VPITCH + (lane >> 4) * 16);
+#pragma unroll
+        for (int ot = 0; ot < FK_NO; ot += 2) {
+          u32 b[4];
+          fk_ldsm4t(b, base + ot * 16);
+          fk_mma(o[ot], pa, b[0], b[1]);
+          fk_mma(o[ot + 1], pa, b[2], b[3]);
+        }
+      } else {
+        const u8* r0 = vrow + 2 * c4 * FK_VPITCH;
+#pragma unroll
+        for (int grp = 0; grp < FK_NO / FK_VG; ++grp) {
+          u32 w[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const u8* p = r0 + ((i & 1) + (i >> 1) * 8) * FK_VPITCH + grp * 8 * FK_VG + FK_VG * g;
+            w[i] = FK_VG == 4 ? *(const u32*)p : (u32)*(const unsigned short*)p;
+          }
+#pragma unroll
+          for (int tt = 0; tt < FK_VG; ++tt) {
+            const u32 lo = ((w[0] >> (8 * tt)) & 0xffu) | (((w[1] >> (8 * tt)) & 0xffu) << 8);
+            const u32 hi = ((w[2] >> (8 * tt)) & 0xffu) | (((w[3] >> (8 * tt)) & 0xffu) << 8);
+            fk_mma(o[grp * FK_VG + tt], pa, fk_mcodes<FK_VT>(lo), fk_mcodes<FK_VT>(hi));
+          }
+        }
+      }
+    }
+  }
+  asm volatile("cp.async.wait_group 0;");
+  __syncthreads();
+
+  // Each warp leaves its rows' (max, sum, O) in the free stage memory; the block joins the key
+  // splits row by row and writes the partial in fk_write_partial's format.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+  float* red_o = (float*)fk_mstages;  // [warp][16][DV]
+  float* red_m = red_o + FK_NWARPS * 16 * FK_DV;
+  float* red_l = red_m + FK_NWARPS * 16;
+#pragma unroll
+  for (int ot = 0; ot < FK_NO; ++ot)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      red_o[(warp * 16 + g + 8 * (e >> 1)) * FK_DV + fk_mvcol(ot, 2 * c4 + (e & 1))] = o[ot][e];
+  if (c4 == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      red_m[warp * 16 + g + 8 * h] = m[h];
+      red_l[warp * 16 + g + 8 * h] = l[h];
+    }
+  }
+  __syncthreads();
+  const u64 base = ((u64)item * a.num_kv_heads + kvh) * FK_ROWS;
+  for (int i = threadIdx.x; i < FK_ROWS * FK_DV; i += FK_NWARPS * 32) {
+    const int r = i / FK_DV, d = i % FK_DV;
+    const int slot0 = (r / 16) * 16 + r % 16;  // warp (r / 16), row r % 16
+    float M = FK_NEG_INF;
+#pragma unroll
+    for (int k = 0; k < FK_MKS; ++k) M = fmaxf(M, red_m[slot0 + k * FK_MMT * 16]);
+    float L = 0.f, O = 0.f;
+#pragma unroll
+    for (int k = 0; k < FK_MKS; ++k) {
+      const int slot = slot0 + k * FK_MMT * 16;
+      const float mw = red_m[slot];
+      // 0 * NaN stays NaN: a kept NaN score poisons the row whatever its weight.
+      const float w = mw == FK_NEG_INF ? 0.f : fk_ex2((mw - M) * L2E);
+      L = fmaf(red_l[slot], w, L);
+      O = fmaf(red_o[slot * FK_DV + d], w, O);
+    }
+    a.part_o[(base + r) * FK_DV + d] = L > 0.f ? O * vscale / L : (L != L ? L : 0.f);
+    if (d == 0) a.part_lse[base + r] = L > 0.f ? M + logf(L) : (L != L ? L : FK_NEG_INF);
+  }
+}
+#endif
