@@ -33,7 +33,9 @@ struct FkArgs {
 };
 
 // Per sequence (i64 x 8): q_start, q_len, kv_len, q_base, k_base, v_base, q_pos0, 0.
-// Item (u32 x 4): seq, row tile, first key, end key.  Tile (u32 x 4): seq, row tile, first item, parts.
+// Item (u32 x 4): seq, row tile (bit 31: mask proved true, bit 30: the row tile's only
+// partition), first key, end key.  Tile (u32 x 4): seq, row tile, first item, parts.
+constexpr u32 FK_ROW_TILE_BITS = 0x3fffffffu;
 
 constexpr int FK_NVK = FK_DK / FK_VK;
 constexpr int FK_TPK = FK_NVK >= 32 ? 32 : fk_pow2ceil(FK_NVK);
@@ -235,7 +237,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention(const 
   i64 row_qi[FK_ROWS], row_head[FK_ROWS];
 #pragma unroll
   for (int r = 0; r < FK_ROWS; ++r) {
-    const i64 R = (i64)(it.y & 0x7fffffffu) * FK_ROWS + r;
+    const i64 R = (i64)(it.y & FK_ROW_TILE_BITS) * FK_ROWS + r;
     row_qi[r] = R / G;
     row_head[r] = kvh * G + R % G;
     row_ok[r] = row_qi[r] < sq.q_len;
@@ -393,6 +395,10 @@ extern "C" __global__ void __launch_bounds__(FK_MERGE_WARPS * 32) fk_merge(const
   if (qi >= sq.q_len) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const u32 parts = t.w;
+#if FK_MMA
+  // The tensor-core kernel wrote a sole partition's rows straight to `out`.
+  if (parts == 1 && !a.has_sinks) return;
+#endif
   const float* sinks = (const float*)(a.step + a.off_sinks);
   const float sink = a.has_sinks ? sinks[head] : FK_NEG_INF;
   auto row = [&](u32 p) { return ((u64)(t.z + p) * a.num_kv_heads + kvh) * FK_ROWS + r; };

@@ -71,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_async(
   float q[FK_ROWS][FK_CPK][FK_VK];
 #pragma unroll
   for (int r = 0; r < FK_ROWS; ++r) {
-    const i64 R = (i64)(it.y & 0x7fffffffu) * FK_ROWS + r, qi = R / G, head = kvh * G + R % G;
+    const i64 R = (i64)(it.y & FK_ROW_TILE_BITS) * FK_ROWS + r, qi = R / G, head = kvh * G + R % G;
     const i64 qo = sq.q_base + qi * a.q_tok_stride + head * a.q_head_stride;
 #pragma unroll
     for (int c = 0; c < FK_CPK; ++c) {
@@ -148,7 +148,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_async(
         const int r = ksub / (FK_TPK / FK_ROWS);
         if (ksub % (FK_TPK / FK_ROWS) == 0) {
           const i64 pos = t0 + j;
-          const i64 R = (i64)(it.y & 0x7fffffffu) * FK_ROWS + r, qi = R / G;
+          const i64 R = (i64)(it.y & FK_ROW_TILE_BITS) * FK_ROWS + r, qi = R / G;
           float s = FK_NEG_INF;
           if (j < n && qi < sq.q_len && pos >= visible0) {
             s = part[0] * kscale;

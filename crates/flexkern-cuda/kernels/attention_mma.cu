@@ -14,7 +14,8 @@
 // order that permutes the contraction (Q is loaded in the same order) and V's columns (undone
 // in the epilogue), so each thread's bytes are contiguous.
 //
-// Defined by the host besides attention.cu's: FK_MMA, FK_MMA_MT, FK_MMA_TILE, FK_MMA_STAGES.
+// Defined by the host besides attention.cu's: FK_MMA, FK_MMA_MT, FK_MMA_TILE, FK_MMA_STAGES,
+// FK_MMA_TPR, FK_MMA_L2 (the K/V copies: threads per row, L2 prefetch bytes).
 #if FK_MMA
 
 constexpr int FK_MMT = FK_MMA_MT;
@@ -110,27 +111,54 @@ __device__ __forceinline__ int fk_mvcol(int ot, int n) {
   return FK_V8 ? (ot / FK_VG) * 8 * FK_VG + FK_VG * n + ot % FK_VG : ot * 8 + n;
 }
 
-// Queues keys [t0, t0 + FK_MTILE) of K and V into `stage` (one commit group). Keys past `end`
-// or before the first visible one are zero-filled: P is 0 there, and 0 * V must not be NaN.
+// Queues the rows of keys [t0, t0 + FK_MTILE) of K (IS_V false) or V at `dst` (rows `pitch`
+// bytes apart). A few threads share a row, so its address (a page-table lookup when paged) is
+// found once per row, not once per 16-byte chunk. Keys past `end` or before the first visible
+// one are zero-filled: P is 0 there, and 0 * V must not be NaN.
+template <bool IS_V>
+__device__ __forceinline__ void fk_mrows(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, u8* dst, i64 t0,
+                                         i64 end, i64 visible0) {
+  constexpr int ESZ = IS_V ? FK_MVB : FK_MKB;
+  constexpr int CH = (IS_V ? FK_DV : FK_DK) * ESZ / 16;
+  constexpr int PITCH = IS_V ? FK_VPITCH : FK_KPITCH;
+  // Threads per row: a whole row per group of lanes by default (coalesced rows); FK_MMA_TPR
+  // picks fewer for A/B runs.
+  constexpr int WHOLE = CH >= 32 ? 32 : (CH >= 16 ? 16 : (CH >= 8 ? 8 : (CH >= 4 ? 4 : (CH >= 2 ? 2 : 1))));
+  constexpr int TPR = FK_MMA_TPR > 0 && FK_MMA_TPR < WHOLE ? FK_MMA_TPR : WHOLE;
+  constexpr int RPP = FK_NWARPS * 32 / TPR;
+  const int sub = threadIdx.x % TPR;
+  const u8* base = IS_V ? a.v : a.k;
+  // Unrolled: the rows' address lookups (page-table loads) are all in flight together.
+#pragma unroll
+  for (int j = threadIdx.x / TPR; j < FK_MTILE; j += RPP) {
+    const i64 pos = t0 + j;
+    const bool live = pos < end && pos >= visible0;
+    const u8* src = live ? base + fk_kv_row(a, sq, seq, pos, kvh, IS_V) * ESZ : base;
+    const u32 d = fk_msmem(dst + j * PITCH);
+#pragma unroll
+    for (int ch = sub; ch < CH; ch += TPR) {
+      const u8* from = src + (live ? ch * 16 : 0);
+      const u32 n = live ? 16 : 0;
+      // The L2 prefetch hint has the whole row segment fetched from DRAM at once.
+      if constexpr (FK_MMA_L2 == 256)
+        asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(d + ch * 16), "l"(from), "r"(n));
+      else if constexpr (FK_MMA_L2 == 128)
+        asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(d + ch * 16), "l"(from), "r"(n));
+      else if constexpr (FK_MMA_L2 == 64)
+        asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16, %2;" ::"r"(d + ch * 16), "l"(from), "r"(n));
+      else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d + ch * 16), "l"(from), "r"(n));
+    }
+  }
+}
+
+// Queues K and V of keys [t0, t0 + FK_MTILE) into `stage` as one commit group (empty past the
+// item's end, so group counting stays uniform).
 __device__ __forceinline__ void fk_missue(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, u8* stage,
                                           i64 t0, i64 end, i64 visible0) {
-  constexpr int KCH = FK_DK * FK_MKB / 16, VCH = FK_DV * FK_MVB / 16;
-  constexpr int N = FK_MTILE * (KCH + VCH);
   if (t0 < end) {
-    for (int c = threadIdx.x; c < N; c += FK_NWARPS * 32) {
-      const bool is_v = c >= FK_MTILE * KCH;
-      const int cc = is_v ? c - FK_MTILE * KCH : c;
-      const int j = is_v ? cc / VCH : cc / KCH, ch = is_v ? cc % VCH : cc % KCH;
-      const i64 pos = t0 + j;
-      const bool live = pos < end && pos >= visible0;
-      const u8* src = a.k;
-      if (live)
-        src = (is_v ? a.v + fk_kv_row(a, sq, seq, pos, kvh, true) * FK_MVB
-                    : a.k + fk_kv_row(a, sq, seq, pos, kvh, false) * FK_MKB) + ch * 16;
-      u8* dst = stage + (is_v ? FK_MTILE * FK_KPITCH + j * FK_VPITCH : j * FK_KPITCH) + ch * 16;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(fk_msmem(dst)), "l"(src),
-                   "r"(live ? 16 : 0));
-    }
+    fk_mrows<false>(a, sq, seq, kvh, stage, t0, end, visible0);
+    fk_mrows<true>(a, sq, seq, kvh, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
   }
   asm volatile("cp.async.commit_group;");
 }
@@ -169,7 +197,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_mma(co
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = mt * 16 + g + 8 * h;
-    const i64 R = (i64)(it.y & 0x7fffffffu) * FK_ROWS + r;
+    const i64 R = (i64)(it.y & FK_ROW_TILE_BITS) * FK_ROWS + r;
     rqi[h] = R / G;
     rhead[h] = kvh * G + R % G;
     rok[h] = r < FK_ROWS && rqi[h] < sq.q_len;
@@ -352,6 +380,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_mma(co
   }
   __syncthreads();
   const u64 base = ((u64)item * a.num_kv_heads + kvh) * FK_ROWS;
+  const bool sole = ((it.y >> 30) & 1u) && !a.has_sinks;
   for (int i = threadIdx.x; i < FK_ROWS * FK_DV; i += FK_NWARPS * 32) {
     const int r = i / FK_DV, d = i % FK_DV;
     const int slot0 = (r / 16) * 16 + r % 16;  // warp (r / 16), row r % 16
@@ -368,8 +397,20 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_mma(co
       L = fmaf(red_l[slot], w, L);
       O = fmaf(red_o[slot * FK_DV + d], w, O);
     }
-    a.part_o[(base + r) * FK_DV + d] = L > 0.f ? O * vscale / L : (L != L ? L : 0.f);
-    if (d == 0) a.part_lse[base + r] = L > 0.f ? M + logf(L) : (L != L ? L : FK_NEG_INF);
+    const float o = L > 0.f ? O * vscale / L : (L != L ? L : 0.f);
+    const float lse = L > 0.f ? M + logf(L) : (L != L ? L : FK_NEG_INF);
+    if (sole) {
+      // The only partition of its rows and no sinks: the merge would copy it; write it here.
+      const i64 R = (i64)(it.y & FK_ROW_TILE_BITS) * FK_ROWS + r, qi = R / G;
+      if (qi < sq.q_len) {
+        const i64 hq = a.num_kv_heads * G, head = kvh * G + R % G, token = sq.q_start + qi;
+        a.out[(token * hq + head) * FK_DV + d] = o;
+        if (d == 0 && a.has_lse) a.lse[token * hq + head] = lse;
+      }
+    } else {
+      a.part_o[(base + r) * FK_DV + d] = o;
+      if (d == 0) a.part_lse[base + r] = lse;
+    }
   }
 }
 #endif

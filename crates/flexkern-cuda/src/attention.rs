@@ -192,7 +192,10 @@ impl KernelConfig {
             String::new()
         };
         let pipe = if let Some(m) = &self.mma {
-            format!("_mma{}x{}x{}", m.m_tiles, m.tile, m.stages)
+            format!(
+                "_mma{}x{}x{}c{}l{}",
+                m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch
+            )
         } else if self.async_tile > 0 {
             format!("_a{}x{}", self.async_tile, self.stages)
         } else {
@@ -221,10 +224,13 @@ impl KernelConfig {
             m_tiles: 1,
             tile: 64,
             stages: 2,
+            copy_threads: 0,
+            l2_prefetch: 0,
         });
         let defines = format!(
-            "{defines}#define FK_MMA {}\n#define FK_MMA_MT {}\n#define FK_MMA_TILE {}\n#define FK_MMA_STAGES {}\n",
-            self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages
+            "{defines}#define FK_MMA {}\n#define FK_MMA_MT {}\n#define FK_MMA_TILE {}\n#define FK_MMA_STAGES {}\n\
+             #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n",
+            self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch
         );
         let common = COMMON.replace("#pragma once", "");
         KernelSource {
@@ -531,6 +537,7 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         dk,
         dv,
         rows_aligned: cfg.vk * k_dtype.size() == 16 && cfg.vv * v_dtype.size() == 16,
+        paged: cfg.paged,
         q_rows: group * max_q.max(1),
         compute_capability: dev.props.compute_capability,
         warps: cfg.nwarps,
@@ -541,16 +548,7 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
     let rows = mma.map_or_else(|| rows_per_block(group, max_q, dk.max(dv)), |(r, _)| r);
     cfg.rows = rows;
     cfg.mma = mma.map(|(_, m)| m);
-    let mut plan = plan_work(lens, group, hkv, rows, dev.props.sms, c.deterministic);
-    crate::plan::classify_items(
-        &mut plan,
-        lens,
-        group,
-        hq,
-        c.variant.mask.as_ref().map(|m| m.expr()),
-        cfg.mma.map_or(TILE, |m| m.tile),
-    );
-    if plan.items.is_empty() {
+    if lens.total_q() == 0 {
         return Ok(None);
     }
     let (tile, stages) = if cfg.mma.is_some() {
@@ -599,23 +597,30 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         }
         None => None,
     };
-    let (f_attn, smem_attn) = if let Some((name, bytes)) = dynamic {
-        let f = module.function(name)?;
-        let bytes = bytes as i32;
-        dev.bind()?;
-        // SAFETY: raises the function's dynamic shared-memory limit within the device's opt-in.
-        unsafe {
-            cudarc::driver::result::function::set_function_attribute(
-                f,
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                bytes,
-            )
-        }
-        .map_err(|e| driver("cuFuncSetAttribute", e))?;
-        (f, bytes as u32)
-    } else {
-        (module.function("fk_attention")?, 0)
-    };
+    let (name, smem) = dynamic.unwrap_or(("fk_attention", 0));
+    dev.bind()?;
+    let (f_attn, per_sm) = module.kernel(name, (cfg.nwarps * 32) as u32, smem)?;
+    let smem_attn = smem as u32;
+    let mut plan = plan_work(
+        lens,
+        group,
+        hkv,
+        rows,
+        dev.props.sms * per_sm,
+        c.deterministic,
+    );
+    crate::plan::classify_items(
+        &mut plan,
+        lens,
+        group,
+        hq,
+        c.variant.mask.as_ref().map(|m| m.expr()),
+        cfg.mma.map_or(TILE, |m| m.tile),
+    );
+    crate::plan::longest_first(&mut plan);
+    if plan.items.is_empty() {
+        return Ok(None);
+    }
     let f_merge = module.function("fk_merge")?;
 
     // The step buffer: plan, per-sequence records, variant parameters and captures, scales,
@@ -940,6 +945,7 @@ mod tests {
                 dk,
                 dv,
                 rows_aligned: true,
+                paged,
                 q_rows,
                 compute_capability: (9, 0),
                 warps: 4,

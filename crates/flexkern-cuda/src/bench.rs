@@ -2,7 +2,7 @@
 //! call (step upload, attention kernel, merge), beside the card's device-to-device copy
 //! bandwidth measured in the same run (bytes read + written).
 
-use crate::attention::{self, AttnCall, KvInput, KvOperand, QInput};
+use crate::attention::{self, AttnCall, DeviceTables, KvInput, KvOperand, QInput};
 use crate::error::{driver, Result};
 use crate::runtime::compile::KernelSource;
 use crate::runtime::{Device, DeviceBuf, Event};
@@ -147,7 +147,10 @@ pub fn copy_bandwidth(dev: &Arc<Device>, reps: usize) -> Result<f64> {
 
 /// What one decode shape ran: time, kernel, partitions, registers.
 pub struct DecodeRun {
+    /// The whole call: validation, planning, step upload, attention and merge kernels.
     pub ms: f64,
+    /// The kernels of a prepared call alone (plan once per step, run per layer).
+    pub launch_ms: f64,
     pub kernel: String,
     pub blocks: usize,
     pub chunk: usize,
@@ -155,7 +158,9 @@ pub struct DecodeRun {
     pub local_bytes: i32,
 }
 
-/// Times one decode shape; the median milliseconds of the whole call.
+/// Times one decode shape; the median milliseconds of the whole call. Contiguous KV is
+/// head-major (`[B, Hkv, L, D]`, the PyTorch peers' layout); paged KV is `[page, slot, Hkv,
+/// D]` with shuffled pages and device-resident page tables.
 pub fn decode(
     dev: &Arc<Device>,
     s: &DecodeShape,
@@ -176,21 +181,23 @@ pub fn decode(
     let (cu, first, pages) = s.page_size.map_or((vec![0], vec![0; b], vec![]), |ps| {
         prefill::shuffled_pages(b, l.div_ceil(ps), 5)
     });
+    // The page tables live on the device, as the model's page-table manager keeps them.
+    let tables = dev.upload(&[&cu[..], &first[..], &pages[..]].concat())?;
     let kv = match s.page_size {
         None => KvInput::Strided {
             k: KvOperand {
                 buf: &k,
                 dtype: s.kv_dtype,
                 seq_base: &kv_base,
-                tok_stride: hkv * d,
-                head_stride: d,
+                tok_stride: d,
+                head_stride: l * d,
             },
             v: KvOperand {
                 buf: &v,
                 dtype: s.kv_dtype,
                 seq_base: &kv_base,
-                tok_stride: hkv * d,
-                head_stride: d,
+                tok_stride: d,
+                head_stride: l * d,
             },
         },
         Some(ps) => KvInput::Paged {
@@ -200,10 +207,15 @@ pub fn decode(
             v_dtype: s.kv_dtype,
             page_size: ps,
             num_pages: b * l.div_ceil(ps),
-            cu_pages: &cu,
-            first_page: &first,
-            page_indices: &pages,
-            device_tables: None,
+            cu_pages: &[],
+            first_page: &[],
+            page_indices: &[],
+            device_tables: Some(DeviceTables {
+                cu_pages: tables.ptr(),
+                first_page: tables.ptr() + 4 * cu.len() as u64,
+                page_indices: tables.ptr() + 4 * (cu.len() + first.len()) as u64,
+                page_indices_len: pages.len(),
+            }),
         },
     };
     let call = AttnCall {
@@ -231,10 +243,12 @@ pub fn decode(
     let p = attention::prepare(dev, &call)?.expect("non-empty");
     let (regs, local_bytes) = p.kernel_resources()?;
     let (kernel, blocks, chunk) = (p.config.name(), p.plan.items.len() * hkv, p.plan.chunk);
+    let launch_ms = time_ms(dev, 3, reps, || p.launch())?;
     drop(p);
     let ms = time_ms(dev, 3, reps, || attention::attention(dev, &call))?;
     Ok(DecodeRun {
         ms,
+        launch_ms,
         kernel,
         blocks,
         chunk,

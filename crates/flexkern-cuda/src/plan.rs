@@ -9,6 +9,12 @@ use flexkern::variant::interval::{classify, Domain, Tri};
 /// Bit set in an item's row-tile word when interval analysis proved the mask true over the
 /// whole item: the kernel skips the mask hook there.
 pub const MASK_TRUE: u32 = 1 << 31;
+/// Bit set in an item's row-tile word when it is its row tile's only partition: the
+/// tensor-core kernel then writes the rows' final O and LSE itself (when there are no sinks)
+/// and the merge leaves them alone.
+pub const SOLE: u32 = 1 << 30;
+/// The row-tile index under the two flags.
+pub const ROW_TILE_BITS: u32 = SOLE - 1;
 
 /// Classifies each item's (rows x keys) box under `mask`: all-true items get `MASK_TRUE`,
 /// all-false items get an empty key range (nothing is read, the row tile's partial is -inf),
@@ -23,7 +29,12 @@ pub fn classify_items(
     trim: usize,
 ) {
     for it in &mut plan.items {
-        let (s, rt, k0, k1) = (it[0] as usize, it[1] as usize, it[2] as i64, it[3] as i64);
+        let (s, rt, k0, k1) = (
+            it[0] as usize,
+            (it[1] & ROW_TILE_BITS) as usize,
+            it[2] as i64,
+            it[3] as i64,
+        );
         let Some(m) = mask else {
             it[1] |= MASK_TRUE;
             continue;
@@ -105,6 +116,8 @@ pub const DETERMINISTIC_CHUNK: usize = 1024;
 pub const MAX_PARTS: usize = 4096;
 /// Smallest partition the planner makes (shorter ones cost more in merging than they gain).
 pub const MIN_CHUNK: usize = 512;
+/// Partition lengths are multiples of this (the tensor-core kernel's stage).
+pub const CHUNK_STEP: usize = 64;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkPlan {
@@ -136,6 +149,10 @@ pub struct MmaShape {
     pub m_tiles: usize,
     pub tile: usize,
     pub stages: usize,
+    /// Threads that copy one K/V row (0: as many as it has 16-byte chunks, up to a warp) and
+    /// the L2 prefetch hint of those copies in bytes (0, 64, 128 or 256).
+    pub copy_threads: usize,
+    pub l2_prefetch: usize,
 }
 
 /// What the tensor-core path needs to know about a call.
@@ -148,6 +165,8 @@ pub struct MmaQuery {
     pub dv: usize,
     /// Every K and V row starts on a 16-byte boundary (cp.async copies whole 16-byte chunks).
     pub rows_aligned: bool,
+    /// Paged KV (each row's address is a page-table lookup).
+    pub paged: bool,
     /// GQA group x longest query.
     pub q_rows: usize,
     pub compute_capability: (u32, u32),
@@ -162,7 +181,8 @@ pub struct MmaQuery {
 /// inputs, K/V of another 2-byte type than Q, head sizes not whole k16 steps or above 256,
 /// unaligned rows, GPUs before sm_80, stages that do not fit). Decode (at most 16 rows) is one m-tile whose keys are
 /// split among the warps; prefill gives each warp its own m-tile (FlashAttention-2).
-/// `FLEXKERN_CUDA_MMA=0` turns the path off, `=tile,stages` overrides the pipeline.
+/// `FLEXKERN_CUDA_MMA=0` turns the path off, `=tile,stages` overrides the pipeline,
+/// `=tile,stages,copy_threads,l2_prefetch` the copies too (A/B runs).
 pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
     let env = std::env::var("FLEXKERN_CUDA_MMA").ok();
     let over: Vec<usize> = env
@@ -198,9 +218,20 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
     // Keys per stage: 16 per warp of a key split at least; wide heads halve it (registers).
     let splits = q.warps / m_tiles;
     let tile = if q.dk.max(q.dv) > 128 { 32 } else { 64 }.max(16 * splits);
-    let stages = if m_tiles == 1 { 3 } else { 2 };
+    // Decode is bound by bandwidth: two stages leave room for a third block per SM, which
+    // keeps more copies in flight than a third stage (H100, PERFORMANCE.md). Paged rows are
+    // copied by groups of 4 threads, so each thread looks up fewer pages per stage.
+    let stages = if m_tiles == 1 { 2 } else { 3 };
+    let (mut copy_threads, mut l2_prefetch) = (if q.paged { 4 } else { 0 }, 256);
     let (tile, stages) = match over[..] {
-        [t, st] if t % (16 * splits) == 0 && (16..=256).contains(&t) && (2..=8).contains(&st) => {
+        [t, st, ..]
+            if t % (16 * splits) == 0 && (16..=256).contains(&t) && (2..=8).contains(&st) =>
+        {
+            if let [_, _, c, l2] = over[..] {
+                if [0, 1, 2, 4, 8, 16, 32].contains(&c) && [0, 64, 128, 256].contains(&l2) {
+                    (copy_threads, l2_prefetch) = (c, l2);
+                }
+            }
             (t, st)
         }
         _ => (tile, stages),
@@ -211,6 +242,8 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
             m_tiles,
             tile,
             stages,
+            copy_threads,
+            l2_prefetch,
         };
         (mma_smem(&m, q.dk, q.dv, q.k_size, q.v_size, q.warps) <= q.smem_optin).then_some((rows, m))
     })
@@ -231,25 +264,23 @@ pub fn mma_smem(
     stages.max(exchange)
 }
 
-/// Splits every row tile's KV range into partitions so that about `8 * sms` blocks run (or
-/// fixed `DETERMINISTIC_CHUNK` partitions when `deterministic`).
+/// Splits every row tile's KV range into partitions (fixed `DETERMINISTIC_CHUNK` ones when
+/// `deterministic`). `wave` is how many blocks the card runs at once (SMs x resident blocks per
+/// SM of the kernel): the partition length is chosen so that the blocks fill whole waves, since
+/// a last wave a third full costs as much as a full one.
 pub fn plan_work(
     lens: &SeqLens,
     group: usize,
     num_kv_heads: usize,
     rows: usize,
-    sms: usize,
+    wave: usize,
     deterministic: bool,
 ) -> WorkPlan {
     let row_tiles = |s: usize| (lens.q_len(s) * group).div_ceil(rows);
     let chunk = if deterministic {
         DETERMINISTIC_CHUNK
     } else {
-        let work: usize = (0..lens.num_seqs())
-            .map(|s| row_tiles(s) * lens.kv_len(s))
-            .sum();
-        let items_wanted = (8 * sms.max(1)).div_ceil(num_kv_heads.max(1)).max(1);
-        work.div_ceil(items_wanted).max(MIN_CHUNK).div_ceil(TILE) * TILE
+        wave_chunk(lens, &row_tiles, num_kv_heads, wave.max(1))
     };
     let mut items = Vec::new();
     let mut tiles = Vec::new();
@@ -261,9 +292,10 @@ pub fn plan_work(
         let parts = kl.div_ceil(chunk).max(1);
         for rt in 0..row_tiles(s) {
             tiles.push([s as u32, rt as u32, items.len() as u32, parts as u32]);
+            let sole = if parts == 1 { SOLE } else { 0 };
             for p in 0..parts {
                 let (k0, k1) = (p * chunk, ((p + 1) * chunk).min(kl));
-                items.push([s as u32, rt as u32, k0 as u32, k1 as u32]);
+                items.push([s as u32, rt as u32 | sole, k0 as u32, k1 as u32]);
             }
         }
     }
@@ -273,6 +305,83 @@ pub fn plan_work(
         items,
         tiles,
     }
+}
+
+/// Puts the row tiles with the most keys left to read first (their items stay together), so
+/// the GPU starts the longest blocks first and the short ones fill the last wave: causal
+/// prefill's row tiles grow along the sequence, and in launch order the longest came last.
+pub fn longest_first(plan: &mut WorkPlan) {
+    let work = |t: &[u32; 4]| -> u64 {
+        let its = &plan.items[t[2] as usize..(t[2] + t[3]) as usize];
+        its.iter()
+            .map(|i| u64::from(i[3] - i[2]))
+            .max()
+            .unwrap_or(0)
+    };
+    let mut order: Vec<(u64, usize)> = plan
+        .tiles
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (work(t), i))
+        .collect();
+    if order.windows(2).all(|w| w[0].0 >= w[1].0) {
+        return;
+    }
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut items = Vec::with_capacity(plan.items.len());
+    let mut tiles = Vec::with_capacity(plan.tiles.len());
+    for &(_, i) in &order {
+        let t = plan.tiles[i];
+        tiles.push([t[0], t[1], items.len() as u32, t[3]]);
+        items.extend_from_slice(&plan.items[t[2] as usize..(t[2] + t[3]) as usize]);
+    }
+    (plan.items, plan.tiles) = (items, tiles);
+}
+
+/// Fixed cost of a block in keys (its Q load, pipeline fill and partial write), for the
+/// wave model below.
+const BLOCK_COST_KEYS: usize = 64;
+
+/// The partition length that minimizes waves x (partition + block cost): candidates are the
+/// lengths that split the longest sequence into p equal parts, from one part up to 16 waves of
+/// blocks, never below `MIN_CHUNK`.
+fn wave_chunk(
+    lens: &SeqLens,
+    row_tiles: &dyn Fn(usize) -> usize,
+    hkv: usize,
+    wave: usize,
+) -> usize {
+    let n = lens.num_seqs();
+    let longest = (0..n).map(|s| lens.kv_len(s)).max().unwrap_or(0);
+    let blocks = |chunk: usize| -> usize {
+        hkv * (0..n)
+            .map(|s| row_tiles(s) * lens.kv_len(s).div_ceil(chunk).max(1))
+            .sum::<usize>()
+    };
+    let mut best = (
+        usize::MAX,
+        MIN_CHUNK.max(longest.div_ceil(CHUNK_STEP) * CHUNK_STEP),
+    );
+    let mut last = 0;
+    for p in 1.. {
+        let chunk = longest.div_ceil(p).div_ceil(CHUNK_STEP) * CHUNK_STEP;
+        if chunk < MIN_CHUNK {
+            break;
+        }
+        if chunk == last {
+            continue;
+        }
+        last = chunk;
+        let b = blocks(chunk);
+        let cost = b.div_ceil(wave) * (chunk + BLOCK_COST_KEYS);
+        if cost < best.0 {
+            best = (cost, chunk);
+        }
+        if b > 16 * wave {
+            break;
+        }
+    }
+    best.1
 }
 
 #[cfg(test)]
@@ -287,7 +396,8 @@ mod tests {
                 let parts = &p.items[t[2] as usize..(t[2] + t[3]) as usize];
                 let mut next = 0u32;
                 for it in parts {
-                    assert_eq!((it[0], it[1], it[2]), (t[0], t[1], next));
+                    assert_eq!((it[0], it[1] & ROW_TILE_BITS, it[2]), (t[0], t[1], next));
+                    assert_eq!(it[1] & SOLE != 0, t[3] == 1);
                     next = it[3];
                 }
                 assert_eq!(next as usize, lens.kv_len(s));
@@ -296,28 +406,45 @@ mod tests {
     }
 
     #[test]
-    fn partitions_fill_the_card_and_cover_every_key_once() {
-        let sms = 132;
-        for (b, l) in [(64, 8192), (8, 32768), (1, 131072), (3, 0), (5, 100)] {
+    fn partitions_fill_whole_waves_and_cover_every_key_once() {
+        let wave = 3 * 132;
+        for (b, l) in [
+            (64, 8192),
+            (8, 32768),
+            (1, 131072),
+            (3, 0),
+            (5, 100),
+            (64, 2000),
+        ] {
             let lens = SeqLens::uniform(b, 1, l);
-            let p = plan_work(&lens, 4, 8, 4, sms, false);
+            let p = plan_work(&lens, 4, 8, 4, wave, false);
             covers(&p, &lens, 4);
-            assert_eq!(p.chunk % TILE, 0);
-            if b * l >= 8 * sms * MIN_CHUNK {
+            assert_eq!(p.chunk % CHUNK_STEP, 0);
+            assert!(p.chunk >= MIN_CHUNK);
+            if b * l * 8 >= 4 * wave * MIN_CHUNK {
+                // Time is set by the waves of the longest blocks: at least 90 % of it is work.
                 let blocks = p.items.len() * 8;
+                let makespan = blocks.div_ceil(wave) * p.chunk;
+                let ideal = (b * l * 8) as f64 / wave as f64;
                 assert!(
-                    blocks >= 4 * sms && blocks <= 16 * sms,
-                    "{b}x{l}: {blocks} blocks"
+                    ideal / makespan as f64 >= 0.9,
+                    "{b}x{l}: {blocks} blocks of {}",
+                    p.chunk
                 );
             }
         }
+        // Little work: the shortest partitions, for the most blocks.
+        assert_eq!(
+            plan_work(&SeqLens::uniform(1, 1, 4096), 4, 8, 4, wave, false).chunk,
+            512
+        );
     }
 
     #[test]
     fn very_long_sequences_stay_within_the_merge_limit() {
         let lens = SeqLens::uniform(1, 1, 10_000_000);
         for det in [false, true] {
-            let p = plan_work(&lens, 4, 8, 4, 132, det);
+            let p = plan_work(&lens, 4, 8, 4, 396, det);
             covers(&p, &lens, 4);
             assert!(p.tiles.iter().all(|t| t[3] as usize <= MAX_PARTS));
         }
@@ -372,6 +499,7 @@ mod tests {
             dk,
             dv: dk,
             rows_aligned: true,
+            paged: false,
             q_rows,
             compute_capability: (9, 0),
             warps: 4,
@@ -429,7 +557,7 @@ mod tests {
         let mut p = plan_work(&lens, 1, 1, 64, 1, false);
         classify_items(&mut p, &lens, 1, 1, Some(&causal()), 64);
         for it in &p.items {
-            let last_q = ((it[1] & !MASK_TRUE) + 1) * 64 - 1;
+            let last_q = ((it[1] & ROW_TILE_BITS) + 1) * 64 - 1;
             let last_q = last_q.min(999);
             // Keys run from 0 to the tile holding the last query's diagonal, tile-aligned.
             assert_eq!(it[2], 0, "{it:?}");
@@ -446,7 +574,7 @@ mod tests {
             64,
         );
         for it in &w.items {
-            let rt = (it[1] & !MASK_TRUE) as i64;
+            let rt = (it[1] & ROW_TILE_BITS) as i64;
             let (q0, q1) = (rt * 64, (rt * 64 + 63).min(999));
             assert!(
                 it[2] as i64 <= (q0 - 99).max(0) && (it[3] as i64) > q1,
@@ -454,6 +582,37 @@ mod tests {
             );
             assert!((it[3] - it[2]) as i64 <= 100 + 63 + 2 * 64, "{it:?}");
         }
+    }
+
+    #[test]
+    fn longest_row_tiles_go_first_with_their_items() {
+        use flexkern::builtins::causal;
+        let lens = SeqLens::uniform(2, 1000, 1000);
+        let mut p = plan_work(&lens, 1, 1, 64, 4, false);
+        classify_items(&mut p, &lens, 1, 1, Some(&causal()), 64);
+        let before = p.clone();
+        longest_first(&mut p);
+        assert_eq!(p.items.len(), before.items.len());
+        let keys = |t: &[u32; 4], p: &WorkPlan| {
+            let its = &p.items[t[2] as usize..(t[2] + t[3]) as usize];
+            its.iter().map(|i| i[3] - i[2]).max().unwrap()
+        };
+        for w in p.tiles.windows(2) {
+            assert!(keys(&w[0], &p) >= keys(&w[1], &p));
+        }
+        // Every tile keeps exactly its items.
+        for t in &p.tiles {
+            let old = before
+                .tiles
+                .iter()
+                .find(|o| (o[0], o[1]) == (t[0], t[1]))
+                .unwrap();
+            assert_eq!(
+                &p.items[t[2] as usize..(t[2] + t[3]) as usize],
+                &before.items[old[2] as usize..(old[2] + old[3]) as usize]
+            );
+        }
+        assert_eq!(keys(&p.tiles[0], &p), 1000);
     }
 
     #[test]

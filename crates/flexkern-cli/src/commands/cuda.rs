@@ -137,16 +137,19 @@ pub fn bench_attn(a: &super::bench_common::AttnBenchArgs) -> Result<()> {
         }
         let r = decode(&dev, &s, reps, a.deterministic)?;
         let ms = r.ms;
+        let gbs = s.kv_bytes() as f64 / (ms * 1e-3) / 1e9;
+        let launch_gbs = s.kv_bytes() as f64 / (r.launch_ms * 1e-3) / 1e9;
         println!(
-            "  {}: {} ({} blocks, partitions of {} keys, {} registers, {} B local)",
+            "  {}: {} ({} blocks, partitions of {} keys, {} registers, {} B local); kernels of the prepared call alone {:.3} ms, {:.1} % of copy",
             s.name(),
             r.kernel,
             r.blocks,
             r.chunk,
             r.regs,
-            r.local_bytes
+            r.local_bytes,
+            r.launch_ms,
+            100.0 * launch_gbs / copy
         );
-        let gbs = s.kv_bytes() as f64 / (ms * 1e-3) / 1e9;
         rows.push(super::bench_common::Row {
             case: s.name(),
             ms,

@@ -42,6 +42,8 @@ pub struct LoadStat {
 pub struct Module {
     module: CUmodule,
     functions: Mutex<HashMap<String, usize>>,
+    /// (kernel, threads, dynamic shared memory) -> resident blocks per SM.
+    occupancy: Mutex<HashMap<(String, u32, usize), usize>>,
 }
 // SAFETY: module and function handles are context-global, usable from any thread with the
 // context current.
@@ -61,6 +63,38 @@ impl Module {
             .map_err(|e| driver("cuModuleGetFunction", e))?;
         f.insert(name.to_string(), func as usize);
         Ok(func)
+    }
+
+    /// The kernel `name` ready to launch with `threads` threads and `smem` bytes of dynamic
+    /// shared memory (its opt-in limit raised once), and how many such blocks one SM holds
+    /// (the planner sizes work in waves of them). Asked of the driver once per shape.
+    pub fn kernel(&self, name: &str, threads: u32, smem: usize) -> Result<(CUfunction, usize)> {
+        let f = self.function(name)?;
+        let key = (name.to_string(), threads, smem);
+        let mut occ = self.occupancy.lock().expect("occupancy lock");
+        if let Some(&n) = occ.get(&key) {
+            return Ok((f, n));
+        }
+        use cudarc::driver::result::{function, occupancy};
+        use cudarc::driver::sys::CUfunction_attribute as A;
+        // SAFETY: `f` belongs to this loaded module; the limit stays within the device's opt-in
+        // (the callers size `smem` against it).
+        let n = unsafe {
+            // Static and dynamic shared memory above 48 KB together need the opt-in.
+            if smem > 0 {
+                function::set_function_attribute(
+                    f,
+                    A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem as i32,
+                )
+                .map_err(|e| driver("cuFuncSetAttribute", e))?;
+            }
+            occupancy::max_active_block_per_multiprocessor(f, threads as i32, smem)
+                .map_err(|e| driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?
+        };
+        let n = (n as usize).max(1);
+        occ.insert(key, n);
+        Ok((f, n))
     }
 }
 
@@ -257,6 +291,7 @@ impl Device {
         let m = Arc::new(Module {
             module: m,
             functions: Mutex::new(HashMap::new()),
+            occupancy: Mutex::new(HashMap::new()),
         });
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         self.modules

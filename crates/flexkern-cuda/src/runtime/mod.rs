@@ -147,10 +147,11 @@ impl Device {
 
     /// Waits for all work queued on the stream.
     pub fn synchronize(&self) -> Result<()> {
+        // The staging lock is held across the sync: a copy another thread queued between the
+        // sync and the reset would otherwise have its pinned source overwritten in flight.
+        let mut s = self.staging.lock().expect("staging lock");
         self.sync_stream()?;
-        if let Ok(mut s) = self.staging.lock() {
-            s.reset();
-        }
+        s.reset();
         Ok(())
     }
 

@@ -352,6 +352,51 @@ fn nan_score_poisons_the_row(dev: &Arc<Device>) -> Result<String> {
 }
 
 /// Every GPU-only check, each as one verify row.
+/// Small uploads from several threads, each thread synchronizing the shared stream between its
+/// own uploads, all arrive intact (the pinned staging arena must not be reused under a copy
+/// still in flight).
+fn concurrent_uploads(dev: &Arc<Device>) -> Result<String> {
+    const THREADS: u32 = 8;
+    const ROUNDS: u32 = 200;
+    let bad = std::sync::atomic::AtomicU32::new(0);
+    std::thread::scope(|s| -> Result<()> {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let bad = &bad;
+                s.spawn(move || -> Result<()> {
+                    for r in 0..ROUNDS {
+                        let pattern: Vec<u32> = (0..4096).map(|i| t << 24 ^ r << 12 ^ i).collect();
+                        let buf = dev.upload(&pattern)?;
+                        if r % 3 == 0 {
+                            dev.synchronize()?;
+                        }
+                        let mut back = vec![0u32; pattern.len()];
+                        dev.read(&buf, 0, &mut back)?;
+                        if back != pattern {
+                            bad.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().expect("upload thread")?;
+        }
+        Ok(())
+    })?;
+    match bad.into_inner() {
+        0 => Ok(format!(
+            "{} uploads from {THREADS} threads intact",
+            THREADS * ROUNDS
+        )),
+        n => Err(CudaError::Invalid {
+            arg: "staging",
+            msg: format!("{n} of {} uploads arrived corrupted", THREADS * ROUNDS),
+        }),
+    }
+}
+
 pub fn extra_checks(dev: &Arc<Device>) -> Vec<Outcome> {
     let mut v = vec![
         check("bad input: typed errors", bad_input(dev)),
@@ -363,6 +408,7 @@ pub fn extra_checks(dev: &Arc<Device>) -> Vec<Outcome> {
             "kept NaN score poisons its row",
             nan_score_poisons_the_row(dev),
         ),
+        check("concurrent uploads and syncs", concurrent_uploads(dev)),
     ];
     v.extend(super::gemv::gemv_checks(dev, 0x5eed_0014));
     v.extend(super::ops::ops_checks(dev, 0x5eed_0015));
