@@ -21,6 +21,9 @@ struct FkArgs {
   float* lse;       // [tokens][Hq]
   const u8* step;   // the uploaded plan
   u64 off_items, off_tiles, off_seqs, off_params, off_kscale, off_vscale, off_sinks;
+  // Each item's row tile and arrival counters (zeroed) when the tensor-core kernel joins the
+  // partitions itself (off_counters 0: the merge kernel does).
+  u64 off_item_tiles, off_counters;
   const u32* cu_pages;    // device addresses of the page tables (paged): the step buffer's
   const u32* first_page;  // copies for host tables, the caller's buffers for device ones
   const u32* pages;

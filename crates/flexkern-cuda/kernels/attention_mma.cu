@@ -1,6 +1,7 @@
 // flexkern-cuda: attention on tensor cores (mma.sync m16n8k16, bf16 or f16 in, f32 accumulate).
 //
-// Same blocks, rows and partial outputs as fk_attention: one block = one KV head x one work
+// Same blocks, rows and partial outputs as fk_attention (where row tiles have few partitions,
+// the last block of each joins them itself and no merge kernel runs): one block = one KV head x one work
 // item, its FK_ROWS rows are (query, q head of this KV head) pairs. A warp owns a 16-row m-tile
 // (rows past FK_ROWS are padding). The FK_NWARPS warps are FK_MMA_MT m-tiles x FK_MKS key
 // splits: decode (one m-tile) splits every staged KV tile between the warps, each with its own
@@ -128,8 +129,8 @@ __device__ __forceinline__ void fk_mrows(const FkArgs& a, const FkSeq& sq, u32 s
   constexpr int RPP = FK_NWARPS * 32 / TPR;
   const int sub = threadIdx.x % TPR;
   const u8* base = IS_V ? a.v : a.k;
-  // Unrolled: the rows' address lookups (page-table loads) are all in flight together.
-#pragma unroll
+  // Unrolled by 4: four rows' address lookups (page-table loads) are in flight together.
+#pragma unroll 4
   for (int j = threadIdx.x / TPR; j < FK_MTILE; j += RPP) {
     const i64 pos = t0 + j;
     const bool live = pos < end && pos >= visible0;
@@ -161,6 +162,40 @@ __device__ __forceinline__ void fk_missue(const FkArgs& a, const FkSeq& sq, u32 
     fk_mrows<true>(a, sq, seq, kvh, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
   }
   asm volatile("cp.async.commit_group;");
+}
+
+// Joins the partitions of row tile `t` for KV head kvh, as fk_merge does (the same weights,
+// sinks, NaN and fully-masked rules), one output element per thread at a time. Partials are read
+// through L2 (`ld.global.cg`): other blocks wrote them.
+__device__ __forceinline__ void fk_join_tile(const FkArgs& a, const uint4 t, i64 kvh) {
+  const FkSeq sq = fk_seq(a, t.x);
+  const i64 G = a.group, hq = a.num_kv_heads * G;
+  const float* sinks = (const float*)(a.step + a.off_sinks);
+  for (int i = threadIdx.x; i < FK_ROWS * FK_DV; i += FK_NWARPS * 32) {
+    const int r = i / FK_DV, d = i % FK_DV;
+    const i64 R = (i64)t.y * FK_ROWS + r, qi = R / G, head = kvh * G + R % G;
+    if (qi >= sq.q_len) continue;
+    auto row = [&](u32 p) { return ((u64)(t.z + p) * a.num_kv_heads + kvh) * FK_ROWS + r; };
+    const float sink = a.has_sinks ? sinks[head] : FK_NEG_INF;
+    float M = sink;
+    bool nan = false;
+    for (u32 p = 0; p < t.w; ++p) {
+      const float l = __ldcg(a.part_lse + row(p));
+      M = fmaxf(M, l);
+      nan |= l != l;
+    }
+    float total = (M == FK_NEG_INF || sink == FK_NEG_INF) ? 0.f : expf(sink - M), o = 0.f;
+    for (u32 p = 0; p < t.w; ++p) {
+      const float l = __ldcg(a.part_lse + row(p));
+      const float w = (M == FK_NEG_INF || l == FK_NEG_INF) ? 0.f : expf(l - M);
+      total += w;
+      if (w != 0.f) o = fmaf(w, __ldcg(a.part_o + row(p) * FK_DV + d), o);
+    }
+    const i64 token = sq.q_start + qi;
+    a.out[(token * hq + head) * FK_DV + d] = nan ? __int_as_float(0x7fc00000) : (M == FK_NEG_INF ? 0.f : o / total);
+    if (d == 0 && a.has_lse)
+      a.lse[token * hq + head] = nan ? __int_as_float(0x7fc00000) : (M == FK_NEG_INF ? FK_NEG_INF : M + logf(total));
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_mma(const FkArgs a) {
@@ -412,5 +447,23 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_mma(co
       if (d == 0) a.part_lse[base + r] = lse;
     }
   }
+  if (sole || a.off_counters == 0) return;
+  // Few partitions per row tile: the last block of the row tile to finish joins them (no second
+  // launch; the join starts the moment its inputs exist). The counter is reset for the next
+  // replay. Many partitions go to the merge kernel, whose many blocks join them faster.
+  __shared__ u32 s_last;
+  const u32 tile = ((const u32*)(a.step + a.off_item_tiles))[item];
+  const uint4 tt = ((const uint4*)(a.step + a.off_tiles))[tile];
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    u32* cnt = (u32*)(a.step + a.off_counters) + ((u64)tile * a.num_kv_heads + kvh);
+    s_last = atomicAdd(cnt, 1u) == tt.w - 1;
+    if (s_last) *cnt = 0;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  fk_join_tile(a, tt, kvh);
 }
 #endif

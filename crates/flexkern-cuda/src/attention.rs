@@ -19,6 +19,10 @@ const COMMON: &str = include_str!("../kernels/fk_common.cuh");
 const ATTENTION: &str = include_str!("../kernels/attention.cu");
 const ATTENTION_ASYNC: &str = include_str!("../kernels/attention_async.cu");
 const ATTENTION_MMA: &str = include_str!("../kernels/attention_mma.cu");
+/// Most partitions per row tile that the tensor-core kernel joins itself (its last block of
+/// the row tile, serially); more go to the merge kernel (B1 x 128k: 49 partitions per row
+/// tile took 15 % longer joined in-kernel on an H100).
+const SELF_JOIN_PARTS: u32 = 4;
 /// Threads of the merge kernel (`FK_MERGE_WARPS` warps).
 const MERGE_THREADS: u32 = 256;
 
@@ -254,7 +258,7 @@ struct FkArgs {
     out: u64,
     lse: u64,
     step: u64,
-    off: [u64; 7],
+    off: [u64; 9],
     cu_pages: u64,
     first_page: u64,
     pages: u64,
@@ -462,13 +466,16 @@ pub fn attention(dev: &Arc<Device>, c: &AttnCall) -> Result<()> {
     }
 }
 
-/// A call whose plan is uploaded and workspace allocated: `launch` only queues the two kernels,
-/// so it can be captured in a CUDA graph and replayed.
+/// A call whose plan is uploaded and workspace allocated: `launch` only queues its kernels
+/// (attention, then the merge unless the attention kernel joins the partitions itself), so it
+/// can be captured in a CUDA graph and replayed.
 pub struct Prepared {
     dev: Arc<Device>,
     _module: Arc<crate::runtime::compile::Module>,
     f_attn: cudarc::driver::sys::CUfunction,
     f_merge: cudarc::driver::sys::CUfunction,
+    /// The attention kernel joins the partitions itself (no merge launch).
+    self_join: bool,
     args: FkArgs,
     smem_attn: u32,
     grid_attn: (u32, u32, u32),
@@ -507,6 +514,9 @@ impl Prepared {
             self.smem_attn,
             &mut args,
         )?;
+        if self.self_join {
+            return Ok(()); // the tensor-core kernel joined the partitions
+        }
         launch(
             &self.dev,
             self.f_merge,
@@ -537,7 +547,10 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         dk,
         dv,
         rows_aligned: cfg.vk * k_dtype.size() == 16 && cfg.vv * v_dtype.size() == 16,
-        paged: cfg.paged,
+        rows_adjacent: match &c.kv {
+            KvInput::Strided { k, v } => k.tok_stride == dk && v.tok_stride == dv,
+            KvInput::Paged { .. } => false,
+        },
         q_rows: group * max_q.max(1),
         compute_capability: dev.props.compute_capability,
         warps: cfg.nwarps,
@@ -654,6 +667,18 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         c.v_scales
     });
     args.off[6] = step.push(c.variant.sinks.as_deref().map_or(&[][..], |s| s.as_slice()));
+    let max_parts = plan.tiles.iter().map(|t| t[3]).max().unwrap_or(0);
+    let self_join = cfg.mma.is_some() && max_parts <= SELF_JOIN_PARTS;
+    if self_join {
+        // Each item's row tile and one zeroed arrival counter per (row tile, KV head): the
+        // tensor-core kernel's last block of a row tile joins it.
+        let mut item_tiles = vec![0u32; plan.items.len()];
+        for (i, t) in plan.tiles.iter().enumerate() {
+            item_tiles[t[2] as usize..(t[2] + t[3]) as usize].fill(i as u32);
+        }
+        args.off[7] = step.push(&item_tiles);
+        args.off[8] = step.push(&vec![0u32; plan.tiles.len() * hkv]);
+    }
     let mut host_tables = None;
     if let KvInput::Paged {
         cu_pages,
@@ -730,6 +755,7 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         _module: module,
         f_attn,
         f_merge,
+        self_join,
         args,
         smem_attn,
         grid_attn: (plan.items.len() as u32, hkv as u32, 1),
@@ -945,7 +971,7 @@ mod tests {
                 dk,
                 dv,
                 rows_aligned: true,
-                paged,
+                rows_adjacent: !paged,
                 q_rows,
                 compute_capability: (9, 0),
                 warps: 4,

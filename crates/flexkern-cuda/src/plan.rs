@@ -165,8 +165,9 @@ pub struct MmaQuery {
     pub dv: usize,
     /// Every K and V row starts on a 16-byte boundary (cp.async copies whole 16-byte chunks).
     pub rows_aligned: bool,
-    /// Paged KV (each row's address is a page-table lookup).
-    pub paged: bool,
+    /// Consecutive keys' rows are adjacent in memory (head-major strided KV), so an L2
+    /// prefetch wider than a row fetches the next key's row, not another head's.
+    pub rows_adjacent: bool,
     /// GQA group x longest query.
     pub q_rows: usize,
     pub compute_capability: (u32, u32),
@@ -215,14 +216,36 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
     } else {
         16 * m_tiles
     };
-    // Keys per stage: 16 per warp of a key split at least; wide heads halve it (registers).
     let splits = q.warps / m_tiles;
-    let tile = if q.dk.max(q.dv) > 128 { 32 } else { 64 }.max(16 * splits);
+    // Keys per stage: 16 per warp of a key split at least; wide heads halve it (registers);
+    // 1-byte KV decode doubles it, so a stage still carries as many bytes.
+    let one_byte = q.k_size == 1 && q.v_size == 1 && m_tiles == 1;
+    let tile = if q.dk.max(q.dv) > 128 {
+        32
+    } else if one_byte {
+        128
+    } else {
+        64
+    }
+    .max(16 * splits);
     // Decode is bound by bandwidth: two stages leave room for a third block per SM, which
-    // keeps more copies in flight than a third stage (H100, PERFORMANCE.md). Paged rows are
-    // copied by groups of 4 threads, so each thread looks up fewer pages per stage.
+    // keeps more copies in flight than a third stage (H100, PERFORMANCE.md). The L2 prefetch
+    // covers one row unless the next key's row follows it.
     let stages = if m_tiles == 1 { 2 } else { 3 };
-    let (mut copy_threads, mut l2_prefetch) = (if q.paged { 4 } else { 0 }, 256);
+    let row_bytes = (q.dk * q.k_size).min(q.dv * q.v_size);
+    let l2 = if q.rows_adjacent {
+        256
+    } else {
+        row_bytes.clamp(64, 256)
+    };
+    let (mut copy_threads, mut l2_prefetch) = (
+        0,
+        [64, 128, 256]
+            .into_iter()
+            .filter(|&b| b <= l2)
+            .max()
+            .unwrap_or(64),
+    );
     let (tile, stages) = match over[..] {
         [t, st, ..]
             if t % (16 * splits) == 0 && (16..=256).contains(&t) && (2..=8).contains(&st) =>
@@ -499,7 +522,7 @@ mod tests {
             dk,
             dv: dk,
             rows_aligned: true,
-            paged: false,
+            rows_adjacent: false,
             q_rows,
             compute_capability: (9, 0),
             warps: 4,
@@ -536,6 +559,18 @@ mod tests {
             ..query(2, 2, 128, 4)
         };
         assert!(mma_shape(&turing).is_none());
+        // The L2 prefetch covers a row, or more where the next key's row follows.
+        let l2 = |q: MmaQuery| mma_shape(&q).unwrap().1.l2_prefetch;
+        assert_eq!(l2(query(2, 2, 64, 4)), 128);
+        assert_eq!(l2(query(2, 3, 128, 4)), 128);
+        assert_eq!(l2(query(2, 2, 128, 4)), 256);
+        assert_eq!(
+            l2(MmaQuery {
+                rows_adjacent: true,
+                ..query(2, 2, 64, 4)
+            }),
+            256
+        );
         // Wide heads keep to the shared memory there is.
         for q_rows in [4, 64] {
             let q = query(2, 2, 256, q_rows);
