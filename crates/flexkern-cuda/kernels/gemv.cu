@@ -7,9 +7,13 @@
 // Modes: 0 plain; 1 gate and up in one pass (matrices a and b), Y = silu(a x) * (b x);
 // 2 the down projection with the activation formed on load, x = silu(X) * X2.
 // Configured by the module's defines: FK_FMT (a unit type), FK_MB, FK_R, FK_MODE, FK_XV (1:
-// activation rows 16-byte aligned, float4 loads).
+// activation rows 16-byte aligned, float4 loads), FK_DP4A (staged Q8_0 / Q4_0: activations
+// quantized to Q8_0 first, as the CPU's default precision does, and dotted with dp4a).
 
 #define FK_NW 4
+#ifndef FK_DP4A
+#define FK_DP4A 0
+#endif
 // Blocks per SM the register budget must allow: 4 (<= 128 registers) for small batches, 2 for
 // MB >= 8, whose accumulators need more (ptxas's default budget spills them).
 #define FK_MINB (FK_MB >= 8 ? 2 : 4)
@@ -125,6 +129,13 @@ __device__ __forceinline__ void fk_gemv_staged(const FkMat& a, const FkMat& b, c
   constexpr int NM = FK_MODE == 1 ? 2 : 1;
   extern __shared__ __align__(16) float fk_xs[];  // FK_MB rows of FK_CW activations
   float (*xs)[FK_CW] = reinterpret_cast<float (*)[FK_CW]>(fk_xs);
+#if FK_DP4A
+  // Int8 activations instead: FK_MB rows of FK_CW codes, then each block's (scale, code sum).
+  // X is the codes [m][k], X2 the (scale, sum) pairs [m][k / 32] (fk_quant_q8).
+  signed char (*xq)[FK_CW] = reinterpret_cast<signed char (*)[FK_CW]>(fk_xs);
+  float2 (*xd)[FK_CW / 32] = reinterpret_cast<float2 (*)[FK_CW / 32]>(fk_xs + FK_MB * FK_CW / 4);
+  static_assert(F::UE == 32 && FK_MODE != 2, "Q8_0 activations: 32-weight units, no fused SwiGLU input");
+#endif
   __shared__ __align__(16) u8 ws[FK_NW][NM * FK_R][FK_WB];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 row0 = ((i64)blockIdx.x * FK_NW + warp) * FK_R;
@@ -163,6 +174,18 @@ __device__ __forceinline__ void fk_gemv_staged(const FkMat& a, const FkMat& b, c
   fetch(0);
   for (i64 c0 = 0; c0 < k; c0 += FK_CW) {
     const int cw = (int)min((i64)FK_CW, k - c0);
+#if FK_DP4A
+    // Int8 activations of this chunk, 16 bytes at a time, and the blocks' scales.
+    for (int i = threadIdx.x; i < FK_MB * (FK_CW / 16); i += FK_NW * 32) {
+      const int j = i / (FK_CW / 16), f = i % (FK_CW / 16);
+      if (j < m && 16 * f < cw)
+        *(uint4*)(&xq[j][16 * f]) = __ldg((const uint4*)((const signed char*)X + j * k + c0) + f);
+    }
+    for (int i = threadIdx.x; i < FK_MB * (FK_CW / 32); i += FK_NW * 32) {
+      const int j = i / (FK_CW / 32), b = i % (FK_CW / 32);
+      if (j < m && 32 * b < cw) xd[j][b] = __ldg((const float2*)X2 + (j * k + c0) / 32 + b);
+    }
+#else
     // Activations of this chunk, swizzled (mode 2 forms silu(X) * X2 here, once).
     for (int i = threadIdx.x; i < FK_MB * (FK_CW / 4); i += FK_NW * 32) {
       const int j = i / (FK_CW / 4), f = i % (FK_CW / 4);
@@ -172,6 +195,7 @@ __device__ __forceinline__ void fk_gemv_staged(const FkMat& a, const FkMat& b, c
         *(float4*)(&xs[j][4 * fk_xswz<FK_FMT>(f)]) = make_float4(v.a, v.b, v.c, v.d);
       }
     }
+#endif
 #pragma unroll
     for (int tr = 0; tr < NM * FK_R; ++tr)
 #pragma unroll
@@ -193,11 +217,23 @@ __device__ __forceinline__ void fk_gemv_staged(const FkMat& a, const FkMat& b, c
 #pragma unroll
           for (int t = 0; t < NM; ++t) {
             const FkMat sm{&ws[warp][t * FK_R + r][skew], nullptr, nullptr, 0, 0};
+#if FK_DP4A
+#pragma unroll
+            for (int j = 0; j < FK_MB; ++j)
+              if (j < m) {
+                int x8[8];
+                *(uint4*)x8 = *(const uint4*)(&xq[j][32 * u]);
+                *(uint4*)(x8 + 4) = *(const uint4*)(&xq[j][32 * u + 16]);
+                const float2 d = xd[j][u];
+                acc[t][r][j] += F::dot_q8(sm, 0, u, x8, d.x, __float_as_int(d.y));
+              }
+#else
             float q[F::UE], s[F::G], o[F::G];
             F::unit(sm, 0, u, q, s, o);
 #pragma unroll
             for (int j = 0; j < FK_MB; ++j)
               if (j < m) acc[t][r][j] += fk_unit_dot<F>(q, s, o, FkXs<F>{xs[j], u});
+#endif
           }
         }
       }
@@ -211,6 +247,34 @@ extern "C" __global__ void __launch_bounds__(FK_NW * 32, FK_MINB)
             float* __restrict__ Y, int m, i64 n, i64 k) {
   fk_gemv_staged<FK_FMT>(a, b, X, X2, Y, m, n, k);
 }
+#if FK_DP4A
+// Activation rows to Q8_0 codes as the CPU's default path quantizes them (flexkern-quant's
+// quantize_activation, ggml's x86 rounding): per 32-element block, amax, d = f16(amax / 127),
+// codes round-to-nearest-even(x * (127 / amax)); also each block's code sum (Q4_0's offset).
+// One warp per block, a lane per element. Out: codes [m][k], (d, sum bits) [m][k / 32].
+extern "C" __global__ void fk_quant_q8(const float* __restrict__ X, signed char* __restrict__ Q,
+                                       float2* __restrict__ D, i64 blocks) {
+  const i64 bidx = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (bidx >= blocks) return;  // warp-uniform
+  const int lane = threadIdx.x & 31;
+  const float x = X[bidx * 32 + lane];
+  float amax = fabsf(x);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float id = amax != 0.f ? __fdiv_rn(127.f, amax) : 0.f;
+  const int q = __float2int_rn(__fmul_rn(x, id));
+  Q[bidx * 32 + lane] = (signed char)q;
+  int sum = q;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) {
+    unsigned short h;
+    const float d = __fdiv_rn(amax, 127.f);
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(d));
+    D[bidx] = make_float2(fk_half(h), __int_as_float(sum));
+  }
+}
+#endif
 #elif !defined(FK_EMBED)
 // A template, so `if constexpr` discards the tail of formats without one.
 template <class F>

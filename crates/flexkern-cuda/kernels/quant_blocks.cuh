@@ -195,6 +195,23 @@ struct FkQ4_0 {
       q[j + 16] = fk_u2f_off<8>(b >> 4);
     }
   }
+#if defined(__CUDACC__)
+  // Against Q8_0 activations (int8 words xq, scale dx, code sum sx): the integer dot of the
+  // CPU's default path, sum (q - 8) x = sum q x - 8 sum x, exact; then isum * d * dx as the
+  // CPU rounds it.
+  FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
+    const u8* p = m.w + row * m.row_bytes + u * FK_Q4_0_BYTES;
+    u32 w[4];
+    fk_words<16, fk_align_of(FK_Q4_0_BYTES, FK_Q4_0_QS)>(p + FK_Q4_0_QS, w);
+    int acc = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      acc = __dp4a((int)(w[i] & 0x0f0f0f0fu), xq[i], acc);
+      acc = __dp4a((int)((w[i] >> 4) & 0x0f0f0f0fu), xq[i + 4], acc);
+    }
+    return (float)(acc - 8 * sx) * fk_half(fk_ld16(p + FK_Q4_0_D)) * dx;
+  }
+#endif
 };
 
 struct FkQ4_1 {
@@ -265,6 +282,18 @@ struct FkQ8_0 {
 #pragma unroll
     for (int j = 0; j < 32; ++j) q[j] = fk_u2f_off<128>(fk_byte(w, j) ^ 0x80u);  // int8
   }
+#if defined(__CUDACC__)
+  // Against Q8_0 activations: the CPU default path's integer dot, then isum * d * dx.
+  FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int) {
+    const u8* p = m.w + row * m.row_bytes + u * FK_Q8_0_BYTES;
+    u32 w[8];
+    fk_words<32, fk_align_of(FK_Q8_0_BYTES, FK_Q8_0_QS)>(p + FK_Q8_0_QS, w);
+    int acc = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc = __dp4a((int)w[i], xq[i], acc);
+    return (float)acc * fk_half(fk_ld16(p + FK_Q8_0_D)) * dx;
+  }
+#endif
 };
 
 // The 16-entry table formats: codes index a table of int8 (IQ4's grid, or e2m1 doubled), held

@@ -276,6 +276,7 @@ pub fn gemv(
     k: usize,
     m: usize,
     reps: usize,
+    quantized_acts: bool,
 ) -> Result<GemvRun> {
     use crate::quant::gemv::{gemv as run, DeviceMatrix, GemvCall};
     use flexkern_quant::Format;
@@ -294,7 +295,10 @@ pub fn gemv(
             Format::BF16 => random(dev, n * k, DType::BF16, 100 + c as u64)?,
             _ => random(dev, bytes, DType::U8, 100 + c as u64)?,
         };
-        mats.push(DeviceMatrix::from_device(buf, format, n, k)?);
+        mats.push(
+            DeviceMatrix::from_device(buf, format, n, k)?
+                .with_quantized_activations(quantized_acts),
+        );
     }
     let x = random(dev, m * k, DType::F32, 7)?;
     let y = dev.alloc(m * n * 4)?;

@@ -128,13 +128,12 @@ impl TensorOps for CudaBackend {
                 "a CPU-repacked matrix: the GPU takes the file's layout",
             )
         })?;
-        Ok(DeviceMatrix::upload(
-            &self.dev,
-            w.format(),
-            w.n(),
-            w.k(),
-            &bytes,
-        )?)
+        // The default precision quantizes activations as the CPU does (Q8_0 / Q4_0 on the GPU).
+        let quantized = w.precision() != flexkern_quant::Precision::Precise;
+        Ok(
+            DeviceMatrix::upload(&self.dev, w.format(), w.n(), w.k(), &bytes)?
+                .with_quantized_activations(quantized),
+        )
     }
 
     fn weight_shape(w: &DeviceMatrix) -> (usize, usize) {

@@ -41,7 +41,7 @@ pub fn bench_gemv(a: &BenchGemvArgs) -> Result<()> {
     );
     for f in formats {
         for &n in &ns {
-            match flexkern_cuda::bench::gemv(&dev, f, n, k, a.m, reps) {
+            match flexkern_cuda::bench::gemv(&dev, f, n, k, a.m, reps, !a.precise) {
                 Ok(r) => {
                     let gbs = r.weight_bytes as f64 / (r.ms * 1e-3) / 1e9;
                     println!(

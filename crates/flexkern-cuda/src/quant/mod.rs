@@ -109,6 +109,8 @@ pub struct GemvConfig {
     pub xvec: bool,
     /// The staged kernel (kernels/gemv.cu, FK_STAGED) for a block format.
     pub staged: Option<Staged>,
+    /// Activations quantized to Q8_0 and dotted with dp4a (`FK_DP4A`, staged Q8_0 / Q4_0).
+    pub dp4a: bool,
 }
 
 /// The staged GEMV's constants: the format's block bytes and the weights per chunk.
@@ -156,8 +158,8 @@ impl GemvConfig {
                 self.mb,
                 self.rows,
                 if self.xvec { "" } else { "_xs" },
-                if self.staged.is_some() { "_st" } else { "" }
-            ),
+                if self.staged.is_some() { "_st" } else { "" },
+            ) + if self.dp4a { "_q8" } else { "" },
             source: format!(
                 "#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n{}{}\n{GEMV}",
                 self.unit,
@@ -166,8 +168,8 @@ impl GemvConfig {
                 self.mode as i32,
                 self.xvec as i32,
                 self.staged.map_or(String::new(), |st| format!(
-                    "#define FK_STAGED 1\n#define FK_BB {}\n#define FK_CW {}\n",
-                    st.block_bytes, st.chunk
+                    "#define FK_STAGED 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_DP4A {}\n",
+                    st.block_bytes, st.chunk, self.dp4a as i32
                 )),
                 prelude()
             ),

@@ -213,7 +213,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
         return;
     }
     let all = std::env::var("FK_GEMV_COMPILE_ALL").is_ok_and(|v| v == "1");
-    let heavy = [Format::F32, Format::Q5K, Format::Q4K];
+    let heavy = [Format::F32, Format::Q5K, Format::Q4K, Format::Q4_0];
     let mut report = Vec::new();
     for f in gpu_formats() {
         let mlx = matches!(f, Format::MlxAffine { .. });
@@ -241,17 +241,26 @@ fn kernels_compile_with_nvrtc_without_spills() {
                 .into_iter()
                 .collect::<std::collections::HashSet<_>>()
             {
-                srcs.push(
-                    GemvConfig {
-                        unit: unit.clone(),
-                        mb,
-                        rows,
-                        mode,
-                        xvec: true,
-                        staged,
-                    }
-                    .source(),
-                );
+                let cfg = GemvConfig {
+                    unit: unit.clone(),
+                    mb,
+                    rows,
+                    mode,
+                    xvec: true,
+                    staged,
+                    dp4a: false,
+                };
+                // The integer-dot form where it applies (Q8_0 / Q4_0, staged, not down).
+                if staged.is_some() && crate::quant::gemv::dp4a_applies(f, mode, k) {
+                    srcs.push(
+                        GemvConfig {
+                            dp4a: true,
+                            ..cfg.clone()
+                        }
+                        .source(),
+                    );
+                }
+                srcs.push(cfg.source());
             }
         }
         for src in srcs {

@@ -28,6 +28,9 @@ pub struct GemvCase {
     pub k: usize,
     pub m: usize,
     pub mode: Mode,
+    /// Activations quantized to Q8_0 first (the default precision's integer dot); the oracle
+    /// then takes the CPU's quantized activations, so one differing code fails the case.
+    pub quantized: bool,
 }
 
 impl GemvCase {
@@ -37,7 +40,11 @@ impl GemvCase {
             Mode::GateUp => "swiglu gate+up",
             Mode::DownSwiglu => "down(silu(g)*u)",
         };
-        format!("{mode} {} N{} K{} M{}", self.format, self.n, self.k, self.m)
+        let q8 = if self.quantized { " q8" } else { "" };
+        format!(
+            "{mode} {} N{} K{} M{}{q8}",
+            self.format, self.n, self.k, self.m
+        )
     }
     fn tol(&self) -> f64 {
         let ue = unit_elems(self.format) as f64;
@@ -71,6 +78,7 @@ pub fn gemv_cases() -> Vec<GemvCase> {
         k,
         m,
         mode,
+        quantized: false,
     };
     let mut v = Vec::new();
     let modes = mode_formats();
@@ -116,6 +124,23 @@ pub fn gemv_cases() -> Vec<GemvCase> {
         1,
         Mode::Plain,
     ));
+    // The integer-dot path (batches of 2 or more rows): plain and gate/up, a large N.
+    for f in [Format::Q8_0, Format::Q4_0] {
+        for (n, k, m, mode) in [
+            (131, 1024, 2, Mode::Plain),
+            (131, 1024, 4, Mode::Plain),
+            (131, 1024, 16, Mode::Plain),
+            (131, 1024, 33, Mode::Plain),
+            (67, 1024, 2, Mode::GateUp),
+            (67, 1024, 5, Mode::GateUp),
+            (8999, 256, 3, Mode::Plain),
+        ] {
+            v.push(GemvCase {
+                quantized: true,
+                ..c(f, n, k, m, mode)
+            });
+        }
+    }
     v
 }
 
@@ -157,12 +182,23 @@ pub fn run_gemv_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> 
     let mut rng = Rng::new(seed);
     let (n, k, m) = (c.n, c.k, c.m);
     let (a, wa) = matrix(dev, &mut rng, c.format, n, k)?;
+    let a = a.with_quantized_activations(c.quantized);
     let b = if c.mode == Mode::GateUp {
-        Some(matrix(dev, &mut rng, c.format, n, k)?)
+        let (b, wb) = matrix(dev, &mut rng, c.format, n, k)?;
+        Some((b.with_quantized_activations(c.quantized), wb))
     } else {
         None
     };
     let x = random(&mut rng, m * k, 1.0);
+    // What the weights are dotted with: the CPU default path's Q8_0 activations, dequantized.
+    let xq = if c.quantized {
+        let q = flexkern_quant::quantize_activation(Format::Q8_0, &x, m, k)
+            .map_err(|e| invalid("x", e.to_string()))?;
+        flexkern_quant::dequantize(Format::Q8_0, &q, m, k)
+            .map_err(|e| invalid("x", e.to_string()))?
+    } else {
+        x.clone()
+    };
     let x2 = random(&mut rng, m * k, 1.0);
     let xd = dev.upload(&x)?;
     let x2d = dev.upload(&x2)?;
@@ -188,7 +224,7 @@ pub fn run_gemv_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> 
             Mode::DownSwiglu => (0..k)
                 .map(|e| silu(x[j * k + e] as f64) * x2[j * k + e] as f64)
                 .collect(),
-            _ => x[j * k..(j + 1) * k].iter().map(|&v| v as f64).collect(),
+            _ => xq[j * k..(j + 1) * k].iter().map(|&v| v as f64).collect(),
         };
         for r in 0..n {
             let (ya, ma) = dot(&wa[r * k..(r + 1) * k], &xr);
