@@ -24,6 +24,7 @@ struct FkArgs {
   // Each item's row tile and arrival counters (zeroed) when the tensor-core kernel joins the
   // partitions itself (off_counters 0: the merge kernel does).
   u64 off_item_tiles, off_counters;
+  u64 off_item_full;  // per item, the keys [x, y) the mask keeps for every row (tensor-core path)
   const u32* cu_pages;    // device addresses of the page tables (paged): the step buffer's
   const u32* first_page;  // copies for host tables, the caller's buffers for device ones
   const u32* pages;

@@ -129,8 +129,10 @@ __device__ __forceinline__ void fk_mrows(const FkArgs& a, const FkSeq& sq, u32 s
   constexpr int RPP = FK_NWARPS * 32 / TPR;
   const int sub = threadIdx.x % TPR;
   const u8* base = IS_V ? a.v : a.k;
-  // Unrolled by 4: four rows' address lookups (page-table loads) are in flight together.
-#pragma unroll 4
+  // Unrolled: several rows' address lookups (page-table loads) are in flight together; two
+  // for wide rows, whose kernels are short of registers.
+  constexpr int UNROLL = CH >= 32 ? 2 : 4;
+#pragma unroll UNROLL
   for (int j = threadIdx.x / TPR; j < FK_MTILE; j += RPP) {
     const i64 pos = t0 + j;
     const bool live = pos < end && pos >= visible0;
@@ -206,7 +208,6 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_mma(co
   const i64 kvh = blockIdx.y;
   const uint4 it = ((const uint4*)(a.step + a.off_items))[item];
   const u32 seq = it.x;
-  const bool mask_true = (it.y >> 31) != 0;  // interval analysis proved the mask true here
   const FkSeq sq = fk_seq(a, seq);
   const i64 G = a.group;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -218,6 +219,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_mma(co
   const float vscale = ((const float*)(a.step + a.off_vscale))[kvh];
   const i64 visible0 = fk_first_visible(a, seq);
   const i64 k0 = it.z, k1 = it.w;
+  const uint2 full = ((const uint2*)(a.step + a.off_item_full))[item];
   const int ntiles = (int)((k1 - k0 + FK_MTILE - 1) / FK_MTILE);
 
 #pragma unroll
@@ -270,6 +272,9 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_mma(co
     const int n = (int)fk_min_i((i64)FK_MTILE, k1 - t0);
     const int jw = ks * FK_MKW;
     if (jw >= n) continue;
+    // Tiles inside the item's full range skip the mask (the host proved it true there; a
+    // MASK_TRUE item's range is all of it).
+    const bool tile_true = t0 >= full.x && t0 + n <= full.y;
 
     // S = Q K^T for this warp's FK_MKW keys.
     float s[FK_NS][4];
@@ -311,12 +316,12 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_mma(co
         float x = FK_NEG_INF;
         if (j < n && rok[h] && pos >= visible0) {
           x = s[nt][e] * kscale;
-          if (FK_HAS_SCORE || (FK_HAS_MASK && !mask_true)) {
+          if (FK_HAS_SCORE || (FK_HAS_MASK && !tile_true)) {
             FkVars V;
             V.b = seq; V.h = rhead[h]; V.q_pos = sq.q_pos0 + rqi[h]; V.kv_pos = pos;
             V.q_len = sq.q_len; V.kv_len = sq.kv_len; V.q_token = sq.q_start + rqi[h];
             x = fk_score(P, V, x);
-            if (!mask_true && !fk_mask(P, V)) x = FK_NEG_INF;
+            if (!tile_true && !fk_mask(P, V)) x = FK_NEG_INF;
           }
         }
         s[nt][e] = x;

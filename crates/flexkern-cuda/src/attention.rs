@@ -258,7 +258,7 @@ struct FkArgs {
     out: u64,
     lse: u64,
     step: u64,
-    off: [u64; 9],
+    off: [u64; 10],
     cu_pages: u64,
     first_page: u64,
     pages: u64,
@@ -667,6 +667,7 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
         c.v_scales
     });
     args.off[6] = step.push(c.variant.sinks.as_deref().map_or(&[][..], |s| s.as_slice()));
+    args.off[9] = step.push(&plan.full);
     let max_parts = plan.tiles.iter().map(|t| t[3]).max().unwrap_or(0);
     let self_join = cfg.mma.is_some() && max_parts <= SELF_JOIN_PARTS;
     if self_join {

@@ -19,7 +19,8 @@ pub const ROW_TILE_BITS: u32 = SOLE - 1;
 /// Classifies each item's (rows x keys) box under `mask`: all-true items get `MASK_TRUE`,
 /// all-false items get an empty key range (nothing is read, the row tile's partial is -inf),
 /// and with `trim > 0` the others lose the whole `trim`-key tiles at either end that the mask
-/// hides.
+/// hides and get the run of whole tiles the mask keeps entirely (`full`: the kernel skips the
+/// mask there). This is the BlockMask, built from the expression by interval analysis.
 pub fn classify_items(
     plan: &mut WorkPlan,
     lens: &SeqLens,
@@ -28,7 +29,7 @@ pub fn classify_items(
     mask: Option<&Expr>,
     trim: usize,
 ) {
-    for it in &mut plan.items {
+    for (it, full) in plan.items.iter_mut().zip(plan.full.iter_mut()) {
         let (s, rt, k0, k1) = (
             it[0] as usize,
             (it[1] & ROW_TILE_BITS) as usize,
@@ -37,6 +38,7 @@ pub fn classify_items(
         );
         let Some(m) = mask else {
             it[1] |= MASK_TRUE;
+            *full = [it[2], it[3]];
             continue;
         };
         let ql = lens.q_len(s) as i64;
@@ -65,7 +67,10 @@ pub fn classify_items(
             )
         };
         match at(k0, k1) {
-            Tri::True => it[1] |= MASK_TRUE,
+            Tri::True => {
+                it[1] |= MASK_TRUE;
+                *full = [it[2], it[3]];
+            }
             Tri::False => it[3] = it[2],
             // Trim whole hidden tiles off both ends (causal: the keys past the diagonal; a
             // window: the keys before it), so prefill blocks do not compute them.
@@ -76,11 +81,39 @@ pub fn classify_items(
                 (it[2], it[3]) = (lo as u32, hi as u32);
                 if hi > lo && at(lo, hi) == Tri::True {
                     it[1] |= MASK_TRUE;
+                    *full = [it[2], it[3]];
+                } else if hi > lo {
+                    let (a, b) = full_tiles(&at, lo, hi, g);
+                    *full = [a as u32, b as u32];
                 }
             }
             Tri::Unknown => {}
         }
     }
+}
+
+/// A run `[a, b)` of whole `g`-key tiles of `[lo, hi)` (tile-aligned from `lo`) that the mask
+/// keeps entirely, starting at the first or second tile (a causal row tile's run starts at its
+/// first tile; a window's after the tile it enters in): `at` proving `[a, b)` true is monotone
+/// in `b`, so `b` is found by bisection. Empty when neither tile starts one.
+fn full_tiles(at: &impl Fn(i64, i64) -> Tri, lo: i64, hi: i64, g: i64) -> (i64, i64) {
+    let end = |t: i64, a: i64| (a + t * g).min(hi);
+    for a in [lo, lo + g] {
+        if a >= hi || at(a, end(1, a)) != Tri::True {
+            continue;
+        }
+        let (mut good, mut bad) = (1, (hi - a + g - 1) / g + 1);
+        while bad - good > 1 {
+            let mid = (good + bad) / 2;
+            if at(a, end(mid, a)) == Tri::True {
+                good = mid;
+            } else {
+                bad = mid;
+            }
+        }
+        return (a, end(good, a));
+    }
+    (0, 0)
 }
 
 /// The start (or, `from_end`, the end) of the first (last) `g`-key tile of `[k0, k1)` that
@@ -129,6 +162,8 @@ pub struct WorkPlan {
     pub items: Vec<[u32; 4]>,
     /// (seq, row tile, first item, parts) per row tile (the merge's grid x).
     pub tiles: Vec<[u32; 4]>,
+    /// Per item, keys `[full[0], full[1])` the mask keeps for every row (empty: none known).
+    pub full: Vec<[u32; 2]>,
 }
 
 /// Rows per block: the whole GQA group of one query if possible (K/V read once for all its q
@@ -325,6 +360,7 @@ pub fn plan_work(
     WorkPlan {
         rows,
         chunk,
+        full: vec![[0, 0]; items.len()],
         items,
         tiles,
     }
@@ -352,13 +388,16 @@ pub fn longest_first(plan: &mut WorkPlan) {
     }
     order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut items = Vec::with_capacity(plan.items.len());
+    let mut full = Vec::with_capacity(plan.full.len());
     let mut tiles = Vec::with_capacity(plan.tiles.len());
     for &(_, i) in &order {
         let t = plan.tiles[i];
+        let r = t[2] as usize..(t[2] + t[3]) as usize;
         tiles.push([t[0], t[1], items.len() as u32, t[3]]);
-        items.extend_from_slice(&plan.items[t[2] as usize..(t[2] + t[3]) as usize]);
+        items.extend_from_slice(&plan.items[r.clone()]);
+        full.extend_from_slice(&plan.full[r]);
     }
-    (plan.items, plan.tiles) = (items, tiles);
+    (plan.items, plan.tiles, plan.full) = (items, tiles, full);
 }
 
 /// Fixed cost of a block in keys (its Q load, pipeline fill and partial write), for the
@@ -597,6 +636,12 @@ mod tests {
             // Keys run from 0 to the tile holding the last query's diagonal, tile-aligned.
             assert_eq!(it[2], 0, "{it:?}");
             assert!(it[3] > last_q && it[3] <= last_q + 64, "{it:?}");
+        }
+        // Every tile but the diagonal one is full; nothing past the diagonal is.
+        for (it, f) in p.items.iter().zip(&p.full) {
+            let first_q = (it[1] & ROW_TILE_BITS) * 64;
+            assert_eq!(f[0], 0, "{it:?} {f:?}");
+            assert!(f[1] <= first_q + 1 && f[1] + 64 > first_q, "{it:?} {f:?}");
         }
         // A window trims the front too, and what is left still covers every visible key.
         let mut w = plan_work(&lens, 1, 1, 64, 1, false);

@@ -258,10 +258,8 @@ pub fn config_for(dev_sms: usize, mode: Mode, a: &DeviceMatrix, m: usize) -> Gem
     c.staged = staged(a.format, c.mb);
     // Batches only: at M 1 the extra quantizing launch cost more than the integer dot saved
     // (H100, 14336 x 4096 Q8_0: 60 % of copy against 63 %); at M 16 it is 1.7-2x faster.
-    c.dp4a = c.staged.is_some()
-        && c.mb > 1
-        && a.quantized_acts
-        && dp4a_applies(a.format, mode, a.k);
+    c.dp4a =
+        c.staged.is_some() && c.mb > 1 && a.quantized_acts && dp4a_applies(a.format, mode, a.k);
     // The staged kernel reads 16-byte windows around each row's blocks: the last one may end
     // up to 15 bytes past the weights, inside the allocation's size class.
     if a.buf.capacity() < a.bytes().next_multiple_of(16) {
