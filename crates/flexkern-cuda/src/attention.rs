@@ -458,6 +458,104 @@ fn validate(c: &AttnCall) -> Result<()> {
     Ok(())
 }
 
+/// The last call's plan, kept for the next call that differs only in its buffers (the model's
+/// layers within one step: same lengths, layout, variant and page tables, each layer its own
+/// K/V): that call skips planning, code lookup and the step upload, as FlashInfer's plan-once,
+/// run-per-layer does. Reuse is safe on the one stream: the step is read-only but for the
+/// arrival counters, which the kernel resets.
+#[derive(Default)]
+pub struct PlanMemo {
+    last: std::sync::Mutex<Option<(u64, Prepared)>>,
+    /// Calls that reused the last plan.
+    pub hits: std::sync::atomic::AtomicUsize,
+}
+
+/// `attention` through `memo`.
+/// `FLEXKERN_CUDA_PLAN_MEMO=0` plans every call afresh (A/B runs).
+pub fn attention_memo(dev: &Arc<Device>, c: &AttnCall, memo: &PlanMemo) -> Result<()> {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *OFF.get_or_init(|| std::env::var("FLEXKERN_CUDA_PLAN_MEMO").is_ok_and(|v| v == "0")) {
+        return attention(dev, c);
+    }
+    validate(c)?;
+    let hooks = codegen::generate(c.variant);
+    let key = plan_key(c, &hooks);
+    let mut m = memo.last.lock().expect("plan memo lock");
+    if let Some((k, p)) = m.as_mut() {
+        if *k == key {
+            p.rebind(c);
+            memo.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return p.launch();
+        }
+    }
+    *m = None;
+    match prepare_with(dev, c, hooks)? {
+        Some(p) => {
+            p.launch()?;
+            *m = Some((key, p));
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
+
+/// Everything a plan and its step buffer depend on: all of the call but its buffers' addresses.
+fn plan_key(c: &AttnCall, hooks: &codegen::VariantCode) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let lens = c.lens;
+    for s in 0..lens.num_seqs() {
+        (lens.q_start(s), lens.q_len(s), lens.kv_len(s)).hash(&mut h);
+    }
+    (c.num_q_heads, c.num_kv_heads, c.head_dim, c.head_dim_v).hash(&mut h);
+    c.scale.to_bits().hash(&mut h);
+    hooks.key.hash(&mut h);
+    hooks.params.ints.hash(&mut h);
+    hooks
+        .params
+        .floats
+        .iter()
+        .for_each(|f| f.to_bits().hash(&mut h));
+    for cd in &hooks.params.captures {
+        match cd {
+            codegen::CaptureData::Int(v) => v.hash(&mut h),
+            codegen::CaptureData::Float(v) => v.iter().for_each(|f| f.to_bits().hash(&mut h)),
+        }
+    }
+    if let Some(sk) = &c.variant.sinks {
+        sk.iter().for_each(|f| f.to_bits().hash(&mut h));
+    }
+    (c.q.dtype, c.q.seq_base, c.q.tok_stride, c.q.head_stride).hash(&mut h);
+    match &c.kv {
+        KvInput::Strided { k, v } => {
+            for o in [k, v] {
+                (o.dtype, o.seq_base, o.tok_stride, o.head_stride).hash(&mut h);
+            }
+        }
+        KvInput::Paged {
+            k_dtype,
+            v_dtype,
+            page_size,
+            num_pages,
+            cu_pages,
+            first_page,
+            page_indices,
+            device_tables,
+            ..
+        } => {
+            (k_dtype, v_dtype, page_size, num_pages).hash(&mut h);
+            (cu_pages, first_page, page_indices).hash(&mut h);
+            device_tables.map(|t| t.page_indices_len).hash(&mut h);
+        }
+    }
+    c.k_scales
+        .iter()
+        .chain(c.v_scales)
+        .for_each(|f| f.to_bits().hash(&mut h));
+    (c.lse.is_some(), c.deterministic).hash(&mut h);
+    h.finish()
+}
+
 /// Runs one attention call on `dev`'s stream (asynchronous: synchronize before reading `out`).
 pub fn attention(dev: &Arc<Device>, c: &AttnCall) -> Result<()> {
     match prepare(dev, c)? {
@@ -485,6 +583,10 @@ pub struct Prepared {
     pub plan: WorkPlan,
 }
 
+// SAFETY: the function handles are context-global (any thread may launch them with the
+// context current, as `launch` makes it); the rest is plain data and owned buffers.
+unsafe impl Send for Prepared {}
+
 impl Prepared {
     /// (registers per thread, local-memory bytes per thread) of the attention kernel: spills show
     /// as local memory.
@@ -500,6 +602,29 @@ impl Prepared {
                 get_function_attribute(self.f_attn, A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
                     .map_err(|e| driver("cuFuncGetAttribute", e))?,
             ))
+        }
+    }
+
+    /// Points this plan at `c`'s buffers (a call with the same `plan_key`).
+    fn rebind(&mut self, c: &AttnCall) {
+        let a = &mut self.args;
+        a.q = c.q.buf.ptr();
+        a.out = c.out.ptr();
+        a.lse = c.lse.map_or(0, |l| l.ptr());
+        match &c.kv {
+            KvInput::Strided { k, v } => (a.k, a.v) = (k.buf.ptr(), v.buf.ptr()),
+            KvInput::Paged {
+                k,
+                v,
+                device_tables,
+                ..
+            } => {
+                (a.k, a.v) = (k.ptr(), v.ptr());
+                if let Some(t) = device_tables {
+                    (a.cu_pages, a.first_page, a.pages) =
+                        (t.cu_pages, t.first_page, t.page_indices);
+                }
+            }
         }
     }
 
@@ -532,6 +657,14 @@ impl Prepared {
 /// there is nothing to compute.
 pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
     validate(c)?;
+    prepare_with(dev, c, codegen::generate(c.variant))
+}
+
+fn prepare_with(
+    dev: &Arc<Device>,
+    c: &AttnCall,
+    hooks: codegen::VariantCode,
+) -> Result<Option<Prepared>> {
     let (hq, hkv, dk, dv) = (c.num_q_heads, c.num_kv_heads, c.head_dim, c.head_dim_v);
     let group = hq / hkv;
     let lens = c.lens;
@@ -593,7 +726,6 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
     if cfg.async_tile == 0 && cfg.mma.is_none() {
         cfg.nwarps = 4; // the register path's tile of 128 keys assumes 4 warps
     }
-    let hooks = codegen::generate(c.variant);
     let module = dev.module_keyed(&format!("attention {cfg:?} {}", hooks.key), || {
         cfg.source(
             &hooks.source,

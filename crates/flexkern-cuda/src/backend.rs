@@ -22,14 +22,22 @@ const KV_WRITE: &str = include_str!("../kernels/kv_write.cu");
 /// GPU 0 (or another ordinal) behind the `Backend` trait.
 pub struct CudaBackend {
     pub dev: Arc<Device>,
+    /// The last attention plan: the model's layers of one step share it.
+    attn_plan: attention::PlanMemo,
 }
 
 impl CudaBackend {
     /// Opens device `ordinal`; `CudaError::NoDevice` without a driver or GPU.
     pub fn new(ordinal: usize) -> crate::Result<CudaBackend> {
-        Ok(CudaBackend {
-            dev: Device::open(ordinal)?,
-        })
+        Ok(CudaBackend::on(Device::open(ordinal)?))
+    }
+
+    /// The backend on an open device.
+    pub fn on(dev: Arc<Device>) -> CudaBackend {
+        CudaBackend {
+            dev,
+            attn_plan: attention::PlanMemo::default(),
+        }
     }
 }
 
@@ -322,7 +330,7 @@ impl Backend for CudaBackend {
             lse: io.lse.map(|l| &l.buf),
             deterministic: false,
         };
-        attention::attention(&self.dev, &call).map_err(err)
+        attention::attention_memo(&self.dev, &call, &self.attn_plan).map_err(err)
     }
 
     fn kv_write(

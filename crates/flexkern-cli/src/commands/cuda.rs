@@ -68,7 +68,7 @@ pub fn verify(quick: bool, seed: u64, report: &mut dyn FnMut(Outcome)) -> Result
     // The CPU's matrix through the `Backend` trait (flexkern::verify, the same oracle and
     // poisoning); cases run on a few threads sharing the device's one stream, so first-use
     // NVRTC compiles (CPU-bound, thread-safe) overlap. Rows print in case order.
-    let backend = flexkern_cuda::backend::CudaBackend { dev: dev.clone() };
+    let backend = flexkern_cuda::backend::CudaBackend::on(dev.clone());
     let std_cases = standard_cases(quick);
     let paged = paged_cases(quick);
     let n = std_cases.len() + paged.len();

@@ -13,7 +13,7 @@ pub fn run_model(args: RunArgs) -> anyhow::Result<()> {
         bail!("--parallel: batched generation runs on the CPU only so far (--device cpu)");
     }
     let dev = super::cuda::open("run")?;
-    let backend = flexkern_cuda::backend::CudaBackend { dev: dev.clone() };
+    let backend = flexkern_cuda::backend::CudaBackend::on(dev.clone());
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template("uploading weights to the GPU {bar:40} {pos}/{len}")
             .expect("valid template"),

@@ -99,7 +99,7 @@ pub fn run_verify_model(a: &VerifyModelArgs) -> Result<()> {
     match dev {
         Some(dev) => {
             let label = format!("cuda ({})", dev.props.name);
-            let backend = flexkern_cuda::backend::CudaBackend { dev };
+            let backend = flexkern_cuda::backend::CudaBackend::on(dev);
             let device = Model::load_with(&file, backend, Precision::Precise, |_, _| {})?;
             report(&path, &label, &reference, &device, &prompt, a, &tol)
         }

@@ -248,6 +248,74 @@ fn graph_replay(dev: &Arc<Device>) -> Result<String> {
     ))
 }
 
+/// `c` with its K and V pools exchanged (same layout when Dk = Dv).
+fn swap_kv(c: AttnCall<'_>) -> AttnCall<'_> {
+    let kv = match c.kv {
+        KvInput::Paged {
+            k,
+            v,
+            k_dtype,
+            v_dtype,
+            page_size,
+            num_pages,
+            cu_pages,
+            first_page,
+            page_indices,
+            device_tables,
+        } => KvInput::Paged {
+            k: v,
+            v: k,
+            k_dtype,
+            v_dtype,
+            page_size,
+            num_pages,
+            cu_pages,
+            first_page,
+            page_indices,
+            device_tables,
+        },
+        KvInput::Strided { k, v } => KvInput::Strided { k: v, v: k },
+    };
+    AttnCall { kv, ..c }
+}
+
+/// A plan reused for a call on other buffers (the model's next layer: K and V swapped here)
+/// gives exactly what a fresh plan gives, and the call after it, on the first buffers again,
+/// too: the reuse rebinds every buffer and the kernel resets its arrival counters.
+fn plan_reuse(dev: &Arc<Device>) -> Result<String> {
+    use std::sync::atomic::Ordering;
+    let v = Variant::full().mask(causal()).compile()?;
+    let f = fixture(dev, &[(1, 3000), (5, 700), (1, 64)], 17)?;
+    let n = 7 * HQ;
+    let bufs =
+        || -> Result<(DeviceBuf, DeviceBuf)> { Ok((dev.alloc(n * D * 4)?, dev.alloc(n * 4)?)) };
+    let (r1, l1) = bufs()?;
+    let (r2, l2) = bufs()?;
+    attention::attention(dev, &call(&f, &v, &r1, &l1, false))?;
+    attention::attention(dev, &swap_kv(call(&f, &v, &r2, &l2, false)))?;
+    let memo = attention::PlanMemo::default();
+    let outs = [bufs()?, bufs()?, bufs()?];
+    for (i, (o, l)) in outs.iter().enumerate() {
+        dev.memset(o, 0, n * D * 4, 0xff)?;
+        let c = call(&f, &v, o, l, false);
+        let c = if i == 1 { swap_kv(c) } else { c };
+        attention::attention_memo(dev, &c, &memo)?;
+    }
+    let same = |a: &DeviceBuf, b: &DeviceBuf| -> Result<bool> {
+        let (x, y) = (read(dev, a, n * D)?, read(dev, b, n * D)?);
+        Ok(x.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits()))
+    };
+    let ok = same(&outs[0].0, &r1)? && same(&outs[1].0, &r2)? && same(&outs[2].0, &r1)?;
+    let hits = memo.hits.load(Ordering::Relaxed);
+    if !ok || hits != 2 || same(&r1, &r2)? {
+        return Err(CudaError::Invalid {
+            arg: "plan memo",
+            msg: format!("reused plans differ from fresh ones (or were not reused: {hits} hits)"),
+        });
+    }
+    Ok("3 calls, 2 on the reused plan, bit-identical to fresh plans".into())
+}
+
 /// sliding_window(4096) and (2048) share one module (the window is a parameter).
 fn one_module(dev: &Arc<Device>) -> Result<String> {
     let f = fixture(dev, &[(1, 6000)], 17)?;
@@ -304,7 +372,7 @@ fn poison_does_not_leak(dev: &Arc<Device>) -> Result<String> {
 /// in O and LSE, through the `Backend` trait, on a prefill and on a split-KV decode (the merge).
 fn nan_score_poisons_the_row(dev: &Arc<Device>) -> Result<String> {
     use flexkern::expr::{float, int, kv_pos, score, select};
-    let backend = crate::backend::CudaBackend { dev: dev.clone() };
+    let backend = crate::backend::CudaBackend::on(dev.clone());
     let (hq, d) = (2usize, 64usize);
     let seqs = [(8usize, 8usize), (1, 5000)];
     let (tq, tk) = (9usize, 5008usize);
@@ -409,6 +477,7 @@ pub fn extra_checks(dev: &Arc<Device>) -> Vec<Outcome> {
             nan_score_poisons_the_row(dev),
         ),
         check("concurrent uploads and syncs", concurrent_uploads(dev)),
+        check("plan reuse across buffers", plan_reuse(dev)),
     ];
     v.extend(super::gemv::gemv_checks(dev, 0x5eed_0014));
     v.extend(super::ops::ops_checks(dev, 0x5eed_0015));

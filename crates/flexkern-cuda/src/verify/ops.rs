@@ -199,7 +199,7 @@ fn prepared(b: &CudaBackend, rng: &mut Rng, f: Format) -> Result<f64> {
 
 /// Every op check as verify rows.
 pub fn ops_checks(dev: &Arc<crate::runtime::Device>, seed: u64) -> Vec<Outcome> {
-    let b = CudaBackend { dev: dev.clone() };
+    let b = CudaBackend::on(dev.clone());
     let mut rng = Rng::new(seed);
     let row = |name: String, tol: f64, r: Result<f64>| {
         super::outcome(name, DType::F32, tol, r.map(|e| (e, 0.0)))
