@@ -480,23 +480,23 @@ pub fn attention_memo(dev: &Arc<Device>, c: &AttnCall, memo: &PlanMemo) -> Resul
     validate(c)?;
     let hooks = codegen::generate(c.variant);
     let key = plan_key(c, &hooks);
-    let mut m = memo.last.lock().expect("plan memo lock");
-    if let Some((k, p)) = m.as_mut() {
-        if *k == key {
+    // The plan is taken out while in use, so the lock is never held across planning (other
+    // threads' compiles must not queue behind it); a thread finding it out plans its own.
+    let last = memo.last.lock().expect("plan memo lock").take();
+    let p = match last {
+        Some((k, mut p)) if k == key => {
             p.rebind(c);
             memo.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return p.launch();
+            p
         }
-    }
-    *m = None;
-    match prepare_with(dev, c, hooks)? {
-        Some(p) => {
-            p.launch()?;
-            *m = Some((key, p));
-            Ok(())
-        }
-        None => Ok(()),
-    }
+        _ => match prepare_with(dev, c, hooks)? {
+            Some(p) => p,
+            None => return Ok(()),
+        },
+    };
+    let launched = p.launch();
+    *memo.last.lock().expect("plan memo lock") = Some((key, p));
+    launched
 }
 
 /// Everything a plan and its step buffer depend on: all of the call but its buffers' addresses.
