@@ -16,7 +16,8 @@
 // in the epilogue), so each thread's bytes are contiguous.
 //
 // Defined by the host besides attention.cu's: FK_MMA, FK_MMA_MT, FK_MMA_TILE, FK_MMA_STAGES,
-// FK_MMA_TPR, FK_MMA_L2 (the K/V copies: threads per row, L2 prefetch bytes).
+// FK_MMA_TPR, FK_MMA_L2 (the K/V copies: threads per row, L2 prefetch bytes), FK_MMA_MINB
+// (blocks per SM the register budget must allow).
 #if FK_MMA
 
 constexpr int FK_MMT = FK_MMA_MT;
@@ -200,7 +201,12 @@ __device__ __forceinline__ void fk_join_tile(const FkArgs& a, const uint4 t, i64
   }
 }
 
-extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_mma(const FkArgs a) {
+#if FK_MMA_MINB > 1
+#define FK_MMA_BOUNDS __launch_bounds__(FK_NWARPS * 32, FK_MMA_MINB)
+#else
+#define FK_MMA_BOUNDS __launch_bounds__(FK_NWARPS * 32)
+#endif
+extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
   extern __shared__ __align__(16) u8 fk_mstages[];
   constexpr float L2E = 1.4426950408889634f;
 
@@ -350,10 +356,15 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_mma(co
           sum += p;
         }
       l[h] = fmaf(l[h], alpha, sum);
+      // Once a row's max settles, alpha is 1: prefill skips the rescale of its accumulators
+      // (decode, bound by bandwidth, keeps the straight line: the branch costs wide heads
+      // registers).
+      if (FK_MMT == 1 || alpha != 1.f) {
 #pragma unroll
-      for (int ot = 0; ot < FK_NO; ++ot) {
-        o[ot][2 * h] *= alpha;
-        o[ot][2 * h + 1] *= alpha;
+        for (int ot = 0; ot < FK_NO; ++ot) {
+          o[ot][2 * h] *= alpha;
+          o[ot][2 * h + 1] *= alpha;
+        }
       }
     }
 

@@ -16,7 +16,9 @@
 #endif
 // Blocks per SM the register budget must allow: 4 (<= 128 registers) for small batches, 2 for
 // MB >= 8, whose accumulators need more (ptxas's default budget spills them).
+#ifndef FK_MINB
 #define FK_MINB (FK_MB >= 8 ? 2 : 4)
+#endif
 
 // Not inlined: the accurate expf, inlined at every (activation row, unit element) of the
 // down-with-SwiGLU kernel, took ptxas over a minute for Q4_K at MB 16 (under 2 s as a call).

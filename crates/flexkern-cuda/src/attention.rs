@@ -197,8 +197,8 @@ impl KernelConfig {
         };
         let pipe = if let Some(m) = &self.mma {
             format!(
-                "_mma{}x{}x{}c{}l{}",
-                m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch
+                "_mma{}x{}x{}c{}l{}b{}",
+                m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch, m.min_blocks
             )
         } else if self.async_tile > 0 {
             format!("_a{}x{}", self.async_tile, self.stages)
@@ -230,11 +230,12 @@ impl KernelConfig {
             stages: 2,
             copy_threads: 0,
             l2_prefetch: 0,
+            min_blocks: 1,
         });
         let defines = format!(
             "{defines}#define FK_MMA {}\n#define FK_MMA_MT {}\n#define FK_MMA_TILE {}\n#define FK_MMA_STAGES {}\n\
-             #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n",
-            self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch
+             #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n#define FK_MMA_MINB {}\n",
+            self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch, m.min_blocks
         );
         let common = COMMON.replace("#pragma once", "");
         KernelSource {

@@ -188,6 +188,8 @@ pub struct MmaShape {
     /// the L2 prefetch hint of those copies in bytes (0, 64, 128 or 256).
     pub copy_threads: usize,
     pub l2_prefetch: usize,
+    /// Blocks per SM the kernel's register budget must allow (`__launch_bounds__`).
+    pub min_blocks: usize,
 }
 
 /// What the tensor-core path needs to know about a call.
@@ -266,6 +268,11 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
     // Decode is bound by bandwidth: two stages leave room for a third block per SM, which
     // keeps more copies in flight than a third stage (H100, PERFORMANCE.md). The L2 prefetch
     // covers one row unless the next key's row follows it.
+    // Prefill keeps three stages at two blocks per SM. Two stages with a register budget for
+    // three blocks (`FLEXKERN_CUDA_MMA=64,2`) measured no faster on the H100 (D 64 non-causal
+    // 126 against 137 TFLOP/s; D 128 spills), though ncu shows the kernel latency-bound at 2
+    // warps per scheduler: the limit is its own instruction stream, not occupancy.
+    let dmax = q.dk.max(q.dv);
     let stages = if m_tiles == 1 { 2 } else { 3 };
     let row_bytes = (q.dk * q.k_size).min(q.dv * q.v_size);
     let l2 = if q.rows_adjacent {
@@ -302,6 +309,11 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
             stages,
             copy_threads,
             l2_prefetch,
+            min_blocks: if m_tiles > 1 && dmax <= 128 && stages == 2 {
+                3
+            } else {
+                1
+            },
         };
         (mma_smem(&m, q.dk, q.dv, q.k_size, q.v_size, q.warps) <= q.smem_optin).then_some((rows, m))
     })

@@ -144,8 +144,18 @@ fn ident(unit: &str) -> String {
         .to_string()
 }
 
+/// `FLEXKERN_GEMV_MINB=n`: the blocks per SM the GEMV kernels' register budget must allow
+/// (`__launch_bounds__`'s second argument; A/B runs of occupancy against registers).
+fn forced_min_blocks() -> Option<u32> {
+    std::env::var("FLEXKERN_GEMV_MINB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&b| (1..=16).contains(&b))
+}
+
 impl GemvConfig {
     pub fn source(&self) -> KernelSource {
+        let minb = forced_min_blocks();
         let mode = match self.mode {
             Mode::Plain => "plain",
             Mode::GateUp => "gateup",
@@ -159,9 +169,11 @@ impl GemvConfig {
                 self.rows,
                 if self.xvec { "" } else { "_xs" },
                 if self.staged.is_some() { "_st" } else { "" },
-            ) + if self.dp4a { "_q8" } else { "" },
+            ) + if self.dp4a { "_q8" } else { "" }
+                + &minb.map_or(String::new(), |b| format!("_b{b}")),
             source: format!(
-                "#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n{}{}\n{GEMV}",
+                "{}#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n{}{}\n{GEMV}",
+                minb.map_or(String::new(), |b| format!("#define FK_MINB {b}\n")),
                 self.unit,
                 self.mb,
                 self.rows,
