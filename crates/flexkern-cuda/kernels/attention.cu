@@ -83,9 +83,9 @@ __device__ __forceinline__ u32 fk_page(const FkArgs& a, const u32* cu, const u32
 }
 #endif
 
-// Element offset of (kv head h, position pos) of sequence s in the K (is_v = false) or V pool.
-__device__ __forceinline__ i64 fk_kv_row(const FkArgs& a, const FkSeq& sq, u32 s, i64 pos, i64 h, bool is_v) {
 #if FK_PAGED
+// Pool slot of position pos of sequence s.
+__device__ __forceinline__ i64 fk_kv_slot(const FkArgs& a, u32 s, i64 pos) {
   const u32* cu = a.cu_pages;
   const u32* first = a.first_page;
   const u32* pages = a.pages;
@@ -93,14 +93,20 @@ __device__ __forceinline__ i64 fk_kv_row(const FkArgs& a, const FkSeq& sq, u32 s
   // Power-of-two pages (the host checked): shifts instead of a division per row.
   const u32 lp = (u32)pos >> FK_PAGE_SHIFT;
   const u32 phys = fk_page(a, cu, first, pages, s, lp);
-  const i64 slot = ((i64)phys << FK_PAGE_SHIFT) + ((u32)pos & ((1u << FK_PAGE_SHIFT) - 1u));
+  return ((i64)phys << FK_PAGE_SHIFT) + ((u32)pos & ((1u << FK_PAGE_SHIFT) - 1u));
 #else
   const u32 ps = (u32)a.page_size;
   const u32 lp = (u32)pos / ps;
   const u32 phys = fk_page(a, cu, first, pages, s, lp);
-  const i64 slot = (i64)phys * ps + ((u32)pos - lp * ps);
+  return (i64)phys * ps + ((u32)pos - lp * ps);
 #endif
-  return (slot * a.num_kv_heads + h) * (is_v ? FK_DV : FK_DK);
+}
+#endif
+
+// Element offset of (kv head h, position pos) of sequence s in the K (is_v = false) or V pool.
+__device__ __forceinline__ i64 fk_kv_row(const FkArgs& a, const FkSeq& sq, u32 s, i64 pos, i64 h, bool is_v) {
+#if FK_PAGED
+  return (fk_kv_slot(a, s, pos) * a.num_kv_heads + h) * (is_v ? FK_DV : FK_DK);
 #else
   return is_v ? sq.v_base + pos * a.v_tok_stride + h * a.v_head_stride
               : sq.k_base + pos * a.k_tok_stride + h * a.k_head_stride;

@@ -17,7 +17,8 @@
 //
 // Defined by the host besides attention.cu's: FK_MMA, FK_MMA_MT, FK_MMA_TILE, FK_MMA_STAGES,
 // FK_MMA_TPR, FK_MMA_L2 (the K/V copies: threads per row, L2 prefetch bytes), FK_MMA_MINB
-// (blocks per SM the register budget must allow).
+// (blocks per SM the register budget must allow), FK_WGMMA (the Hopper kernel instead; the
+// helpers here serve both).
 #if FK_MMA
 
 constexpr int FK_MMT = FK_MMA_MT;
@@ -113,6 +114,106 @@ __device__ __forceinline__ int fk_mvcol(int ot, int n) {
   return FK_V8 ? (ot / FK_VG) * 8 * FK_VG + FK_VG * n + ot % FK_VG : ot * 8 + n;
 }
 
+// One 16-byte cp.async, zero-filled when `live` is false. The L2 prefetch hint has the whole row
+// segment fetched from DRAM at once.
+__device__ __forceinline__ void fk_cp16(u32 dst, const u8* from, bool live) {
+  const u32 n = live ? 16 : 0;
+  if constexpr (FK_MMA_L2 == 256)
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(from), "r"(n));
+  else if constexpr (FK_MMA_L2 == 128)
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(dst), "l"(from), "r"(n));
+  else if constexpr (FK_MMA_L2 == 64)
+    asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16, %2;" ::"r"(dst), "l"(from), "r"(n));
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(from), "r"(n));
+}
+
+// A thread's query rows (g and g + 8 of the m-tile starting at block row r0) and their Q
+// fragments: kk steps of 16 dimensions in the A layout of m16n8k16 (and of wgmma's register A).
+struct FkMRows {
+  bool ok[2];
+  i64 qi[2], head[2];
+};
+template <int KSTEPS>
+__device__ __forceinline__ FkMRows fk_mma_q(const FkArgs& a, const FkSeq& sq, u32 row_tile, i64 kvh, int r0,
+                                            int g, int c4, u32 (*qf)[4]) {
+  FkMRows q;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = r0 + g + 8 * h;
+    const i64 R = (i64)row_tile * FK_ROWS + r;
+    q.qi[h] = R / a.group;
+    q.head[h] = kvh * a.group + R % a.group;
+    q.ok[h] = r < FK_ROWS && q.qi[h] < sq.q_len;
+    const i64 qo = sq.q_base + q.qi[h] * a.q_tok_stride + q.head[h] * a.q_head_stride;
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        u32 w = 0;
+        if (q.ok[h]) {
+          const i64 d = qo + fk_mqdim(kk, hh, c4, 0);
+          w = (u32)__ldg((const unsigned short*)a.q + d) | ((u32)__ldg((const unsigned short*)a.q + d + 1) << 16);
+        }
+        qf[kk][h + 2 * hh] = w;
+      }
+  }
+  return q;
+}
+
+// One score: scaled, through the variant's score hook, and -inf where the mask drops it (the
+// hooks are skipped in tiles the host proved fully kept), the key is past the tile or before the
+// sequence's first visible page, or the row is padding.
+__device__ __forceinline__ float fk_mma_score(const FkParams& P, const FkSeq& sq, u32 seq, const FkMRows& q, int h,
+                                              float s, float kscale, bool key_ok, i64 pos, bool tile_true) {
+  if (!key_ok || !q.ok[h]) return FK_NEG_INF;
+  float x = s * kscale;
+  if (FK_HAS_SCORE || (FK_HAS_MASK && !tile_true)) {
+    FkVars V;
+    V.b = seq; V.h = q.head[h]; V.q_pos = sq.q_pos0 + q.qi[h]; V.kv_pos = pos;
+    V.q_len = sq.q_len; V.kv_len = sq.kv_len; V.q_token = sq.q_start + q.qi[h];
+    x = fk_score(P, V, x);
+    if (!tile_true && !fk_mask(P, V)) x = FK_NEG_INF;
+  }
+  return x;
+}
+
+// Online-softmax step of row half h (the quad of lanes sharing g holds the row) over NS n8
+// fragments of scores: they become probabilities against the new running max m, l moves on, and
+// the factor for the old accumulators is returned. Scores stay natural-log; exponentials go
+// through ex2 with the max pre-scaled, guarded for an all -inf row.
+template <int NS>
+__device__ __forceinline__ float fk_mma_softmax(float (*s)[4], float& m, float& l, int h) {
+  constexpr float L2E = 1.4426950408889634f;
+  float mx = FK_NEG_INF;
+#pragma unroll
+  for (int nt = 0; nt < NS; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float mnew = fmaxf(m, mx);
+  const float ml = mnew == FK_NEG_INF ? 0.f : mnew * L2E;
+  const float alpha = fk_ex2(fmaf(m, L2E, -ml));
+  m = mnew;
+  float sum = 0.f;
+#pragma unroll
+  for (int nt = 0; nt < NS; ++nt)
+#pragma unroll
+    for (int e = 2 * h; e < 2 * h + 2; ++e) {
+      const float p = fk_ex2(fmaf(s[nt][e], L2E, -ml));
+      s[nt][e] = p;
+      sum += p;
+    }
+  l = fmaf(l, alpha, sum);
+  return alpha;
+}
+
+// A row's final (O scale, LSE) from its running max and sum: O = 0 and LSE = -inf for a row
+// with nothing visible; a NaN sum (a kept NaN score) stays NaN.
+__device__ __forceinline__ float2 fk_mma_final(float M, float L, float vscale) {
+  if (L > 0.f) return make_float2(vscale / L, M + logf(L));
+  return L != L ? make_float2(L, L) : make_float2(0.f, FK_NEG_INF);
+}
+
 // Queues the rows of keys [t0, t0 + FK_MTILE) of K (IS_V false) or V at `dst` (rows `pitch`
 // bytes apart). A few threads share a row, so its address (a page-table lookup when paged) is
 // found once per row, not once per 16-byte chunk. Keys past `end` or before the first visible
@@ -140,19 +241,7 @@ __device__ __forceinline__ void fk_mrows(const FkArgs& a, const FkSeq& sq, u32 s
     const u8* src = live ? base + fk_kv_row(a, sq, seq, pos, kvh, IS_V) * ESZ : base;
     const u32 d = fk_msmem(dst + j * PITCH);
 #pragma unroll
-    for (int ch = sub; ch < CH; ch += TPR) {
-      const u8* from = src + (live ? ch * 16 : 0);
-      const u32 n = live ? 16 : 0;
-      // The L2 prefetch hint has the whole row segment fetched from DRAM at once.
-      if constexpr (FK_MMA_L2 == 256)
-        asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(d + ch * 16), "l"(from), "r"(n));
-      else if constexpr (FK_MMA_L2 == 128)
-        asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(d + ch * 16), "l"(from), "r"(n));
-      else if constexpr (FK_MMA_L2 == 64)
-        asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16, %2;" ::"r"(d + ch * 16), "l"(from), "r"(n));
-      else
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d + ch * 16), "l"(from), "r"(n));
-    }
+    for (int ch = sub; ch < CH; ch += TPR) fk_cp16(d + ch * 16, src + (live ? ch * 16 : 0), live);
   }
 }
 
@@ -201,6 +290,31 @@ __device__ __forceinline__ void fk_join_tile(const FkArgs& a, const uint4 t, i64
   }
 }
 
+// After a block wrote its partial: where its row tile has few partitions, the last block of the
+// row tile to finish joins them (no second launch; the join starts the moment its inputs exist).
+// The counter is reset for the next replay. Many partitions go to the merge kernel, whose many
+// blocks join them faster. The FK_NWARPS compute warps call this (a named barrier: the Hopper
+// kernel's producer warps have left).
+__device__ __forceinline__ void fk_sync_compute() { asm volatile("bar.sync 1, %0;" ::"n"(FK_NWARPS * 32) : "memory"); }
+__device__ __forceinline__ void fk_mma_join_last(const FkArgs& a, u32 item, i64 kvh) {
+  __shared__ u32 s_last;
+  const u32 tile = ((const u32*)(a.step + a.off_item_tiles))[item];
+  const uint4 tt = ((const uint4*)(a.step + a.off_tiles))[tile];
+  __threadfence();
+  fk_sync_compute();
+  if (threadIdx.x == 0) {
+    u32* cnt = (u32*)(a.step + a.off_counters) + ((u64)tile * a.num_kv_heads + kvh);
+    s_last = atomicAdd(cnt, 1u) == tt.w - 1;
+    if (s_last) *cnt = 0;
+  }
+  fk_sync_compute();
+  if (!s_last) return;
+  __threadfence();
+  fk_join_tile(a, tt, kvh);
+}
+
+// The Hopper kernel (attention_wgmma.cu) replaces this one in its modules.
+#if !FK_WGMMA
 #if FK_MMA_MINB > 1
 #define FK_MMA_BOUNDS __launch_bounds__(FK_NWARPS * 32, FK_MMA_MINB)
 #else
@@ -209,7 +323,6 @@ __device__ __forceinline__ void fk_join_tile(const FkArgs& a, const uint4 t, i64
 extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
   extern __shared__ __align__(16) u8 fk_mstages[];
   constexpr float L2E = 1.4426950408889634f;
-
   const u32 item = blockIdx.x;
   const i64 kvh = blockIdx.y;
   const uint4 it = ((const uint4*)(a.step + a.off_items))[item];
@@ -234,29 +347,8 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
               visible0);
 
   // This thread's rows: g and g + 8 of the warp's m-tile.
-  bool rok[2];
-  i64 rqi[2], rhead[2];
   u32 qf[FK_KSTEPS][4];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = mt * 16 + g + 8 * h;
-    const i64 R = (i64)(it.y & FK_ROW_TILE_BITS) * FK_ROWS + r;
-    rqi[h] = R / G;
-    rhead[h] = kvh * G + R % G;
-    rok[h] = r < FK_ROWS && rqi[h] < sq.q_len;
-    const i64 qo = sq.q_base + rqi[h] * a.q_tok_stride + rhead[h] * a.q_head_stride;
-#pragma unroll
-    for (int kk = 0; kk < FK_KSTEPS; ++kk)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        u32 w = 0;
-        if (rok[h]) {
-          const i64 d = qo + fk_mqdim(kk, hh, c4, 0);
-          w = (u32)__ldg((const unsigned short*)a.q + d) | ((u32)__ldg((const unsigned short*)a.q + d + 1) << 16);
-        }
-        qf[kk][h + 2 * hh] = w;
-      }
-  }
+  const FkMRows q = fk_mma_q<FK_KSTEPS>(a, sq, it.y & FK_ROW_TILE_BITS, kvh, mt * 16, g, c4, qf);
 
   float o[FK_NO][4];
 #pragma unroll
@@ -317,48 +409,17 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
     for (int nt = 0; nt < FK_NS; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1, j = jw + nt * 8 + 2 * c4 + (e & 1);
+        const int j = jw + nt * 8 + 2 * c4 + (e & 1);
         const i64 pos = t0 + j;
-        float x = FK_NEG_INF;
-        if (j < n && rok[h] && pos >= visible0) {
-          x = s[nt][e] * kscale;
-          if (FK_HAS_SCORE || (FK_HAS_MASK && !tile_true)) {
-            FkVars V;
-            V.b = seq; V.h = rhead[h]; V.q_pos = sq.q_pos0 + rqi[h]; V.kv_pos = pos;
-            V.q_len = sq.q_len; V.kv_len = sq.kv_len; V.q_token = sq.q_start + rqi[h];
-            x = fk_score(P, V, x);
-            if (!tile_true && !fk_mask(P, V)) x = FK_NEG_INF;
-          }
-        }
-        s[nt][e] = x;
+        s[nt][e] = fk_mma_score(P, sq, seq, q, e >> 1, s[nt][e], kscale, j < n && pos >= visible0, pos, tile_true);
       }
 
-    // Online softmax per row (the quad of lanes sharing g holds it). Scores stay natural-log;
-    // exponentials go through ex2 with the max pre-scaled, guarded for an all -inf row.
+    // Online softmax per row. Once a row's max settles, alpha is 1: prefill skips the rescale of
+    // its accumulators (decode, bound by bandwidth, keeps the straight line: the branch costs
+    // wide heads registers).
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float mx = FK_NEG_INF;
-#pragma unroll
-      for (int nt = 0; nt < FK_NS; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float mnew = fmaxf(m[h], mx);
-      const float ml = mnew == FK_NEG_INF ? 0.f : mnew * L2E;
-      const float alpha = fk_ex2(fmaf(m[h], L2E, -ml));
-      m[h] = mnew;
-      float sum = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < FK_NS; ++nt)
-#pragma unroll
-        for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          const float p = fk_ex2(fmaf(s[nt][e], L2E, -ml));
-          s[nt][e] = p;
-          sum += p;
-        }
-      l[h] = fmaf(l[h], alpha, sum);
-      // Once a row's max settles, alpha is 1: prefill skips the rescale of its accumulators
-      // (decode, bound by bandwidth, keeps the straight line: the branch costs wide heads
-      // registers).
+      const float alpha = fk_mma_softmax<FK_NS>(s, m[h], l[h], h);
       if (FK_MMT == 1 || alpha != 1.f) {
 #pragma unroll
         for (int ot = 0; ot < FK_NO; ++ot) {
@@ -448,8 +509,8 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
       L = fmaf(red_l[slot], w, L);
       O = fmaf(red_o[slot * FK_DV + d], w, O);
     }
-    const float o = L > 0.f ? O * vscale / L : (L != L ? L : 0.f);
-    const float lse = L > 0.f ? M + logf(L) : (L != L ? L : FK_NEG_INF);
+    const float2 f = fk_mma_final(M, L, vscale);
+    const float o = L > 0.f ? O * f.x : f.x, lse = f.y;
     if (sole) {
       // The only partition of its rows and no sinks: the merge would copy it; write it here.
       const i64 R = (i64)(it.y & FK_ROW_TILE_BITS) * FK_ROWS + r, qi = R / G;
@@ -464,22 +525,7 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
     }
   }
   if (sole || a.off_counters == 0) return;
-  // Few partitions per row tile: the last block of the row tile to finish joins them (no second
-  // launch; the join starts the moment its inputs exist). The counter is reset for the next
-  // replay. Many partitions go to the merge kernel, whose many blocks join them faster.
-  __shared__ u32 s_last;
-  const u32 tile = ((const u32*)(a.step + a.off_item_tiles))[item];
-  const uint4 tt = ((const uint4*)(a.step + a.off_tiles))[tile];
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    u32* cnt = (u32*)(a.step + a.off_counters) + ((u64)tile * a.num_kv_heads + kvh);
-    s_last = atomicAdd(cnt, 1u) == tt.w - 1;
-    if (s_last) *cnt = 0;
-  }
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  fk_join_tile(a, tt, kvh);
+  fk_mma_join_last(a, item, kvh);
 }
+#endif  // !FK_WGMMA
 #endif

@@ -19,6 +19,7 @@ const COMMON: &str = include_str!("../kernels/fk_common.cuh");
 const ATTENTION: &str = include_str!("../kernels/attention.cu");
 const ATTENTION_ASYNC: &str = include_str!("../kernels/attention_async.cu");
 const ATTENTION_MMA: &str = include_str!("../kernels/attention_mma.cu");
+const ATTENTION_WGMMA: &str = include_str!("../kernels/attention_wgmma.cu");
 /// Most partitions per row tile that the tensor-core kernel joins itself (its last block of
 /// the row tile, serially); more go to the merge kernel (B1 x 128k: 49 partitions per row
 /// tile took 15 % longer joined in-kernel on an H100).
@@ -172,6 +173,12 @@ pub fn async_shape() -> (usize, usize) {
 }
 
 impl KernelConfig {
+    /// Threads per block of the attention kernel.
+    pub fn threads(&self) -> usize {
+        self.mma
+            .map_or(self.nwarps * 32, |m| m.threads(self.nwarps))
+    }
+
     /// Dynamic shared memory of the cp.async kernel.
     pub fn stage_bytes(&self, kt: DType, vt: DType) -> usize {
         self.stages * self.async_tile * (self.dk * kt.size() + self.dv * vt.size())
@@ -197,8 +204,14 @@ impl KernelConfig {
         };
         let pipe = if let Some(m) = &self.mma {
             format!(
-                "_mma{}x{}x{}c{}l{}b{}",
-                m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch, m.min_blocks
+                "_mma{}x{}x{}c{}l{}b{}{}",
+                m.m_tiles,
+                m.tile,
+                m.stages,
+                m.copy_threads,
+                m.l2_prefetch,
+                m.min_blocks,
+                if m.wg { "wg" } else { "" }
             )
         } else if self.async_tile > 0 {
             format!("_a{}x{}", self.async_tile, self.stages)
@@ -231,17 +244,19 @@ impl KernelConfig {
             copy_threads: 0,
             l2_prefetch: 0,
             min_blocks: 1,
+            wg: false,
         });
         let defines = format!(
             "{defines}#define FK_MMA {}\n#define FK_MMA_MT {}\n#define FK_MMA_TILE {}\n#define FK_MMA_STAGES {}\n\
-             #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n#define FK_MMA_MINB {}\n",
-            self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch, m.min_blocks
+             #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n#define FK_MMA_MINB {}\n#define FK_WGMMA {}\n",
+            self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch, m.min_blocks,
+            m.wg as u8
         );
         let common = COMMON.replace("#pragma once", "");
         KernelSource {
             name: format!("{}_v{:04x}", self.name(), variant_hash as u16),
             source: format!(
-                "{defines}{common}\n{hooks}\n{ATTENTION}\n{ATTENTION_ASYNC}\n{ATTENTION_MMA}"
+                "{defines}{common}\n{hooks}\n{ATTENTION}\n{ATTENTION_ASYNC}\n{ATTENTION_MMA}\n{ATTENTION_WGMMA}"
             ),
         }
     }
@@ -592,18 +607,11 @@ impl Prepared {
     /// (registers per thread, local-memory bytes per thread) of the attention kernel: spills show
     /// as local memory.
     pub fn kernel_resources(&self) -> Result<(i32, i32)> {
-        use cudarc::driver::result::function::get_function_attribute;
-        use cudarc::driver::sys::CUfunction_attribute as A;
         self.dev.bind()?;
-        // SAFETY: the function handle is alive while the module is.
-        unsafe {
-            Ok((
-                get_function_attribute(self.f_attn, A::CU_FUNC_ATTRIBUTE_NUM_REGS)
-                    .map_err(|e| driver("cuFuncGetAttribute", e))?,
-                get_function_attribute(self.f_attn, A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
-                    .map_err(|e| driver("cuFuncGetAttribute", e))?,
-            ))
-        }
+        Ok((
+            function_regs(self.f_attn)?,
+            function_local_bytes(self.f_attn)?,
+        ))
     }
 
     /// Points this plan at `c`'s buffers (a call with the same `plan_key`).
@@ -631,7 +639,7 @@ impl Prepared {
 
     pub fn launch(&self) -> Result<()> {
         let mut args = self.args;
-        let threads = (self.config.nwarps * 32) as u32;
+        let threads = self.config.threads() as u32;
         launch(
             &self.dev,
             self.f_attn,
@@ -695,6 +703,9 @@ fn prepare_with(
     let rows = mma.map_or_else(|| rows_per_block(group, max_q, dk.max(dv)), |(r, _)| r);
     cfg.rows = rows;
     cfg.mma = mma.map(|(_, m)| m);
+    if cfg.mma.is_some_and(|m| m.wg) {
+        cfg.nwarps = crate::plan::WG_WARPS;
+    }
     if lens.total_q() == 0 {
         return Ok(None);
     }
@@ -727,25 +738,17 @@ fn prepare_with(
     if cfg.async_tile == 0 && cfg.mma.is_none() {
         cfg.nwarps = 4; // the register path's tile of 128 keys assumes 4 warps
     }
-    let module = dev.module_keyed(&format!("attention {cfg:?} {}", hooks.key), || {
-        cfg.source(
-            &hooks.source,
-            flexkern::variant::lowered::fnv1a(hooks.key.as_bytes()),
-        )
-    })?;
-    let dynamic = match &cfg.mma {
-        Some(m) => Some((
-            "fk_attention_mma",
-            mma_smem(m, dk, dv, k_dtype.size(), v_dtype.size(), cfg.nwarps),
-        )),
-        None if cfg.async_tile > 0 => {
-            Some(("fk_attention_async", cfg.stage_bytes(k_dtype, v_dtype)))
+    let (module, f_attn, per_sm, smem) = loop {
+        let (module, f, per_sm, smem) = load_kernel(dev, &cfg, &hooks, k_dtype, v_dtype)?;
+        match cfg.mma {
+            // A variant whose hooks push the Hopper kernel's consumers past their registers:
+            // 64-key tiles halve the score registers (checked once; the module is cached).
+            Some(m) if m.wg && m.tile > 64 && function_local_bytes(f)? > 0 => {
+                cfg.mma = Some(MmaShape { tile: 64, ..m });
+            }
+            _ => break (module, f, per_sm, smem),
         }
-        None => None,
     };
-    let (name, smem) = dynamic.unwrap_or(("fk_attention", 0));
-    dev.bind()?;
-    let (f_attn, per_sm) = module.kernel(name, (cfg.nwarps * 32) as u32, smem)?;
     let smem_attn = smem as u32;
     let mut plan = plan_work(
         lens,
@@ -898,6 +901,81 @@ fn prepare_with(
         config: cfg,
         plan,
     }))
+}
+
+/// Compiles (or finds) `cfg`'s module and its attention kernel: (module, kernel, blocks per SM,
+/// dynamic shared memory).
+fn load_kernel(
+    dev: &Arc<Device>,
+    cfg: &KernelConfig,
+    hooks: &codegen::VariantCode,
+    k_dtype: DType,
+    v_dtype: DType,
+) -> Result<(
+    Arc<crate::runtime::compile::Module>,
+    cudarc::driver::sys::CUfunction,
+    usize,
+    usize,
+)> {
+    let module = dev.module_keyed(&format!("attention {cfg:?} {}", hooks.key), || {
+        cfg.source(
+            &hooks.source,
+            flexkern::variant::lowered::fnv1a(hooks.key.as_bytes()),
+        )
+    })?;
+    let (dk, dv) = (cfg.dk, cfg.dv);
+    let dynamic = match &cfg.mma {
+        Some(m) => Some((
+            "fk_attention_mma",
+            mma_smem(m, dk, dv, k_dtype.size(), v_dtype.size(), cfg.nwarps),
+        )),
+        None if cfg.async_tile > 0 => {
+            Some(("fk_attention_async", cfg.stage_bytes(k_dtype, v_dtype)))
+        }
+        None => None,
+    };
+    let (name, smem) = dynamic.unwrap_or(("fk_attention", 0));
+    dev.bind()?;
+    let (f, per_sm) = module.kernel(name, cfg.threads() as u32, smem)?;
+    if cfg.mma.is_some_and(|m| m.wg) {
+        // setmaxnreg only moves registers within the block's launch allocation: the kernel's
+        // budgets (40 x 128 + 232 x 256) need exactly 168 x 384, or the consumers would wait
+        // for registers forever.
+        let regs = function_regs(f)?;
+        if regs != crate::plan::WG_LAUNCH_REGS {
+            return Err(crate::error::invalid(
+                "kernel",
+                format!(
+                    "{name} compiled to {regs} registers per thread, not the {} its register hand-over assumes (FLEXKERN_CUDA_WGMMA=0 runs the mma.sync kernel)",
+                    crate::plan::WG_LAUNCH_REGS
+                ),
+            ));
+        }
+    }
+    Ok((module, f, per_sm, smem))
+}
+
+/// Local memory per thread of a loaded kernel (spills show there).
+fn function_local_bytes(f: cudarc::driver::sys::CUfunction) -> Result<i32> {
+    use cudarc::driver::sys::CUfunction_attribute as A;
+    // SAFETY: callers pass a handle of a module they hold loaded.
+    unsafe {
+        cudarc::driver::result::function::get_function_attribute(
+            f,
+            A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+        )
+    }
+    .map_err(|e| driver("cuFuncGetAttribute", e))
+}
+
+/// Registers per thread of a loaded kernel.
+fn function_regs(f: cudarc::driver::sys::CUfunction) -> Result<i32> {
+    use cudarc::driver::sys::CUfunction_attribute as A;
+    // SAFETY: callers pass a handle of a module they hold loaded.
+    unsafe {
+        cudarc::driver::result::function::get_function_attribute(f, A::CU_FUNC_ATTRIBUTE_NUM_REGS)
+    }
+    .map_err(|e| driver("cuFuncGetAttribute", e))
 }
 
 fn launch(
@@ -1085,6 +1163,10 @@ mod tests {
             flexkern::Variant::full()
                 .mask(causal())
                 .score(softcap(30.0)),
+            flexkern::Variant::full()
+                .mask(document((0..4096).map(|i| i / 700).collect()))
+                .mask(causal())
+                .score(alibi(alibi_slopes(8))),
         ];
         // (qt, kt, vt, dk, dv, q_rows, paged)
         let cases = [
@@ -1096,6 +1178,10 @@ mod tests {
             (1, 1, 1, 192, 128, 32, false),
             (2, 2, 2, 80, 80, 8, true),
             (2, 2, 2, 256, 256, 4, true),
+            // The Hopper kernel: paged, Dk != Dv, f16.
+            (2, 2, 2, 128, 128, 512, true),
+            (2, 2, 2, 128, 64, 256, false),
+            (1, 1, 1, 64, 128, 256, true),
         ];
         for (i, &(qt, kt, vt, dk, dv, q_rows, paged)) in cases.iter().enumerate() {
             let (rows, m) = mma_shape(&MmaQuery {
@@ -1129,18 +1215,53 @@ mod tests {
                 stages: 0,
                 mma: Some(m),
                 page_shift: if paged { 4 } else { -1 },
-                nwarps: 4,
+                nwarps: if m.wg { crate::plan::WG_WARPS } else { 4 },
             };
-            let v = variants[i % variants.len()].compile().unwrap();
-            let src = k.source(&codegen::generate(&v).source, 0);
-            let (_, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a")
-                .unwrap_or_else(|e| panic!("{}: {e}", src.name));
-            let (regs, spills, stack) = crate::runtime::compile::ptxas_resources(&log);
-            eprintln!(
-                "{}: {regs} registers, {spills} spill bytes, {stack} stack",
-                src.name
+            assert_eq!(
+                m.wg,
+                q_rows > 64
+                    && kt == qt
+                    && vt == qt
+                    && dk.max(dv) <= 128
+                    && dk % 64 == 0
+                    && dv % 64 == 0
             );
-            assert_eq!((spills, stack), (0, 0), "{}: {log}", src.name);
+            // The Hopper kernel with every variant: 128-key tiles, or 64 where the hooks spill
+            // (as `prepare` falls back); the others with one variant each.
+            let picked: Vec<&flexkern::Variant> = if m.wg {
+                variants.iter().collect()
+            } else {
+                vec![&variants[i % variants.len()]]
+            };
+            for v in picked {
+                let v = v.compile().unwrap();
+                let hooks = codegen::generate(&v).source;
+                let compile = |k: &KernelConfig| {
+                    let src = k.source(&hooks, 0);
+                    let (_, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a")
+                        .unwrap_or_else(|e| panic!("{}: {e}", src.name));
+                    let (regs, spills, stack) = crate::runtime::compile::ptxas_resources(&log);
+                    eprintln!(
+                        "{}: {regs} registers, {spills} spill bytes, {stack} stack",
+                        src.name
+                    );
+                    // ptxas serializes wgmma it cannot prove safe to pipeline, and says so.
+                    assert!(!log.contains("serialized"), "{}: {log}", src.name);
+                    (regs, spills + stack, src.name, log)
+                };
+                let (mut regs, mut spilled, mut name, mut log) = compile(&k);
+                if m.wg && spilled > 0 {
+                    let narrow = KernelConfig {
+                        mma: Some(MmaShape { tile: 64, ..m }),
+                        ..k.clone()
+                    };
+                    (regs, spilled, name, log) = compile(&narrow);
+                }
+                assert_eq!(spilled, 0, "{name}: {log}");
+                if m.wg {
+                    assert_eq!(regs as i32, crate::plan::WG_LAUNCH_REGS, "{name}");
+                }
+            }
         }
     }
 

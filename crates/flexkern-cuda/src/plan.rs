@@ -190,6 +190,16 @@ pub struct MmaShape {
     pub l2_prefetch: usize,
     /// Blocks per SM the kernel's register budget must allow (`__launch_bounds__`).
     pub min_blocks: usize,
+    /// The Hopper kernel (`attention_wgmma.cu`): two consumer warpgroups of 64 rows and a
+    /// producer warpgroup, wgmma instead of mma.sync.
+    pub wg: bool,
+}
+
+impl MmaShape {
+    /// Threads per block: the warps, plus the Hopper kernel's producer warpgroup.
+    pub fn threads(&self, warps: usize) -> usize {
+        warps * 32 + if self.wg { 128 } else { 0 }
+    }
 }
 
 /// What the tensor-core path needs to know about a call.
@@ -246,6 +256,9 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
         || q.compute_capability.0 < 8
     {
         return None;
+    }
+    if let Some(w) = wgmma_shape(q, &over) {
+        return Some(w);
     }
     let m_tiles = q.q_rows.div_ceil(16).next_power_of_two().min(q.warps);
     let rows = if m_tiles == 1 {
@@ -314,8 +327,54 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
             } else {
                 1
             },
+            wg: false,
         };
         (mma_smem(&m, q.dk, q.dv, q.k_size, q.v_size, q.warps) <= q.smem_optin).then_some((rows, m))
+    })
+}
+
+/// Warps of the Hopper kernel's consumers (two warpgroups).
+pub const WG_WARPS: usize = 8;
+/// Registers per thread the Hopper kernel launches with (65536 / 384, rounded down to 8): its
+/// producer gives back to 40, its consumers take 232.
+pub const WG_LAUNCH_REGS: i32 = 168;
+
+/// The Hopper kernel's shape where it applies: sm_90 prefill (more than 64 rows) with Q, K and V
+/// of one 2-byte type and head sizes of whole 128-byte swizzle columns up to 128 (wider heads
+/// need more registers than two warpgroups have). 128 keys per stage, as many stages as fit
+/// (three at D 128, four at D 64). `FLEXKERN_CUDA_WGMMA=0` turns it off (A/B runs);
+/// `FLEXKERN_CUDA_MMA=tile,stages` with a tile of 64 or 128 overrides its pipeline.
+fn wgmma_shape(q: &MmaQuery, over: &[usize]) -> Option<(usize, MmaShape)> {
+    let off = std::env::var("FLEXKERN_CUDA_WGMMA").is_ok_and(|v| v.trim() == "0");
+    let sizes = [64, 128];
+    if off
+        || q.compute_capability != (9, 0)
+        || q.kt != q.qt
+        || q.vt != q.qt
+        || !sizes.contains(&q.dk)
+        || !sizes.contains(&q.dv)
+        || q.q_rows <= 64
+    {
+        return None;
+    }
+    let (tile, stages) = match over {
+        [t @ (64 | 128), st @ 2..=8, ..] => (*t, *st),
+        _ => (128, 4),
+    };
+    (2..=stages).rev().find_map(|stages| {
+        let m = MmaShape {
+            m_tiles: 8,
+            tile,
+            stages,
+            copy_threads: match over {
+                [_, _, c @ (1 | 2 | 4 | 8), ..] => *c,
+                _ => 0,
+            },
+            l2_prefetch: 256,
+            min_blocks: 1,
+            wg: true,
+        };
+        (mma_smem(&m, q.dk, q.dv, q.k_size, q.v_size, WG_WARPS) <= q.smem_optin).then_some((128, m))
     })
 }
 
@@ -329,6 +388,11 @@ pub fn mma_smem(
     v_size: usize,
     warps: usize,
 ) -> usize {
+    if s.wg {
+        // Unpadded swizzled rows, 1 KiB of slack to align them, a full and an empty barrier
+        // per stage.
+        return s.stages * s.tile * (dk * k_size + dv * v_size) + 1024 + 16 * s.stages;
+    }
     let stages = s.stages * s.tile * (dk * k_size + 16 + dv * v_size + 16);
     let exchange = warps * 16 * (dv + 2) * 4;
     stages.max(exchange)
@@ -588,9 +652,22 @@ mod tests {
         // Decode: Hq 32 / Hkv 8 is 4 rows, one m-tile whose keys the 4 warps split.
         let (rows, m) = mma_shape(&query(2, 2, 128, 4)).unwrap();
         assert_eq!((rows, m.m_tiles, m.tile % 64), (4, 1, 0));
-        // Prefill: an m-tile per warp.
+        // Prefill: an m-tile per warp; on Hopper two warpgroups of 64 rows (D 64 and 128).
         let (rows, m) = mma_shape(&query(1, 1, 64, 4096)).unwrap();
-        assert_eq!((rows, m.m_tiles), (64, 4));
+        assert_eq!(
+            (rows, m.m_tiles, m.wg, m.tile, m.stages),
+            (128, 8, true, 128, 4)
+        );
+        let (_, m) = mma_shape(&query(2, 2, 128, 4096)).unwrap();
+        assert_eq!((m.wg, m.stages), (true, 3));
+        let ampere = MmaQuery {
+            compute_capability: (8, 0),
+            ..query(1, 1, 64, 4096)
+        };
+        let (rows, m) = mma_shape(&ampere).unwrap();
+        assert_eq!((rows, m.m_tiles, m.wg), (64, 4, false));
+        assert!(!mma_shape(&query(2, 2, 256, 4096)).unwrap().1.wg);
+        assert!(!mma_shape(&query(2, 3, 128, 4096)).unwrap().1.wg);
         assert_eq!(mma_shape(&query(2, 2, 128, 20)).unwrap().0, 32);
         // fp8 / int8 KV under bf16 queries.
         assert!(mma_shape(&query(2, 3, 128, 4)).is_some());

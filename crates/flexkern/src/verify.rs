@@ -168,6 +168,7 @@ pub fn standard_cases(quick: bool) -> Vec<Case> {
         ("neighborhood 2D".into(), vec![(256, 256)], 2, 2, 64, 64, Variant::full().mask(neighborhood)),
         ("fully masked rows".into(), vec![(20, 10)], 2, 2, 64, 64, Variant::full().mask(causal())),
         ("decode split-KV".into(), vec![(1, 5000), (1, 3000)], 8, 2, 128, 128, Variant::full().mask(causal())),
+        ("prefill chunks on a prefix".into(), vec![(200, 1000), (130, 130), (1, 333), (64, 1500)], 8, 2, 128, 128, Variant::full().mask(causal())),
         ("mixed prefill + decode".into(), mixed.clone(), 8, 2, 128, 128, Variant::full().mask(causal())),
         ("mixed sliding 64".into(), mixed, 8, 2, 64, 64, Variant::full().mask(causal()).mask(sliding_window(64))),
         ("decode D=256".into(), vec![(2, 2000)], 4, 1, 256, 256, Variant::full().mask(causal())),
@@ -302,7 +303,8 @@ pub struct PagedCase {
 }
 
 /// Paged matrix: ragged prefill + decode, windows, score mods, sinks, split-KV decode, over page
-/// sizes 1, 7 (not a power of two), 16 and 256, with f32 / bf16 / fp8 / int8 caches.
+/// sizes 1, 7 (not a power of two), 16 and 256, with f32 / bf16 / fp8 / int8 caches; and 2-byte
+/// queries over caches of their own type.
 pub fn paged_cases(quick: bool) -> Vec<PagedCase> {
     let keep = [
         "causal ragged",
@@ -332,6 +334,31 @@ pub fn paged_cases(quick: bool) -> Vec<PagedCase> {
                 case: c.clone(),
                 page_size,
                 kv_dtype,
+            });
+        }
+    }
+    // 2-byte queries over a cache of their own type (the GPU's tensor-core kernels): prefill
+    // chunks on cached prefixes, GQA, windows, score mods and sinks, pages of 16 and 7.
+    let tensor_core = [
+        "causal ragged",
+        "sliding 48 + causal",
+        "causal+softcap+alibi+sinks",
+        "mixed prefill + decode",
+        "prefill chunks on a prefix",
+    ];
+    for (i, c) in standard_cases(quick)
+        .into_iter()
+        .filter(|c| c.dtype != DType::F32 && tensor_core.contains(&c.name.as_str()))
+        .enumerate()
+    {
+        for page_size in [16, 7] {
+            if quick && (i + page_size) % 2 == 1 {
+                continue;
+            }
+            out.push(PagedCase {
+                kv_dtype: c.dtype,
+                case: c.clone(),
+                page_size,
             });
         }
     }

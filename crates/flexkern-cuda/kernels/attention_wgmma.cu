@@ -1,0 +1,287 @@
+// flexkern-cuda: prefill attention on Hopper warpgroup MMA (wgmma, sm_90a): FlashAttention-3's
+// warp specialization with cp.async gathers (so paged KV is the same code as contiguous).
+//
+// Same blocks, rows, partials and joins as fk_attention_mma (attention_mma.cu, whose helpers this
+// uses): one block = one KV head x one work item, FK_ROWS = 128 rows. Warps 0-7 are two consumer
+// warpgroups of 64 rows each; warps 8-11 the producer warpgroup, which hands most of its
+// registers to the consumers (setmaxnreg: the register file is split per scheduler, so even a
+// single producer warp would cost the consumers a warpgroup's share). The producer copies each tile of
+// FK_MMA_TILE keys (K and V rows) into a ring of FK_MMA_STAGES shared-memory stages and signals
+// the stage's `full` mbarrier; consumers compute S = Q K^T and O += P V with wgmma (Q and P as
+// register A operands, K and V read by descriptor) and release the stage on its `empty`
+// mbarrier. The two warpgroups never wait for each other, so one's softmax runs under the
+// other's matrix products.
+//
+// Stage layout: K then V, each as column blocks of 64 elements (128 bytes) x FK_MMA_TILE rows,
+// 16-byte chunks XOR-swizzled by row (the 128-byte swizzle wgmma descriptors name). K is the
+// K-major B operand of Q K^T, V the N-major (transposed) B operand of P V.
+#if FK_WGMMA
+
+constexpr int FK_WT = FK_MMA_TILE;             // keys per stage
+constexpr int FK_WST = FK_MMA_STAGES;          // stages
+constexpr int FK_WCOL = FK_WT * 128;           // bytes of one 64-column block of a tile
+constexpr int FK_WKB = FK_DK / 64 * FK_WCOL;   // K bytes of a stage
+constexpr int FK_WSTAGE = FK_WKB + FK_DV / 64 * FK_WCOL;
+constexpr int FK_WNB = FK_WT / 64;             // n64 blocks of S
+constexpr int FK_WNO = FK_DV / 64;             // n64 blocks of O
+constexpr int FK_WPROD = 128;                  // producer threads
+static_assert(FK_KT == FK_QT && FK_VT == FK_QT && FkSize<FK_QT>::value == 2, "2-byte Q, K, V of one type");
+static_assert(FK_DK % 64 == 0 && FK_DV % 64 == 0, "whole 128-byte swizzle columns");
+static_assert(FK_ROWS == 128 && FK_NWARPS == 8, "two consumer warpgroups of 64 rows");
+static_assert(FK_WT % 64 == 0, "keys per stage are whole n64 blocks");
+
+// Shared-memory matrix descriptor: start, leading and stride byte offsets (16-byte units),
+// 128-byte swizzle.
+__device__ __forceinline__ u64 fk_wdesc(u32 addr, u32 lbo, u32 sbo) {
+  return (u64)((addr & 0x3ffffu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+// d (64 x 64 f32, the m16n8 accumulator layout per warp: 8 fragments of 4) += A (registers) B,
+// B read by `desc` (TRANS: N-major). Accumulates onto d when `acc` is non-zero, else overwrites.
+template <int TRANS>
+__device__ __forceinline__ void fk_wgmma(float (*d)[4], const u32* a, u64 desc, u32 acc) {
+#define FK_WD(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
+#define FK_WGMMA_ASM(TY)                                                                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"                                                    \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                    \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
+               "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, "   \
+               "1, 1, %37;\n}\n"                                                                               \
+               : FK_WD(0), FK_WD(1), FK_WD(2), FK_WD(3), FK_WD(4), FK_WD(5), FK_WD(6), FK_WD(7)               \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TRANS), "r"(acc))
+  if constexpr (FK_QT == 2) FK_WGMMA_ASM("bf16");
+  else FK_WGMMA_ASM("f16");
+#undef FK_WGMMA_ASM
+#undef FK_WD
+}
+
+__device__ __forceinline__ void fk_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void fk_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void fk_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+// Pins accumulator registers at this point of the program: the compiler must not move their
+// reads or writes across a wgmma issue or wait, which it cannot see use them.
+template <int N> __device__ __forceinline__ void fk_wg_pin(float (*d)[4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+__device__ __forceinline__ void fk_bar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void fk_bar_arrive(u32 bar) {
+  asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory");
+}
+// Waits for the completion of the barrier's phase of the given parity.
+__device__ __forceinline__ void fk_bar_wait(u32 bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+
+// The producer: keys [t0, t0 + FK_WT) of K and V into the swizzled column blocks of the stage at
+// `dst`. Each thread owns one 16-byte chunk position of every 128-byte block and every 16th row,
+// so its swizzled offset is fixed and a row's addresses (one page-table lookup for K and V when
+// paged) are found once. Keys past `end` or before the first visible one are zero-filled. Lean
+// on registers: the producer runs on 40. `kb` / `vb`: this KV head's position 0 (strided).
+__device__ __forceinline__ void fk_wrows(const FkArgs& a, const u8* kb, const u8* vb, u32 seq, i64 kvh, u32 dst,
+                                         i64 t0, i64 end, i64 visible0, int pt) {
+  const int c = pt & 7;
+  const u32 swz = (u32)((c ^ ((pt >> 3) & 7)) << 4);  // rows 16 apart share j & 7
+#pragma unroll 1
+  for (int j = pt >> 3; j < FK_WT; j += FK_WPROD / 8) {
+    const i64 pos = t0 + j;
+    const bool live = pos < end && pos >= visible0;
+#if FK_PAGED
+    const i64 slot = live ? fk_kv_slot(a, seq, pos) * a.num_kv_heads + kvh : 0;
+    const u8* ks = a.k + slot * (FK_DK * 2) + c * 16;
+    const u8* vs = a.v + slot * (FK_DV * 2) + c * 16;
+#else
+    const u8* ks = (live ? kb + pos * a.k_tok_stride * 2 : a.k) + c * 16;
+    const u8* vs = (live ? vb + pos * a.v_tok_stride * 2 : a.v) + c * 16;
+#endif
+    const u32 d = dst + j * 128 + swz;
+#pragma unroll
+    for (int cb = 0; cb < FK_DK / 64; ++cb) fk_cp16(d + cb * FK_WCOL, ks + cb * 128, live);
+#pragma unroll
+    for (int cb = 0; cb < FK_DV / 64; ++cb) fk_cp16(d + FK_WKB + cb * FK_WCOL, vs + cb * 128, live);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_attention_mma(const FkArgs a) {
+  extern __shared__ __align__(16) u8 fk_wsmem[];
+  const u32 item = blockIdx.x;
+  const i64 kvh = blockIdx.y;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // Swizzle atoms repeat every 1024 bytes: the stages start on such a boundary (the host adds
+  // 1 KiB of slack), the barriers follow them.
+  const u32 smem = (fk_msmem(fk_wsmem) + 1023u) & ~1023u;
+  const u32 full_bar = smem + FK_WST * FK_WSTAGE, empty_bar = full_bar + 8 * FK_WST;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < FK_WST; ++s) {
+      fk_bar_init(full_bar + 8 * s, FK_WPROD);    // every producer thread
+      fk_bar_init(empty_bar + 8 * s, FK_NWARPS);  // one arrival per consumer warp
+    }
+  }
+  __syncthreads();
+  const uint4 it = ((const uint4*)(a.step + a.off_items))[item];
+  const u32 seq = it.x;
+  const i64 k0 = it.z, k1 = it.w;
+  const int ntiles = (int)((k1 - k0 + FK_WT - 1) / FK_WT);
+  const i64 visible0 = fk_first_visible(a, seq);
+
+  if (warp >= FK_NWARPS) {
+    // Producer (the budgets sum to the 168 x 384 registers the block starts with: setmaxnreg.inc
+    // waits until the pool has them). A stage is signalled once its own copies landed
+    // (wait_group 1 keeps the next tile's in flight meanwhile), after a proxy fence: wgmma reads
+    // shared memory through the async proxy, cp.async wrote it through the generic one.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    const int pt = threadIdx.x - FK_NWARPS * 32;
+    const i64* rec = (const i64*)(a.step + a.off_seqs) + 8 * (u64)seq;
+    const u8* kb = a.k + (rec[4] + kvh * a.k_head_stride) * 2;
+    const u8* vb = a.v + (rec[5] + kvh * a.v_head_stride) * 2;
+    for (int t = 0; t <= ntiles; ++t) {
+      if (t < ntiles) {
+        const int s = t % FK_WST;
+        if (t >= FK_WST) fk_bar_wait(empty_bar + 8 * s, (t / FK_WST - 1) & 1);
+        fk_wrows(a, kb, vb, seq, kvh, smem + s * FK_WSTAGE, k0 + (i64)t * FK_WT, k1, visible0, pt);
+        asm volatile("cp.async.commit_group;");
+        asm volatile("cp.async.wait_group 1;" ::: "memory");
+      } else {
+        asm volatile("cp.async.wait_group 0;" ::: "memory");
+      }
+      if (t > 0) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        fk_bar_arrive(full_bar + 8 * ((t - 1) % FK_WST));
+      }
+    }
+    return;  // the join below is the consumers' (it would not fit the producer's registers)
+  } else {
+    // Consumers: warpgroup wg owns rows 64 wg .. 64 wg + 63, warp wi of it 16 of them.
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const FkSeq sq = fk_seq(a, seq);
+    const int g = lane >> 2, c4 = lane & 3, wg = warp >> 2, wi = warp & 3;
+    FkParams P;
+    fk_params_load(P, a.step + a.off_params);
+    const float kscale = ((const float*)(a.step + a.off_kscale))[kvh] * a.scale;
+    const float vscale = ((const float*)(a.step + a.off_vscale))[kvh];
+    const uint2 full = ((const uint2*)(a.step + a.off_item_full))[item];
+    u32 qf[FK_DK / 16][4];
+    const FkMRows q = fk_mma_q<FK_DK / 16>(a, sq, it.y & FK_ROW_TILE_BITS, kvh, wg * 64 + wi * 16, g, c4, qf);
+    float o[FK_WNO * 8][4];
+#pragma unroll
+    for (int i = 0; i < FK_WNO * 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[i][e] = 0.f;
+    float m[2] = {FK_NEG_INF, FK_NEG_INF}, l[2] = {0.f, 0.f};
+
+    for (int t = 0; t < ntiles; ++t) {
+      const int s = t % FK_WST;
+      fk_bar_wait(full_bar + 8 * s, (t / FK_WST) & 1);
+      const u32 sk = smem + s * FK_WSTAGE, sv = sk + FK_WKB;
+      const i64 t0 = k0 + (i64)t * FK_WT;
+      const int n = (int)fk_min_i((i64)FK_WT, k1 - t0);
+      const bool tile_true = t0 >= full.x && t0 + n <= full.y;
+
+      // S = Q K^T: k16 step kk sits 32 bytes into its 128-byte column block; n64 block nb is
+      // 64 rows (8 KiB) further.
+      float sc[FK_WNB * 8][4];
+      fk_wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < FK_DK / 16; ++kk)
+#pragma unroll
+        for (int nb = 0; nb < FK_WNB; ++nb)
+          fk_wgmma<0>(sc + nb * 8, qf[kk], fk_wdesc(sk + (kk / 4) * FK_WCOL + nb * 64 * 128 + (kk % 4) * 32, 16, 1024),
+                      kk > 0);
+      fk_wg_commit();
+      fk_wg_wait();
+      fk_wg_pin<FK_WNB * 8>(sc);
+
+      // Variant hooks and mask; fragment (nt, e) is row g + 8 (e / 2), key 8 nt + 2 c4 + e % 2.
+#pragma unroll
+      for (int nt = 0; nt < FK_WNB * 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = nt * 8 + 2 * c4 + (e & 1);
+          const i64 pos = t0 + j;
+          sc[nt][e] = fk_mma_score(P, sq, seq, q, e >> 1, sc[nt][e], kscale, j < n && pos >= visible0, pos, tile_true);
+        }
+      fk_wg_pin<FK_WNO * 8>(o);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float alpha = fk_mma_softmax<FK_WNB * 8>(sc, m[h], l[h], h);
+        if (alpha != 1.f) {
+#pragma unroll
+          for (int ot = 0; ot < FK_WNO * 8; ++ot) {
+            o[ot][2 * h] *= alpha;
+            o[ot][2 * h + 1] *= alpha;
+          }
+        }
+      }
+
+      // O += P V: P's accumulator fragments are wgmma's register A; V's k16 step kc is 16 rows
+      // (2 KiB) on, n64 block ob a column block further.
+      u32 pa[FK_WT / 16][4];
+#pragma unroll
+      for (int kc = 0; kc < FK_WT / 16; ++kc) {
+        pa[kc][0] = fk_mpack(sc[2 * kc][0], sc[2 * kc][1]);
+        pa[kc][1] = fk_mpack(sc[2 * kc][2], sc[2 * kc][3]);
+        pa[kc][2] = fk_mpack(sc[2 * kc + 1][0], sc[2 * kc + 1][1]);
+        pa[kc][3] = fk_mpack(sc[2 * kc + 1][2], sc[2 * kc + 1][3]);
+      }
+      fk_wg_pin<FK_WNO * 8>(o);
+      fk_wg_fence();
+#pragma unroll
+      for (int kc = 0; kc < FK_WT / 16; ++kc)
+#pragma unroll
+        for (int ob = 0; ob < FK_WNO; ++ob)
+          fk_wgmma<1>(o + ob * 8, pa[kc], fk_wdesc(sv + ob * FK_WCOL + kc * 16 * 128, FK_WCOL, 1024), 1);
+      fk_wg_commit();
+      fk_wg_wait();
+      fk_wg_pin<FK_WNO * 8>(o);
+      __syncwarp();
+      if (lane == 0) fk_bar_arrive(empty_bar + 8 * s);
+    }
+
+    // Epilogue: each thread's two rows straight from registers (no key splits to join).
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+    const u64 base = ((u64)item * a.num_kv_heads + kvh) * FK_ROWS;
+    const bool sole = ((it.y >> 30) & 1u) && !a.has_sinks;
+    const i64 hq = a.num_kv_heads * a.group;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wg * 64 + wi * 16 + g + 8 * h;
+      const float2 f = fk_mma_final(m[h], l[h], vscale);
+      const bool kept = l[h] > 0.f;
+      float* dst;
+      if (sole) {
+        // The only partition of its rows and no sinks: the merge would copy it; write it here.
+        if (!q.ok[h]) continue;
+        const i64 token = sq.q_start + q.qi[h];
+        dst = a.out + (token * hq + q.head[h]) * FK_DV;
+        if (c4 == 0 && a.has_lse) a.lse[token * hq + q.head[h]] = f.y;
+      } else {
+        dst = a.part_o + (base + r) * FK_DV;
+        if (c4 == 0) a.part_lse[base + r] = f.y;
+      }
+#pragma unroll
+      for (int ot = 0; ot < FK_WNO * 8; ++ot) {
+        const float x0 = kept ? o[ot][2 * h] * f.x : f.x, x1 = kept ? o[ot][2 * h + 1] * f.x : f.x;
+        *(float2*)(dst + ot * 8 + 2 * c4) = make_float2(x0, x1);
+      }
+    }
+  }
+  if (((it.y >> 30) & 1u) && !a.has_sinks) return;
+  if (a.off_counters == 0) return;
+  fk_mma_join_last(a, item, kvh);
+}
+#endif
