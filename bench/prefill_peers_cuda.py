@@ -24,6 +24,10 @@ b = torch.randn_like(a)
 peak = 2 * 8192**3 / bench(lambda: a @ b)
 print(f"bf16 matmul 8192^3: {peak/1e12:.0f} TFLOP/s")
 del a, b
+# One compile per (shape, variant): the default limit of 8 would drop the later cases to the
+# unfused fallback, which materializes the scores.
+torch._dynamo.config.recompile_limit = 64
+torch._dynamo.config.accumulated_recompile_limit = 1024
 flex = torch.compile(flex_attention, dynamic=False)
 
 

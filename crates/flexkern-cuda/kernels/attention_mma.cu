@@ -179,19 +179,20 @@ __device__ __forceinline__ float fk_mma_score(const FkParams& P, const FkSeq& sq
 }
 
 // Online-softmax step of row half h (the quad of lanes sharing g holds the row) over NS n8
-// fragments of scores: they become probabilities against the new running max m, l moves on, and
-// the factor for the old accumulators is returned. Scores stay natural-log; exponentials go
-// through ex2 with the max pre-scaled, guarded for an all -inf row.
+// fragments of scores, each worth `sk` times its value (sk > 0: a scale folded in here): they
+// become probabilities against the new running max m, l moves on, and the factor for the old
+// accumulators is returned. m stays natural-log; exponentials go through ex2 with the max
+// pre-scaled, guarded for an all -inf row.
 template <int NS>
-__device__ __forceinline__ float fk_mma_softmax(float (*s)[4], float& m, float& l, int h) {
+__device__ __forceinline__ float fk_mma_softmax(float (*s)[4], float& m, float& l, int h, float sk = 1.f) {
   constexpr float L2E = 1.4426950408889634f;
   float mx = FK_NEG_INF;
 #pragma unroll
   for (int nt = 0; nt < NS; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  const float mnew = fmaxf(m, mx);
-  const float ml = mnew == FK_NEG_INF ? 0.f : mnew * L2E;
+  const float mnew = fmaxf(m, mx * sk);
+  const float ml = mnew == FK_NEG_INF ? 0.f : mnew * L2E, skl = sk * L2E;
   const float alpha = fk_ex2(fmaf(m, L2E, -ml));
   m = mnew;
   float sum = 0.f;
@@ -199,7 +200,7 @@ __device__ __forceinline__ float fk_mma_softmax(float (*s)[4], float& m, float& 
   for (int nt = 0; nt < NS; ++nt)
 #pragma unroll
     for (int e = 2 * h; e < 2 * h + 2; ++e) {
-      const float p = fk_ex2(fmaf(s[nt][e], L2E, -ml));
+      const float p = fk_ex2(fmaf(s[nt][e], skl, -ml));
       s[nt][e] = p;
       sum += p;
     }

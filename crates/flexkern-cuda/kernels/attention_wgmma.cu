@@ -7,14 +7,16 @@
 // registers to the consumers (setmaxnreg: the register file is split per scheduler, so even a
 // single producer warp would cost the consumers a warpgroup's share). The producer copies each tile of
 // FK_MMA_TILE keys (K and V rows) into a ring of FK_MMA_STAGES shared-memory stages and signals
-// the stage's `full` mbarrier; consumers compute S = Q K^T and O += P V with wgmma (Q and P as
-// register A operands, K and V read by descriptor) and release the stage on its `empty`
-// mbarrier. The two warpgroups never wait for each other, so one's softmax runs under the
-// other's matrix products.
+// the stage's `full` mbarrier; consumers compute S = Q K^T and O += P V with wgmma (Q from shared
+// memory, P from registers, K and V by descriptor) and release the stage on its `empty`
+// mbarrier. The warpgroups take turns (named barriers, FA3's ping-pong): one issues P V of its
+// last tile and Q K^T of the next while the other runs its softmax, so the tensor cores and the
+// exponentials overlap.
 //
 // Stage layout: K then V, each as column blocks of 64 elements (128 bytes) x FK_MMA_TILE rows,
 // 16-byte chunks XOR-swizzled by row (the 128-byte swizzle wgmma descriptors name). K is the
-// K-major B operand of Q K^T, V the N-major (transposed) B operand of P V.
+// K-major B operand of Q K^T, V the N-major (transposed) B operand of P V; Q (128 rows, after
+// the stages) is the K-major A operand.
 #if FK_WGMMA
 
 constexpr int FK_WT = FK_MMA_TILE;             // keys per stage
@@ -24,6 +26,7 @@ constexpr int FK_WKB = FK_DK / 64 * FK_WCOL;   // K bytes of a stage
 constexpr int FK_WSTAGE = FK_WKB + FK_DV / 64 * FK_WCOL;
 constexpr int FK_WNB = FK_WT / 64;             // n64 blocks of S
 constexpr int FK_WNO = FK_DV / 64;             // n64 blocks of O
+constexpr int FK_WQ = FK_DK / 64 * 128 * 128;  // Q bytes (128 rows)
 constexpr int FK_WPROD = 128;                  // producer threads
 static_assert(FK_KT == FK_QT && FK_VT == FK_QT && FkSize<FK_QT>::value == 2, "2-byte Q, K, V of one type");
 static_assert(FK_DK % 64 == 0 && FK_DV % 64 == 0, "whole 128-byte swizzle columns");
@@ -36,24 +39,38 @@ __device__ __forceinline__ u64 fk_wdesc(u32 addr, u32 lbo, u32 sbo) {
   return (u64)((addr & 0x3ffffu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | (1ull << 62);
 }
 
-// d (64 x 64 f32, the m16n8 accumulator layout per warp: 8 fragments of 4) += A (registers) B,
-// B read by `desc` (TRANS: N-major). Accumulates onto d when `acc` is non-zero, else overwrites.
+// d (64 x 64 f32, the m16n8 accumulator layout per warp: 8 fragments of 4) += A B, A from
+// registers (`a`, wgmma's register layout) or shared memory (`da`, K-major), B by `desc` (TRANS:
+// N-major). Accumulates onto d when `acc` is non-zero, else overwrites.
+#define FK_WD(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
+#define FK_WD_ALL FK_WD(0), FK_WD(1), FK_WD(2), FK_WD(3), FK_WD(4), FK_WD(5), FK_WD(6), FK_WD(7)
+#define FK_WD_LIST                                                                                    \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+  "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define FK_WTY (FK_QT == 2 ? "bf16" : "f16")
 template <int TRANS>
 __device__ __forceinline__ void fk_wgmma(float (*d)[4], const u32* a, u64 desc, u32 acc) {
-#define FK_WD(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
-#define FK_WGMMA_ASM(TY)                                                                                       \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"                                                    \
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                    \
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
-               "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, "   \
-               "1, 1, %37;\n}\n"                                                                               \
-               : FK_WD(0), FK_WD(1), FK_WD(2), FK_WD(3), FK_WD(4), FK_WD(5), FK_WD(6), FK_WD(7)               \
+#define FK_WGMMA_RS(TY)                                                                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"                                                      \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FK_WD_LIST                            \
+               ", {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"                                                  \
+               : FK_WD_ALL                                                                                       \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TRANS), "r"(acc))
-  if constexpr (FK_QT == 2) FK_WGMMA_ASM("bf16");
-  else FK_WGMMA_ASM("f16");
-#undef FK_WGMMA_ASM
-#undef FK_WD
+  if constexpr (FK_QT == 2) FK_WGMMA_RS("bf16");
+  else FK_WGMMA_RS("f16");
+#undef FK_WGMMA_RS
 }
+__device__ __forceinline__ void fk_wgmma_ss(float (*d)[4], u64 da, u64 db, u32 acc) {
+#define FK_WGMMA_SS(TY)                                                                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                      \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FK_WD_LIST ", %32, %33, p, 1, 1, 0, 0;\n}\n" \
+               : FK_WD_ALL                                                                                       \
+               : "l"(da), "l"(db), "r"(acc))
+  if constexpr (FK_QT == 2) FK_WGMMA_SS("bf16");
+  else FK_WGMMA_SS("f16");
+#undef FK_WGMMA_SS
+}
+#undef FK_WTY
 
 __device__ __forceinline__ void fk_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void fk_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
@@ -66,6 +83,11 @@ template <int N> __device__ __forceinline__ void fk_wg_pin(float (*d)[4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
 }
+
+// Named barriers of the consumers: ids 2 + wg (a warpgroup's turn at the tensor cores, both
+// warpgroups), 4 + wg (one warpgroup). 0 is __syncthreads, 1 fk_sync_compute.
+__device__ __forceinline__ void fk_named_sync(u32 id, u32 n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void fk_named_arrive(u32 id, u32 n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 
 __device__ __forceinline__ void fk_bar_init(u32 bar, u32 count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
@@ -113,6 +135,48 @@ __device__ __forceinline__ void fk_wrows(const FkArgs& a, const u8* kb, const u8
   }
 }
 
+// Warpgroup wg's 64 Q rows into the swizzled column blocks at `qs` (zero past the tile's
+// queries), then visible to its wgmma; returns this thread's rows (r0 + 8 h of the warpgroup).
+__device__ __forceinline__ FkMRows fk_wq(const FkArgs& a, const FkSeq& sq, u32 row_tile, i64 kvh, int wg, int r0,
+                                         u32 qs) {
+  const int wt = threadIdx.x & 127, c = wt & 7;
+  for (int rr = wt >> 3; rr < 64; rr += 16) {
+    const int r = wg * 64 + rr;
+    const i64 R = (i64)row_tile * FK_ROWS + r, qi = R / a.group, head = kvh * a.group + R % a.group;
+    const bool ok = qi < sq.q_len;
+    const unsigned short* src = (const unsigned short*)a.q + sq.q_base + qi * a.q_tok_stride + head * a.q_head_stride;
+#pragma unroll
+    for (int cb = 0; cb < FK_DK / 64; ++cb) {
+      const unsigned short* e = src + cb * 64 + c * 8;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (ok) {
+        if (((u64)e & 15) == 0) {
+          v = __ldg((const uint4*)e);
+        } else {
+          u32 w[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) w[i] = (u32)__ldg(e + 2 * i) | ((u32)__ldg(e + 2 * i + 1) << 16);
+          v = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+      }
+      const u32 d = qs + cb * (128 * 128) + r * 128 + ((c ^ (r & 7)) << 4);
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(d), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+    }
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  fk_named_sync(4 + wg, 128);
+  FkMRows q;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = wg * 64 + r0 + 8 * h;
+    const i64 R = (i64)row_tile * FK_ROWS + r;
+    q.qi[h] = R / a.group;
+    q.head[h] = kvh * a.group + R % a.group;
+    q.ok[h] = q.qi[h] < sq.q_len;
+  }
+  return q;
+}
+
 extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_attention_mma(const FkArgs a) {
   extern __shared__ __align__(16) u8 fk_wsmem[];
   const u32 item = blockIdx.x;
@@ -121,7 +185,8 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
   // Swizzle atoms repeat every 1024 bytes: the stages start on such a boundary (the host adds
   // 1 KiB of slack), the barriers follow them.
   const u32 smem = (fk_msmem(fk_wsmem) + 1023u) & ~1023u;
-  const u32 full_bar = smem + FK_WST * FK_WSTAGE, empty_bar = full_bar + 8 * FK_WST;
+  const u32 sq_smem = smem + FK_WST * FK_WSTAGE;
+  const u32 full_bar = sq_smem + FK_WQ, empty_bar = full_bar + 8 * FK_WST;
   if (threadIdx.x == 0) {
     for (int s = 0; s < FK_WST; ++s) {
       fk_bar_init(full_bar + 8 * s, FK_WPROD);    // every producer thread
@@ -171,50 +236,69 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
     const float kscale = ((const float*)(a.step + a.off_kscale))[kvh] * a.scale;
     const float vscale = ((const float*)(a.step + a.off_vscale))[kvh];
     const uint2 full = ((const uint2*)(a.step + a.off_item_full))[item];
-    u32 qf[FK_DK / 16][4];
-    const FkMRows q = fk_mma_q<FK_DK / 16>(a, sq, it.y & FK_ROW_TILE_BITS, kvh, wg * 64 + wi * 16, g, c4, qf);
+    const u32 row_tile = it.y & FK_ROW_TILE_BITS;
+    const FkMRows q = fk_wq(a, sq, row_tile, kvh, wg, wi * 16 + g, sq_smem);
     float o[FK_WNO * 8][4];
 #pragma unroll
     for (int i = 0; i < FK_WNO * 8; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[i][e] = 0.f;
     float m[2] = {FK_NEG_INF, FK_NEG_INF}, l[2] = {0.f, 0.f};
-
-    for (int t = 0; t < ntiles; ++t) {
-      const int s = t % FK_WST;
-      fk_bar_wait(full_bar + 8 * s, (t / FK_WST) & 1);
-      const u32 sk = smem + s * FK_WSTAGE, sv = sk + FK_WKB;
+    float sc[FK_WNB * 8][4];
+    u32 pa[FK_WT / 16][4];
+    // Without a score hook and in tiles the mask keeps whole, scores need no per-element work:
+    // the scale folds into the exponent (kscale > 0).
+    const bool lean_ok = !FK_HAS_SCORE && kscale > 0.f;
+    const u32 my_turn = 2 + wg, their_turn = 3 - wg;
+    if (wg == 1) fk_named_arrive(2, 256);  // warpgroup 0 goes first
+    // Each turn issues P V of tile t - 1 and Q K^T of tile t, then runs tile t's softmax; the
+    // first and last turns have one of the two (peeled: ptxas serializes wgmma under branches).
+    // Warpgroup 1 passes no turn on after its last: the barriers balance.
+    auto issue_pv = [&](int t) {
+      // O += P V: V's k16 step kc is 16 rows (2 KiB) on, n64 block ob a column block further.
+      const u32 sv = smem + (t % FK_WST) * FK_WSTAGE + FK_WKB;
+#pragma unroll
+      for (int kc = 0; kc < FK_WT / 16; ++kc)
+#pragma unroll
+        for (int ob = 0; ob < FK_WNO; ++ob)
+          fk_wgmma<1>(o + ob * 8, pa[kc], fk_wdesc(sv + ob * FK_WCOL + kc * 16 * 128, FK_WCOL, 1024), 1);
+    };
+    auto issue_s = [&](int t) {
+      // S = Q K^T: k16 step kk sits 32 bytes into its 128-byte column block (of Q and K); this
+      // warpgroup's Q rows start 64 rows (8 KiB) in, n64 block nb of K as far.
+      const u32 sk = smem + (t % FK_WST) * FK_WSTAGE;
+#pragma unroll
+      for (int kk = 0; kk < FK_DK / 16; ++kk) {
+        const u32 kb = (kk / 4) * FK_WCOL + (kk % 4) * 32;
+        const u64 dq = fk_wdesc(sq_smem + (kk / 4) * (128 * 128) + wg * 64 * 128 + (kk % 4) * 32, 16, 1024);
+#pragma unroll
+        for (int nb = 0; nb < FK_WNB; ++nb)
+          fk_wgmma_ss(sc + nb * 8, dq, fk_wdesc(sk + kb + nb * 64 * 128, 16, 1024), kk > 0);
+      }
+    };
+    auto release = [&](int t) {
+      __syncwarp();
+      if (lane == 0) fk_bar_arrive(empty_bar + 8 * (t % FK_WST));
+    };
+    auto softmax = [&](int t) {
       const i64 t0 = k0 + (i64)t * FK_WT;
       const int n = (int)fk_min_i((i64)FK_WT, k1 - t0);
       const bool tile_true = t0 >= full.x && t0 + n <= full.y;
-
-      // S = Q K^T: k16 step kk sits 32 bytes into its 128-byte column block; n64 block nb is
-      // 64 rows (8 KiB) further.
-      float sc[FK_WNB * 8][4];
-      fk_wg_fence();
+      const bool lean = lean_ok && tile_true && n == FK_WT && t0 >= visible0;
+      if (!lean) {
+        // Variant hooks and mask; fragment (nt, e) is row g + 8 (e / 2), key 8 nt + 2 c4 + e % 2.
 #pragma unroll
-      for (int kk = 0; kk < FK_DK / 16; ++kk)
+        for (int nt = 0; nt < FK_WNB * 8; ++nt)
 #pragma unroll
-        for (int nb = 0; nb < FK_WNB; ++nb)
-          fk_wgmma<0>(sc + nb * 8, qf[kk], fk_wdesc(sk + (kk / 4) * FK_WCOL + nb * 64 * 128 + (kk % 4) * 32, 16, 1024),
-                      kk > 0);
-      fk_wg_commit();
-      fk_wg_wait();
-      fk_wg_pin<FK_WNB * 8>(sc);
-
-      // Variant hooks and mask; fragment (nt, e) is row g + 8 (e / 2), key 8 nt + 2 c4 + e % 2.
-#pragma unroll
-      for (int nt = 0; nt < FK_WNB * 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = nt * 8 + 2 * c4 + (e & 1);
-          const i64 pos = t0 + j;
-          sc[nt][e] = fk_mma_score(P, sq, seq, q, e >> 1, sc[nt][e], kscale, j < n && pos >= visible0, pos, tile_true);
-        }
-      fk_wg_pin<FK_WNO * 8>(o);
+          for (int e = 0; e < 4; ++e) {
+            const int j = nt * 8 + 2 * c4 + (e & 1);
+            const i64 pos = t0 + j;
+            sc[nt][e] = fk_mma_score(P, sq, seq, q, e >> 1, sc[nt][e], kscale, j < n && pos >= visible0, pos, tile_true);
+          }
+      }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float alpha = fk_mma_softmax<FK_WNB * 8>(sc, m[h], l[h], h);
+        const float alpha = fk_mma_softmax<FK_WNB * 8>(sc, m[h], l[h], h, lean ? kscale : 1.f);
         if (alpha != 1.f) {
 #pragma unroll
           for (int ot = 0; ot < FK_WNO * 8; ++ot) {
@@ -223,10 +307,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
           }
         }
       }
-
-      // O += P V: P's accumulator fragments are wgmma's register A; V's k16 step kc is 16 rows
-      // (2 KiB) on, n64 block ob a column block further.
-      u32 pa[FK_WT / 16][4];
+      // P's accumulator fragments become wgmma's register A of the next turn's P V.
 #pragma unroll
       for (int kc = 0; kc < FK_WT / 16; ++kc) {
         pa[kc][0] = fk_mpack(sc[2 * kc][0], sc[2 * kc][1]);
@@ -234,18 +315,45 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
         pa[kc][2] = fk_mpack(sc[2 * kc + 1][0], sc[2 * kc + 1][1]);
         pa[kc][3] = fk_mpack(sc[2 * kc + 1][2], sc[2 * kc + 1][3]);
       }
+    };
+
+    if (ntiles > 0) {
+      fk_bar_wait(full_bar, 0);
+      fk_named_sync(my_turn, 256);
+      fk_wg_fence();
+      issue_s(0);
+      fk_wg_commit();
+      fk_named_arrive(their_turn, 256);
+      fk_wg_wait();
+      fk_wg_pin<FK_WNB * 8>(sc);
+      softmax(0);
+      for (int t = 1; t < ntiles; ++t) {
+        fk_bar_wait(full_bar + 8 * (t % FK_WST), (t / FK_WST) & 1);
+        fk_named_sync(my_turn, 256);
+        fk_wg_pin<FK_WNO * 8>(o);
+        fk_wg_fence();
+        issue_pv(t - 1);
+        issue_s(t);
+        fk_wg_commit();
+        fk_named_arrive(their_turn, 256);
+        fk_wg_wait();
+        fk_wg_pin<FK_WNO * 8>(o);
+        fk_wg_pin<FK_WNB * 8>(sc);
+        release(t - 1);
+        softmax(t);
+      }
+      fk_named_sync(my_turn, 256);
       fk_wg_pin<FK_WNO * 8>(o);
       fk_wg_fence();
-#pragma unroll
-      for (int kc = 0; kc < FK_WT / 16; ++kc)
-#pragma unroll
-        for (int ob = 0; ob < FK_WNO; ++ob)
-          fk_wgmma<1>(o + ob * 8, pa[kc], fk_wdesc(sv + ob * FK_WCOL + kc * 16 * 128, FK_WCOL, 1024), 1);
+      issue_pv(ntiles - 1);
       fk_wg_commit();
+      if (wg == 0) fk_named_arrive(their_turn, 256);
       fk_wg_wait();
       fk_wg_pin<FK_WNO * 8>(o);
-      __syncwarp();
-      if (lane == 0) fk_bar_arrive(empty_bar + 8 * s);
+      release(ntiles - 1);
+    } else {
+      fk_named_sync(my_turn, 256);
+      if (wg == 0) fk_named_arrive(their_turn, 256);
     }
 
     // Epilogue: each thread's two rows straight from registers (no key splits to join).

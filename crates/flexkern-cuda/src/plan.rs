@@ -389,9 +389,12 @@ pub fn mma_smem(
     warps: usize,
 ) -> usize {
     if s.wg {
-        // Unpadded swizzled rows, 1 KiB of slack to align them, a full and an empty barrier
-        // per stage.
-        return s.stages * s.tile * (dk * k_size + dv * v_size) + 1024 + 16 * s.stages;
+        // Unpadded swizzled K/V rows, the 128 Q rows (of K's type), 1 KiB of slack to align
+        // them, a full and an empty barrier per stage.
+        return s.stages * s.tile * (dk * k_size + dv * v_size)
+            + 128 * dk * k_size
+            + 1024
+            + 16 * s.stages;
     }
     let stages = s.stages * s.tile * (dk * k_size + 16 + dv * v_size + 16);
     let exchange = warps * 16 * (dv + 2) * 4;
