@@ -699,6 +699,7 @@ fn prepare_with(
         k_size: k_dtype.size(),
         v_size: v_dtype.size(),
         smem_optin: dev.props.smem_per_block_optin,
+        tuned: dev.tuned(),
     });
     let rows = mma.map_or_else(|| rows_per_block(group, max_q, dk.max(dv)), |(r, _)| r);
     cfg.rows = rows;
@@ -1198,6 +1199,7 @@ mod tests {
                 k_size: [4, 2, 2, 1, 1, 1][kt as usize],
                 v_size: [4, 2, 2, 1, 1, 1][vt as usize],
                 smem_optin: 227 * 1024,
+                tuned: Default::default(),
             })
             .expect("the tensor-core path applies");
             let sz = [4, 2, 2, 1, 1, 1];

@@ -202,6 +202,72 @@ impl MmaShape {
     }
 }
 
+/// Tensor-core tile choices measured on a device (`flexkern tune --device cuda`): keys per
+/// stage and stages of the Hopper prefill kernel, the mma.sync prefill kernel and decode.
+/// `None` keeps the planner's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TunedTiles {
+    pub wg: Option<(usize, usize)>,
+    pub prefill: Option<(usize, usize)>,
+    pub decode: Option<(usize, usize)>,
+}
+
+/// The table knobs of the `cuda-attention` family: (name, low, high, multiple of).
+const CUDA_KNOBS: [(&str, u64, u64, u64); 6] = [
+    ("wg_tile", 64, 128, 64),
+    ("wg_stages", 2, 8, 1),
+    ("prefill_tile", 16, 256, 16),
+    ("prefill_stages", 2, 8, 1),
+    ("decode_tile", 16, 256, 16),
+    ("decode_stages", 2, 8, 1),
+];
+
+impl TunedTiles {
+    /// From a table entry; an unknown knob, a value out of range or a tile without its stages
+    /// (or the reverse) is an error naming it.
+    pub fn from_params(p: &std::collections::BTreeMap<String, u64>) -> Result<TunedTiles, String> {
+        for (k, &v) in p {
+            let Some(&(_, lo, hi, step)) = CUDA_KNOBS.iter().find(|(n, ..)| n == k) else {
+                return Err(format!("unknown knob {k:?}"));
+            };
+            if !(lo..=hi).contains(&v) || !v.is_multiple_of(step) {
+                return Err(format!(
+                    "{k} = {v} is outside {lo}..={hi} (multiples of {step})"
+                ));
+            }
+        }
+        let pair = |name: &str| match (
+            p.get(&format!("{name}_tile")),
+            p.get(&format!("{name}_stages")),
+        ) {
+            (Some(&t), Some(&s)) => Ok(Some((t as usize, s as usize))),
+            (None, None) => Ok(None),
+            _ => Err(format!("{name}_tile and {name}_stages go together")),
+        };
+        Ok(TunedTiles {
+            wg: pair("wg")?,
+            prefill: pair("prefill")?,
+            decode: pair("decode")?,
+        })
+    }
+
+    /// The table entry's knobs.
+    pub fn to_params(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut m = std::collections::BTreeMap::new();
+        for (name, v) in [
+            ("wg", self.wg),
+            ("prefill", self.prefill),
+            ("decode", self.decode),
+        ] {
+            if let Some((t, s)) = v {
+                m.insert(format!("{name}_tile"), t as u64);
+                m.insert(format!("{name}_stages"), s as u64);
+            }
+        }
+        m
+    }
+}
+
 /// What the tensor-core path needs to know about a call.
 pub struct MmaQuery {
     /// Element codes (attention.rs `elem_code`): 1 f16, 2 bf16, 3 / 4 fp8, 5 i8.
@@ -223,6 +289,8 @@ pub struct MmaQuery {
     pub k_size: usize,
     pub v_size: usize,
     pub smem_optin: usize,
+    /// The device's tuned tiles (an environment override beats them).
+    pub tuned: TunedTiles,
 }
 
 /// Rows per block and shape of the tensor-core kernel, or `None` where it does not apply (f32
@@ -257,10 +325,20 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
     {
         return None;
     }
-    if let Some(w) = wgmma_shape(q, &over) {
+    // The environment's pipeline, else the tuned one of the path that applies.
+    let pick = |tuned: Option<(usize, usize)>| match (over.is_empty(), tuned) {
+        (true, Some((t, s))) => vec![t, s],
+        _ => over.clone(),
+    };
+    if let Some(w) = wgmma_shape(q, &pick(q.tuned.wg)) {
         return Some(w);
     }
     let m_tiles = q.q_rows.div_ceil(16).next_power_of_two().min(q.warps);
+    let over = pick(if m_tiles == 1 {
+        q.tuned.decode
+    } else {
+        q.tuned.prefill
+    });
     let rows = if m_tiles == 1 {
         q.q_rows.next_power_of_two()
     } else {
@@ -647,7 +725,47 @@ mod tests {
             k_size: size(kt),
             v_size: size(kt),
             smem_optin: 227 * 1024,
+            tuned: TunedTiles::default(),
         }
+    }
+
+    #[test]
+    fn tuned_tiles_steer_the_planner_and_refuse_bad_knobs() {
+        let t = TunedTiles {
+            wg: Some((64, 2)),
+            prefill: None,
+            decode: Some((128, 3)),
+        };
+        assert_eq!(TunedTiles::from_params(&t.to_params()), Ok(t));
+        let tuned = |q_rows: usize, dk: usize| {
+            let q = MmaQuery {
+                tuned: t,
+                ..query(2, 2, dk, q_rows)
+            };
+            mma_shape(&q).map(|(_, m)| (m.wg, m.tile, m.stages))
+        };
+        assert_eq!(tuned(4096, 128), Some((true, 64, 2)));
+        assert_eq!(tuned(4, 128), Some((false, 128, 3)));
+        // Untuned paths keep their defaults.
+        assert_eq!(
+            tuned(4096, 256),
+            mma_shape(&query(2, 2, 256, 4096)).map(|(_, m)| (m.wg, m.tile, m.stages))
+        );
+        let bad = |k: &str, v: u64| {
+            let mut p = t.to_params();
+            p.insert(k.into(), v);
+            TunedTiles::from_params(&p)
+        };
+        assert!(bad("wg_tile", 96).unwrap_err().contains("wg_tile"));
+        assert!(bad("decode_stages", 0)
+            .unwrap_err()
+            .contains("decode_stages"));
+        assert!(bad("warp_count", 4).unwrap_err().contains("unknown"));
+        let mut lone = std::collections::BTreeMap::new();
+        lone.insert("prefill_tile".to_string(), 64);
+        assert!(TunedTiles::from_params(&lone)
+            .unwrap_err()
+            .contains("together"));
     }
 
     #[test]

@@ -15,6 +15,9 @@ use std::sync::OnceLock;
 pub const FORMAT_VERSION: u32 = 1;
 /// The CPU attention kernels' family (prefill tiles and decode splits).
 pub const CPU_ATTENTION: &str = "cpu-attention";
+/// The CUDA tensor-core attention kernels' family (keys per stage and stages of the Hopper
+/// prefill, mma.sync prefill and decode kernels; knobs checked by flexkern-cuda).
+pub const CUDA_ATTENTION: &str = "cuda-attention";
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -165,21 +168,32 @@ pub fn load_cpu(
     device: &str,
     defaults: TilePolicy,
 ) -> (TilePolicy, Option<String>) {
+    let (t, w) = load(path, device, CPU_ATTENTION, |p| apply_cpu(&defaults, p));
+    (t.unwrap_or(defaults), w)
+}
+
+/// `apply` of `device`'s `family` entry in the table at `path`: (its result, a warning). No
+/// result where there is no file (silently), the table is tuned only for other families
+/// (silently), or it is stale, corrupt, tuned for another device, or its entry is refused
+/// (with a warning): the caller keeps its defaults.
+pub fn load<T>(
+    path: Option<&Path>,
+    device: &str,
+    family: &str,
+    apply: impl FnOnce(&BTreeMap<String, u64>) -> Result<T, String>,
+) -> (Option<T>, Option<String>) {
     let Some(path) = path.filter(|p| p.exists()) else {
-        return (defaults, None);
+        return (None, None);
     };
-    let fallback = |e: TuneError| {
-        let w = format!("warning: {e}; using the default tiles");
-        (defaults.clone(), Some(w))
-    };
+    let warn = |e: TuneError| (None, Some(format!("warning: {e}; using the default tiles")));
     let table = match TuneTable::read(path) {
         Ok(t) => t,
-        Err(e) => return fallback(e),
+        Err(e) => return warn(e),
     };
-    match table.entry(device, CPU_ATTENTION) {
-        Some(e) => match apply_cpu(&defaults, &e.params) {
-            Ok(t) => (t, None),
-            Err(msg) => fallback(TuneError::BadEntry {
+    match table.entry(device, family) {
+        Some(e) => match apply(&e.params) {
+            Ok(t) => (Some(t), None),
+            Err(msg) => warn(TuneError::BadEntry {
                 path: path.into(),
                 device: e.device.clone(),
                 family: e.family.clone(),
@@ -190,20 +204,20 @@ pub fn load_cpu(
             let others: Vec<&str> = table
                 .entries
                 .iter()
-                .filter(|e| e.family == CPU_ATTENTION)
+                .filter(|e| e.family == family)
                 .map(|e| e.device.as_str())
                 .collect();
             if others.is_empty() {
-                // Tuned for other kernel families only (a GPU): nothing stale here.
-                return (defaults, None);
+                // Tuned for other kernel families only: nothing stale here.
+                return (None, None);
             }
             let w = format!(
-                "warning: tune table {}: tuned for {} but this machine is {device:?}; \
+                "warning: tune table {}: {family} tuned for {} but this device is {device:?}; \
                  using the default tiles (run `flexkern tune`)",
                 path.display(),
                 others.join(", ")
             );
-            (defaults, Some(w))
+            (None, Some(w))
         }
     }
 }

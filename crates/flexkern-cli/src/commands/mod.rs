@@ -22,5 +22,6 @@ pub mod run_one;
 pub mod synth;
 pub mod threads;
 pub mod tune;
+pub mod tune_cuda;
 pub mod verify;
 pub mod verify_model;

@@ -202,18 +202,15 @@ fn report(title: &str, labels: &[String], cases: &[Case], scores: &[f64], med: &
 }
 
 pub fn run_tune(a: &TuneArgs) -> Result<()> {
-    if a.device == Device::Cuda {
-        let _dev = super::cuda::open("tune")?;
-        bail!(
-            "--device cuda: CUDA tile tuning is not in this build yet (the table has room for it)"
-        );
-    }
     let path = match a.out.clone().or_else(tune::table_path) {
         Some(p) => p,
         None => {
             bail!("--out: no path given and no cache directory (set HOME or FLEXKERN_TUNE_FILE)")
         }
     };
+    if a.device == Device::Cuda {
+        return super::tune_cuda::run(a.quick, &path);
+    }
     let t0 = Instant::now();
     let device = tune::cpu_device_name();
     let def = TilePolicy::cpu_for_l2(match CpuBackend.caps().kind {

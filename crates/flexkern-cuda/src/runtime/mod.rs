@@ -56,6 +56,8 @@ pub struct Device {
     pub(crate) pool: Mutex<alloc::Pool>,
     pub(crate) modules: compile::ModuleCache,
     pub(crate) staging: Mutex<staging::Staging>,
+    /// This device's tuned tensor-core tiles (the tune table's entry for its name).
+    tuned: Mutex<crate::plan::TunedTiles>,
 }
 
 /// Whether libcuda can be loaded at all (cudarc panics on first use otherwise).
@@ -124,6 +126,15 @@ impl Device {
         };
         let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
             .map_err(|e| driver("cuStreamCreate", e))?;
+        let (tuned, warning) = flexkern::tune::load(
+            flexkern::tune::table_path().as_deref(),
+            &props.name,
+            flexkern::tune::CUDA_ATTENTION,
+            crate::plan::TunedTiles::from_params,
+        );
+        if let Some(w) = warning {
+            eprintln!("{w}");
+        }
         Ok(Arc::new(Device {
             ctx,
             stream: Stream(stream),
@@ -131,7 +142,18 @@ impl Device {
             pool: Mutex::new(alloc::Pool::default()),
             modules: compile::ModuleCache::default(),
             staging: Mutex::new(staging::Staging::default()),
+            tuned: Mutex::new(tuned.unwrap_or_default()),
         }))
+    }
+
+    /// The tensor-core tiles the planner uses on this device.
+    pub fn tuned(&self) -> crate::plan::TunedTiles {
+        *self.tuned.lock().expect("tuned lock")
+    }
+
+    /// Replaces them (`flexkern tune` trying candidates; plans made before keep theirs).
+    pub fn set_tuned(&self, t: crate::plan::TunedTiles) {
+        *self.tuned.lock().expect("tuned lock") = t;
     }
 
     /// Makes the context current on the calling thread (cheap; every entry point calls it).
