@@ -32,6 +32,9 @@ static_assert(FK_KT == FK_QT && FK_VT == FK_QT && FkSize<FK_QT>::value == 2, "2-
 static_assert(FK_DK % 64 == 0 && FK_DV % 64 == 0, "whole 128-byte swizzle columns");
 static_assert(FK_ROWS == 128 && FK_NWARPS == 8, "two consumer warpgroups of 64 rows");
 static_assert(FK_WT % 64 == 0, "keys per stage are whole n64 blocks");
+// The producer signals tile t - 1 after queueing tile t, and consumers free tile t - 1's stage
+// only after the turn that needs tile t: with two stages each would wait for the other.
+static_assert(FK_WST >= 3, "three stages at least");
 
 // Shared-memory matrix descriptor: start, leading and stride byte offsets (16-byte units),
 // 128-byte swizzle.

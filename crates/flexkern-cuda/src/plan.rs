@@ -215,7 +215,7 @@ pub struct TunedTiles {
 /// The table knobs of the `cuda-attention` family: (name, low, high, multiple of).
 const CUDA_KNOBS: [(&str, u64, u64, u64); 6] = [
     ("wg_tile", 64, 128, 64),
-    ("wg_stages", 2, 8, 1),
+    ("wg_stages", 3, 8, 1),
     ("prefill_tile", 16, 256, 16),
     ("prefill_stages", 2, 8, 1),
     ("decode_tile", 16, 256, 16),
@@ -420,8 +420,9 @@ pub const WG_LAUNCH_REGS: i32 = 168;
 /// The Hopper kernel's shape where it applies: sm_90 prefill (more than 64 rows) with Q, K and V
 /// of one 2-byte type and head sizes of whole 128-byte swizzle columns up to 128 (wider heads
 /// need more registers than two warpgroups have). 128 keys per stage, as many stages as fit
-/// (three at D 128, four at D 64). `FLEXKERN_CUDA_WGMMA=0` turns it off (A/B runs);
-/// `FLEXKERN_CUDA_MMA=tile,stages` with a tile of 64 or 128 overrides its pipeline.
+/// (three at D 128, four at D 64; never two, which deadlocks). `FLEXKERN_CUDA_WGMMA=0` turns
+/// it off (A/B runs); `FLEXKERN_CUDA_MMA=tile,stages` with a tile of 64 or 128 and 3 to 8
+/// stages overrides its pipeline.
 fn wgmma_shape(q: &MmaQuery, over: &[usize]) -> Option<(usize, MmaShape)> {
     let off = std::env::var("FLEXKERN_CUDA_WGMMA").is_ok_and(|v| v.trim() == "0");
     let sizes = [64, 128];
@@ -436,10 +437,12 @@ fn wgmma_shape(q: &MmaQuery, over: &[usize]) -> Option<(usize, MmaShape)> {
         return None;
     }
     let (tile, stages) = match over {
-        [t @ (64 | 128), st @ 2..=8, ..] => (*t, *st),
+        [t @ (64 | 128), st @ 3..=8, ..] => (*t, *st),
         _ => (128, 4),
     };
-    (2..=stages).rev().find_map(|stages| {
+    // Three stages at least: with two, the producer and the consumers wait for each other
+    // (attention_wgmma.cu).
+    (3..=stages).rev().find_map(|stages| {
         let m = MmaShape {
             m_tiles: 8,
             tile,
@@ -732,7 +735,7 @@ mod tests {
     #[test]
     fn tuned_tiles_steer_the_planner_and_refuse_bad_knobs() {
         let t = TunedTiles {
-            wg: Some((64, 2)),
+            wg: Some((64, 3)),
             prefill: None,
             decode: Some((128, 3)),
         };
@@ -744,7 +747,7 @@ mod tests {
             };
             mma_shape(&q).map(|(_, m)| (m.wg, m.tile, m.stages))
         };
-        assert_eq!(tuned(4096, 128), Some((true, 64, 2)));
+        assert_eq!(tuned(4096, 128), Some((true, 64, 3)));
         assert_eq!(tuned(4, 128), Some((false, 128, 3)));
         // Untuned paths keep their defaults.
         assert_eq!(

@@ -79,7 +79,8 @@ fn families(hopper: bool, quick: bool) -> Vec<Family> {
     if hopper {
         v.push(Family {
             name: "Hopper prefill (wgmma)",
-            cands: vec![(128, 2), (128, 3), (128, 4), (64, 2), (64, 3), (64, 4)],
+            // Three stages at least (two deadlock, attention_wgmma.cu).
+            cands: vec![(128, 3), (128, 4), (64, 3), (64, 4), (64, 6)],
             probes: vec![
                 prefill_case(2, 8192 / div, 128, Mod::Causal),
                 prefill_case(2, 8192 / div, 128, Mod::Full),
