@@ -109,6 +109,22 @@ impl TuneTable {
         std::fs::rename(&tmp, path).map_err(io)
     }
 
+    /// Adds `e` to the table at `path` (keeping other devices' and families' entries; a
+    /// stale or corrupt file is replaced, with a note on stderr) and writes it back.
+    pub fn record(path: &Path, e: TuneEntry) -> Result<(), TuneError> {
+        let mut table = match TuneTable::read(path) {
+            Ok(t) => t,
+            Err(_) if !path.exists() => TuneTable::new(),
+            Err(err) => {
+                eprintln!("{err}: replacing it");
+                TuneTable::new()
+            }
+        };
+        table.version = FORMAT_VERSION;
+        table.upsert(e);
+        table.write(path)
+    }
+
     pub fn entry(&self, device: &str, family: &str) -> Option<&TuneEntry> {
         self.entries
             .iter()

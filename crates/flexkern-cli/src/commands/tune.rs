@@ -344,29 +344,37 @@ pub fn run_tune(a: &TuneArgs) -> Result<()> {
         (prefill_gain - 1.0) * 100.0,
         (decode_gain - 1.0) * 100.0,
     );
-    // Keep other devices' and families' entries; a stale or corrupt file is replaced.
-    let mut table = match TuneTable::read(&path) {
-        Ok(t) => t,
-        Err(_) if !path.exists() => TuneTable::new(),
-        Err(e) => {
-            eprintln!("{e}: replacing it");
-            TuneTable::new()
-        }
-    };
-    table.version = tune::FORMAT_VERSION;
-    table.upsert(TuneEntry {
-        device: device.clone(),
-        family: CPU_ATTENTION.into(),
-        params: params.clone(),
-        note: note.clone(),
-    });
-    table.write(&path)?;
+    save(&path, &device, CPU_ATTENTION, params, &note, t0)
+}
+
+/// Records `device`'s `family` entry in the table at `path` and says what was written.
+pub(super) fn save(
+    path: &std::path::Path,
+    device: &str,
+    family: &str,
+    params: BTreeMap<String, u64>,
+    note: &str,
+    t0: Instant,
+) -> Result<()> {
     let kv: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    TuneTable::record(
+        path,
+        TuneEntry {
+            device: device.into(),
+            family: family.into(),
+            params,
+            note: note.into(),
+        },
+    )?;
     println!("{note}");
     println!(
         "wrote {} [{device}] {} in {:.1} s",
         path.display(),
-        kv.join(" "),
+        if kv.is_empty() {
+            "(defaults)".to_string()
+        } else {
+            kv.join(" ")
+        },
         t0.elapsed().as_secs_f64()
     );
     Ok(())

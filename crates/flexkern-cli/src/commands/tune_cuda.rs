@@ -6,7 +6,7 @@
 
 use super::limits::median;
 use anyhow::Result;
-use flexkern::tune::{self, TuneEntry, TuneTable, CUDA_ATTENTION};
+use flexkern::tune::CUDA_ATTENTION;
 use flexkern::DType;
 use flexkern_cuda::bench::prefill::{prefill, Mod, PrefillCase};
 use flexkern_cuda::bench::{decode, DecodeShape};
@@ -205,35 +205,5 @@ pub fn run(quick: bool, path: &Path) -> Result<()> {
         if quick { " --quick" } else { "" },
         notes.join("; ")
     );
-    // Keep other devices' and families' entries; a stale or corrupt file is replaced.
-    let mut table = match TuneTable::read(path) {
-        Ok(t) => t,
-        Err(_) if !path.exists() => TuneTable::new(),
-        Err(e) => {
-            eprintln!("{e}: replacing it");
-            TuneTable::new()
-        }
-    };
-    table.version = tune::FORMAT_VERSION;
-    let params = chosen.to_params();
-    table.upsert(TuneEntry {
-        device: name.clone(),
-        family: CUDA_ATTENTION.into(),
-        params: params.clone(),
-        note: note.clone(),
-    });
-    table.write(path)?;
-    let kv: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    println!("{note}");
-    println!(
-        "wrote {} [{name}] {} in {:.1} s",
-        path.display(),
-        if kv.is_empty() {
-            "(defaults)".to_string()
-        } else {
-            kv.join(" ")
-        },
-        t0.elapsed().as_secs_f64()
-    );
-    Ok(())
+    super::tune::save(path, &name, CUDA_ATTENTION, chosen.to_params(), &note, t0)
 }
