@@ -32,6 +32,9 @@ static_assert(FK_KT == FK_QT && FK_VT == FK_QT && FkSize<FK_QT>::value == 2, "2-
 static_assert(FK_DK % 64 == 0 && FK_DV % 64 == 0, "whole 128-byte swizzle columns");
 static_assert(FK_ROWS == 128 && FK_NWARPS == 8, "two consumer warpgroups of 64 rows");
 static_assert(FK_WT % 64 == 0, "keys per stage are whole n64 blocks");
+// How Q K^T reads Q (FK_WG_S): 0 shared memory, n64 instructions; 1 shared memory, one n128
+// instruction per k16 step where the tile is 128 keys; 2 registers, n64 instructions.
+static_assert(FK_WG_S >= 0 && FK_WG_S <= 2, "a Q mode");
 // The producer signals tile t - 1 after queueing tile t, and consumers free tile t - 1's stage
 // only after the turn that needs tile t: with two stages each would wait for the other.
 static_assert(FK_WST >= 3, "three stages at least");
@@ -62,6 +65,24 @@ __device__ __forceinline__ void fk_wgmma(float (*d)[4], const u32* a, u64 desc, 
   if constexpr (FK_QT == 2) FK_WGMMA_RS("bf16");
   else FK_WGMMA_RS("f16");
 #undef FK_WGMMA_RS
+}
+// The same as one m64n128k16 (d: 16 fragments): Q K^T of a 128-key tile reads Q once per k16
+// step instead of twice (shared memory, not the tensor cores, limits this kernel).
+#define FK_WD_ALL16 FK_WD_ALL, FK_WD(8), FK_WD(9), FK_WD(10), FK_WD(11), FK_WD(12), FK_WD(13), FK_WD(14), FK_WD(15)
+#define FK_WD_LIST64 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
+  "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, " \
+  "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, " \
+  "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+__device__ __forceinline__ void fk_wgmma_ss128(float (*d)[4], u64 da, u64 db, u32 acc) {
+#define FK_WGMMA_SS128(TY)                                                                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                      \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FK_WD_LIST64 ", %64, %65, p, 1, 1, 0, 0;\n}\n" \
+               : FK_WD_ALL16                                                                                     \
+               : "l"(da), "l"(db), "r"(acc))
+  if constexpr (FK_QT == 2) FK_WGMMA_SS128("bf16");
+  else FK_WGMMA_SS128("f16");
+#undef FK_WGMMA_SS128
 }
 __device__ __forceinline__ void fk_wgmma_ss(float (*d)[4], u64 da, u64 db, u32 acc) {
 #define FK_WGMMA_SS(TY)                                                                                          \
@@ -240,7 +261,13 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
     const float vscale = ((const float*)(a.step + a.off_vscale))[kvh];
     const uint2 full = ((const uint2*)(a.step + a.off_item_full))[item];
     const u32 row_tile = it.y & FK_ROW_TILE_BITS;
+#if FK_WG_S == 2
+    // Q as register A operands: no shared-memory reads of Q at all, 32 more registers (D 128).
+    u32 qf[FK_DK / 16][4];
+    const FkMRows q = fk_mma_q<FK_DK / 16>(a, sq, row_tile, kvh, wg * 64 + wi * 16, g, c4, qf);
+#else
     const FkMRows q = fk_wq(a, sq, row_tile, kvh, wg, wi * 16 + g, sq_smem);
+#endif
     float o[FK_WNO * 8][4];
 #pragma unroll
     for (int i = 0; i < FK_WNO * 8; ++i)
@@ -273,10 +300,20 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
 #pragma unroll
       for (int kk = 0; kk < FK_DK / 16; ++kk) {
         const u32 kb = (kk / 4) * FK_WCOL + (kk % 4) * 32;
-        const u64 dq = fk_wdesc(sq_smem + (kk / 4) * (128 * 128) + wg * 64 * 128 + (kk % 4) * 32, 16, 1024);
+#if FK_WG_S == 2
 #pragma unroll
         for (int nb = 0; nb < FK_WNB; ++nb)
-          fk_wgmma_ss(sc + nb * 8, dq, fk_wdesc(sk + kb + nb * 64 * 128, 16, 1024), kk > 0);
+          fk_wgmma<0>(sc + nb * 8, qf[kk], fk_wdesc(sk + kb + nb * 64 * 128, 16, 1024), kk > 0);
+#else
+        const u64 dq = fk_wdesc(sq_smem + (kk / 4) * (128 * 128) + wg * 64 * 128 + (kk % 4) * 32, 16, 1024);
+        if constexpr (FK_WG_S == 1 && FK_WNB == 2) {
+          fk_wgmma_ss128(sc, dq, fk_wdesc(sk + kb, 16, 1024), kk > 0);
+        } else {
+#pragma unroll
+          for (int nb = 0; nb < FK_WNB; ++nb)
+            fk_wgmma_ss(sc + nb * 8, dq, fk_wdesc(sk + kb + nb * 64 * 128, 16, 1024), kk > 0);
+        }
+#endif
       }
     };
     auto release = [&](int t) {

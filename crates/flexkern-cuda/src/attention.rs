@@ -211,7 +211,11 @@ impl KernelConfig {
                 m.copy_threads,
                 m.l2_prefetch,
                 m.min_blocks,
-                if m.wg { "wg" } else { "" }
+                if m.wg {
+                    format!("wg{}", m.wg_s)
+                } else {
+                    String::new()
+                }
             )
         } else if self.async_tile > 0 {
             format!("_a{}x{}", self.async_tile, self.stages)
@@ -245,12 +249,13 @@ impl KernelConfig {
             l2_prefetch: 0,
             min_blocks: 1,
             wg: false,
+            wg_s: 0,
         });
         let defines = format!(
             "{defines}#define FK_MMA {}\n#define FK_MMA_MT {}\n#define FK_MMA_TILE {}\n#define FK_MMA_STAGES {}\n\
-             #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n#define FK_MMA_MINB {}\n#define FK_WGMMA {}\n",
+             #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n#define FK_MMA_MINB {}\n#define FK_WGMMA {}\n#define FK_WG_S {}\n",
             self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch, m.min_blocks,
-            m.wg as u8
+            m.wg as u8, m.wg_s
         );
         let common = COMMON.replace("#pragma once", "");
         KernelSource {
@@ -1235,7 +1240,22 @@ mod tests {
             } else {
                 vec![&variants[i % variants.len()]]
             };
-            for v in picked {
+            // Each of the Hopper kernel's Q modes.
+            let modes: Vec<KernelConfig> = if m.wg {
+                (0..3)
+                    .map(|wg_s| KernelConfig {
+                        mma: Some(MmaShape { wg_s, ..m }),
+                        ..k.clone()
+                    })
+                    .collect()
+            } else {
+                vec![k.clone()]
+            };
+            for (v, k) in picked
+                .iter()
+                .flat_map(|v| modes.iter().map(move |k| (v, k)))
+            {
+                let m = k.mma.unwrap();
                 let v = v.compile().unwrap();
                 let hooks = codegen::generate(&v).source;
                 let compile = |k: &KernelConfig| {
@@ -1251,7 +1271,7 @@ mod tests {
                     assert!(!log.contains("serialized"), "{}: {log}", src.name);
                     (regs, spills + stack, src.name, log)
                 };
-                let (mut regs, mut spilled, mut name, mut log) = compile(&k);
+                let (mut regs, mut spilled, mut name, mut log) = compile(k);
                 if m.wg && spilled > 0 {
                     let narrow = KernelConfig {
                         mma: Some(MmaShape { tile: 64, ..m }),

@@ -193,6 +193,9 @@ pub struct MmaShape {
     /// The Hopper kernel (`attention_wgmma.cu`): two consumer warpgroups of 64 rows and a
     /// producer warpgroup, wgmma instead of mma.sync.
     pub wg: bool,
+    /// How its Q K^T reads Q (`FK_WG_S`): 0 shared memory in n64 instructions, 1 shared memory
+    /// in one n128 instruction per k16 step (128-key tiles), 2 registers.
+    pub wg_s: usize,
 }
 
 impl MmaShape {
@@ -406,9 +409,28 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
                 1
             },
             wg: false,
+            wg_s: 0,
         };
         (mma_smem(&m, q.dk, q.dv, q.k_size, q.v_size, q.warps) <= q.smem_optin).then_some((rows, m))
     })
+}
+
+/// The Hopper kernel's Q mode (`MmaShape::wg_s`): Q in registers at D 64 (16 of them; 2-3 %
+/// faster there), else from shared memory in n128 instructions (1-2 % faster than n64; Q in
+/// registers spills at D 128 and falls back to 64-key tiles, 6 % slower), measured on an H200
+/// (PERFORMANCE.md). `FLEXKERN_CUDA_WG_S=0|1|2` for A/B runs.
+fn wg_q_mode(dk: usize) -> usize {
+    match std::env::var("FLEXKERN_CUDA_WG_S")
+        .ok()
+        .as_deref()
+        .map(str::trim)
+    {
+        Some("0") => 0,
+        Some("1") => 1,
+        Some("2") => 2,
+        _ if dk <= 64 => 2,
+        _ => 1,
+    }
 }
 
 /// Warps of the Hopper kernel's consumers (two warpgroups).
@@ -454,6 +476,7 @@ fn wgmma_shape(q: &MmaQuery, over: &[usize]) -> Option<(usize, MmaShape)> {
             l2_prefetch: 256,
             min_blocks: 1,
             wg: true,
+            wg_s: wg_q_mode(q.dk),
         };
         (mma_smem(&m, q.dk, q.dv, q.k_size, q.v_size, WG_WARPS) <= q.smem_optin).then_some((128, m))
     })
