@@ -29,15 +29,6 @@ __device__ __forceinline__ i64 fk_max_i(i64 a, i64 b) { return a > b ? a : b; }
 __device__ __forceinline__ i64 fk_shl_i(i64 a, i64 b) { return (b >= 0 && b < 64) ? (i64)((u64)a << b) : 0; }
 __device__ __forceinline__ i64 fk_shr_i(i64 a, i64 b) { return (b >= 0 && b < 64) ? (a >> b) : 0; }
 
-// i64 to f32, rounded to nearest (`__ll2float_rn`). For |x| < 2^22 the sum with 1.5 * 2^23 is
-// exact, so the conversion costs an integer and a float add instead of a slot on the
-// quarter-rate conversion pipe, which the attention kernels' exponentials need (ALiBi's
-// kv_pos - q_pos took half the softmax's throughput there).
-__device__ __forceinline__ float fk_i2f(i64 x) {
-  if ((u64)(x + 4194304) < 8388608ull) return __int_as_float(0x4B400000 + (int)x) - 12582912.0f;
-  return __ll2float_rn(x);
-}
-
 // Element types (the host's `elem_code`): 0 f32, 1 f16, 2 bf16, 3 fp8 e4m3fn, 4 fp8 e5m2, 5 i8.
 template <int T> struct FkSize { static constexpr int value = T == 0 ? 4 : (T <= 2 ? 2 : 1); };
 

@@ -258,7 +258,7 @@ fn unary(op: UnOp, t: Ty, a: usize) -> String {
         (UnOp::Exp, _) => format!("expf(r{a})"),
         (UnOp::Log, _) => format!("logf(r{a})"),
         (UnOp::Sqrt, _) => format!("sqrtf(r{a})"),
-        (UnOp::ToFloat, _) => format!("fk_i2f(r{a})"),
+        (UnOp::ToFloat, _) => format!("__ll2float_rn(r{a})"),
     }
 }
 

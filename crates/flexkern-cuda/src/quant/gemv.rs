@@ -258,8 +258,12 @@ pub fn config_for(dev_sms: usize, mode: Mode, a: &DeviceMatrix, m: usize) -> Gem
     c.staged = staged(a.format, c.mb);
     // Batches only: at M 1 the extra quantizing launch cost more than the integer dot saved
     // (H100, 14336 x 4096 Q8_0: 60 % of copy against 63 %); at M 16 it is 1.7-2x faster.
-    c.dp4a =
-        c.staged.is_some() && c.mb > 1 && a.quantized_acts && dp4a_applies(a.format, mode, a.k);
+    // `FLEXKERN_GEMV_DP4A=1` takes it for single rows too (A/B runs).
+    let single = std::env::var("FLEXKERN_GEMV_DP4A").is_ok_and(|v| v == "1");
+    c.dp4a = c.staged.is_some()
+        && (c.mb > 1 || single)
+        && a.quantized_acts
+        && dp4a_applies(a.format, mode, a.k);
     // The staged kernel reads 16-byte windows around each row's blocks: the last one may end
     // up to 15 bytes past the weights, inside the allocation's size class.
     if a.buf.capacity() < a.bytes().next_multiple_of(16) {
@@ -287,7 +291,8 @@ pub fn staged(f: Format, mb: usize) -> Option<Staged> {
 }
 
 /// The integer-dot path (Q8_0 activations, dp4a): Q8_0 and Q4_0 weights, k whole 32-blocks,
-/// not the down projection that forms its input on load. `FLEXKERN_GEMV_DP4A=0` turns it off.
+/// not the down projection that forms its input on load. `FLEXKERN_GEMV_DP4A=0` turns it off
+/// (`=1` takes it for single rows too).
 pub fn dp4a_applies(f: Format, mode: Mode, k: usize) -> bool {
     !std::env::var("FLEXKERN_GEMV_DP4A").is_ok_and(|v| v == "0")
         && matches!(f, Format::Q8_0 | Format::Q4_0)

@@ -37,7 +37,7 @@ __device__ __forceinline__ float fk_score(const FkParams& P, const FkVars& V, fl
   const long long r7 = V.kv_pos;
   const long long r8 = V.q_pos;
   const long long r9 = fk_sub_i(r7, r8);
-  const float r10 = fk_i2f(r9);
+  const float r10 = __ll2float_rn(r9);
   const float r11 = __fmul_rn(r6, r10);
   const float r12 = __fadd_rn(r4, r11);
   return r12;
