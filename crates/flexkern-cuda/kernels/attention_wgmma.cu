@@ -74,6 +74,18 @@ __device__ __forceinline__ void fk_wgmma(float (*d)[4], const u32* a, u64 desc, 
   "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, " \
   "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, " \
   "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+template <int TRANS>
+__device__ __forceinline__ void fk_wgmma128(float (*d)[4], const u32* a, u64 desc, u32 acc) {
+#define FK_WGMMA_RS128(TY)                                                                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"                                                      \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FK_WD_LIST64                         \
+               ", {%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"                                                  \
+               : FK_WD_ALL16                                                                                     \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TRANS), "r"(acc))
+  if constexpr (FK_QT == 2) FK_WGMMA_RS128("bf16");
+  else FK_WGMMA_RS128("f16");
+#undef FK_WGMMA_RS128
+}
 __device__ __forceinline__ void fk_wgmma_ss128(float (*d)[4], u64 da, u64 db, u32 acc) {
 #define FK_WGMMA_SS128(TY)                                                                                       \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                      \
@@ -286,12 +298,19 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
     // Warpgroup 1 passes no turn on after its last: the barriers balance.
     auto issue_pv = [&](int t) {
       // O += P V: V's k16 step kc is 16 rows (2 KiB) on, n64 block ob a column block further.
+      // Dv 128: one n128 instruction per k16 step (P read once; LBO steps to the second
+      // column block).
       const u32 sv = smem + (t % FK_WST) * FK_WSTAGE + FK_WKB;
 #pragma unroll
-      for (int kc = 0; kc < FK_WT / 16; ++kc)
+      for (int kc = 0; kc < FK_WT / 16; ++kc) {
+        if constexpr (FK_WNO == 2) {
+          fk_wgmma128<1>(o, pa[kc], fk_wdesc(sv + kc * 16 * 128, FK_WCOL, 1024), 1);
+        } else {
 #pragma unroll
-        for (int ob = 0; ob < FK_WNO; ++ob)
-          fk_wgmma<1>(o + ob * 8, pa[kc], fk_wdesc(sv + ob * FK_WCOL + kc * 16 * 128, FK_WCOL, 1024), 1);
+          for (int ob = 0; ob < FK_WNO; ++ob)
+            fk_wgmma<1>(o + ob * 8, pa[kc], fk_wdesc(sv + ob * FK_WCOL + kc * 16 * 128, FK_WCOL, 1024), 1);
+        }
+      }
     };
     auto issue_s = [&](int t) {
       // S = Q K^T: k16 step kk sits 32 bytes into its 128-byte column block (of Q and K); this
@@ -301,9 +320,13 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
       for (int kk = 0; kk < FK_DK / 16; ++kk) {
         const u32 kb = (kk / 4) * FK_WCOL + (kk % 4) * 32;
 #if FK_WG_S == 2
+        if constexpr (FK_WNB == 2) {
+          fk_wgmma128<0>(sc, qf[kk], fk_wdesc(sk + kb, 16, 1024), kk > 0);
+        } else {
 #pragma unroll
-        for (int nb = 0; nb < FK_WNB; ++nb)
-          fk_wgmma<0>(sc + nb * 8, qf[kk], fk_wdesc(sk + kb + nb * 64 * 128, 16, 1024), kk > 0);
+          for (int nb = 0; nb < FK_WNB; ++nb)
+            fk_wgmma<0>(sc + nb * 8, qf[kk], fk_wdesc(sk + kb + nb * 64 * 128, 16, 1024), kk > 0);
+        }
 #else
         const u64 dq = fk_wdesc(sq_smem + (kk / 4) * (128 * 128) + wg * 64 * 128 + (kk % 4) * 32, 16, 1024);
         if constexpr (FK_WG_S == 1 && FK_WNB == 2) {
