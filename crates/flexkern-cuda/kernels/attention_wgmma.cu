@@ -45,68 +45,49 @@ __device__ __forceinline__ u64 fk_wdesc(u32 addr, u32 lbo, u32 sbo) {
   return (u64)((addr & 0x3ffffu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | (1ull << 62);
 }
 
-// d (64 x 64 f32, the m16n8 accumulator layout per warp: 8 fragments of 4) += A B, A from
+// d (64 x N f32, the m16n8 accumulator layout per warp: N / 8 fragments of 4) += A B, A from
 // registers (`a`, wgmma's register layout) or shared memory (`da`, K-major), B by `desc` (TRANS:
-// N-major). Accumulates onto d when `acc` is non-zero, else overwrites.
+// N-major). Accumulates onto d when `acc` is non-zero, else overwrites. N 128 (Q K^T of a
+// 128-key tile, P V at Dv 128) reads A once where two n64 instructions would read it twice.
+#if FK_QT == 2
+#define FK_WTY "bf16"
+#else
+#define FK_WTY "f16"
+#endif
 #define FK_WD(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
 #define FK_WD_ALL FK_WD(0), FK_WD(1), FK_WD(2), FK_WD(3), FK_WD(4), FK_WD(5), FK_WD(6), FK_WD(7)
+#define FK_WD_ALL16 FK_WD_ALL, FK_WD(8), FK_WD(9), FK_WD(10), FK_WD(11), FK_WD(12), FK_WD(13), FK_WD(14), FK_WD(15)
 #define FK_WD_LIST                                                                                    \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
   "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define FK_WTY (FK_QT == 2 ? "bf16" : "f16")
-template <int TRANS>
-__device__ __forceinline__ void fk_wgmma(float (*d)[4], const u32* a, u64 desc, u32 acc) {
-#define FK_WGMMA_RS(TY)                                                                                          \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"                                                      \
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FK_WD_LIST                            \
-               ", {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"                                                  \
-               : FK_WD_ALL                                                                                       \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TRANS), "r"(acc))
-  if constexpr (FK_QT == 2) FK_WGMMA_RS("bf16");
-  else FK_WGMMA_RS("f16");
-#undef FK_WGMMA_RS
-}
-// The same as one m64n128k16 (d: 16 fragments): Q K^T of a 128-key tile reads Q once per k16
-// step instead of twice (shared memory, not the tensor cores, limits this kernel).
-#define FK_WD_ALL16 FK_WD_ALL, FK_WD(8), FK_WD(9), FK_WD(10), FK_WD(11), FK_WD(12), FK_WD(13), FK_WD(14), FK_WD(15)
 #define FK_WD_LIST64 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
   "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, " \
   "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, " \
   "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+// One wgmma: N, the accumulator list and operands, the operand number of `acc`, the A and B
+// operands' text, then the inputs.
+#define FK_WGMMA_ASM(N, DLIST, DOPS, ACC, AB, ...)                                                 \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #ACC ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N \
+               "k16.f32." FK_WTY "." FK_WTY " " DLIST ", " AB ";\n}\n"                                  \
+               : DOPS                                                                                \
+               : __VA_ARGS__)
+template <int TRANS>
+__device__ __forceinline__ void fk_wgmma(float (*d)[4], const u32* a, u64 desc, u32 acc) {
+  FK_WGMMA_ASM(64, FK_WD_LIST, FK_WD_ALL, 38, "{%32, %33, %34, %35}, %36, p, 1, 1, %37", "r"(a[0]), "r"(a[1]),
+               "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TRANS), "r"(acc));
+}
 template <int TRANS>
 __device__ __forceinline__ void fk_wgmma128(float (*d)[4], const u32* a, u64 desc, u32 acc) {
-#define FK_WGMMA_RS128(TY)                                                                                       \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"                                                      \
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FK_WD_LIST64                         \
-               ", {%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"                                                  \
-               : FK_WD_ALL16                                                                                     \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TRANS), "r"(acc))
-  if constexpr (FK_QT == 2) FK_WGMMA_RS128("bf16");
-  else FK_WGMMA_RS128("f16");
-#undef FK_WGMMA_RS128
-}
-__device__ __forceinline__ void fk_wgmma_ss128(float (*d)[4], u64 da, u64 db, u32 acc) {
-#define FK_WGMMA_SS128(TY)                                                                                       \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                      \
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FK_WD_LIST64 ", %64, %65, p, 1, 1, 0, 0;\n}\n" \
-               : FK_WD_ALL16                                                                                     \
-               : "l"(da), "l"(db), "r"(acc))
-  if constexpr (FK_QT == 2) FK_WGMMA_SS128("bf16");
-  else FK_WGMMA_SS128("f16");
-#undef FK_WGMMA_SS128
+  FK_WGMMA_ASM(128, FK_WD_LIST64, FK_WD_ALL16, 70, "{%64, %65, %66, %67}, %68, p, 1, 1, %69", "r"(a[0]), "r"(a[1]),
+               "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TRANS), "r"(acc));
 }
 __device__ __forceinline__ void fk_wgmma_ss(float (*d)[4], u64 da, u64 db, u32 acc) {
-#define FK_WGMMA_SS(TY)                                                                                          \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                      \
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FK_WD_LIST ", %32, %33, p, 1, 1, 0, 0;\n}\n" \
-               : FK_WD_ALL                                                                                       \
-               : "l"(da), "l"(db), "r"(acc))
-  if constexpr (FK_QT == 2) FK_WGMMA_SS("bf16");
-  else FK_WGMMA_SS("f16");
-#undef FK_WGMMA_SS
+  FK_WGMMA_ASM(64, FK_WD_LIST, FK_WD_ALL, 34, "%32, %33, p, 1, 1, 0, 0", "l"(da), "l"(db), "r"(acc));
 }
-#undef FK_WTY
+__device__ __forceinline__ void fk_wgmma_ss128(float (*d)[4], u64 da, u64 db, u32 acc) {
+  FK_WGMMA_ASM(128, FK_WD_LIST64, FK_WD_ALL16, 66, "%64, %65, p, 1, 1, 0, 0", "l"(da), "l"(db), "r"(acc));
+}
 
 __device__ __forceinline__ void fk_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void fk_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }

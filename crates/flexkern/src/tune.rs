@@ -61,6 +61,43 @@ pub enum TuneError {
     },
 }
 
+/// Records `device`'s `family` entry in the table at `path` (`TuneTable::record`) and returns
+/// `wrote <path> [device] knob=value ...` for the command to print.
+pub fn save(
+    path: &Path,
+    device: String,
+    family: &str,
+    params: BTreeMap<String, u64>,
+    note: String,
+) -> Result<String, TuneError> {
+    let entry = TuneEntry {
+        device,
+        family: family.into(),
+        params,
+        note,
+    };
+    let said = format!("wrote {} {}", path.display(), entry.describe());
+    TuneTable::record(path, entry)?;
+    Ok(said)
+}
+
+impl TuneEntry {
+    /// `[device] knob=value ...`, or `[device] (defaults)` for an entry that sets none.
+    pub fn describe(&self) -> String {
+        let kv: Vec<String> = self
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let kv = if kv.is_empty() {
+            "(defaults)".to_string()
+        } else {
+            kv.join(" ")
+        };
+        format!("[{}] {kv}", self.device)
+    }
+}
+
 impl TuneTable {
     pub fn new() -> Self {
         TuneTable {

@@ -14,7 +14,7 @@ use flexkern::backend::host::HostBuffer;
 use flexkern::backend::{AttnIo, KvBufs};
 use flexkern::builtins::causal;
 use flexkern::device::TilePolicy;
-use flexkern::tune::{self, TuneEntry, TuneTable, CPU_ATTENTION};
+use flexkern::tune::{self, CPU_ATTENTION};
 use flexkern::verify::{Input, Rng};
 use flexkern::{AttentionArgs, Backend, Caps, CpuBackend, DType, Variant};
 use std::collections::BTreeMap;
@@ -344,38 +344,8 @@ pub fn run_tune(a: &TuneArgs) -> Result<()> {
         (prefill_gain - 1.0) * 100.0,
         (decode_gain - 1.0) * 100.0,
     );
-    save(&path, &device, CPU_ATTENTION, params, &note, t0)
-}
-
-/// Records `device`'s `family` entry in the table at `path` and says what was written.
-pub(super) fn save(
-    path: &std::path::Path,
-    device: &str,
-    family: &str,
-    params: BTreeMap<String, u64>,
-    note: &str,
-    t0: Instant,
-) -> Result<()> {
-    let kv: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    TuneTable::record(
-        path,
-        TuneEntry {
-            device: device.into(),
-            family: family.into(),
-            params,
-            note: note.into(),
-        },
-    )?;
     println!("{note}");
-    println!(
-        "wrote {} [{device}] {} in {:.1} s",
-        path.display(),
-        if kv.is_empty() {
-            "(defaults)".to_string()
-        } else {
-            kv.join(" ")
-        },
-        t0.elapsed().as_secs_f64()
-    );
+    let wrote = tune::save(&path, device, CPU_ATTENTION, params, note)?;
+    println!("{wrote} in {:.1} s", t0.elapsed().as_secs_f64());
     Ok(())
 }

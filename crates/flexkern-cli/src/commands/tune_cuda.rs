@@ -6,7 +6,7 @@
 
 use super::limits::median;
 use anyhow::Result;
-use flexkern::tune::CUDA_ATTENTION;
+use flexkern::tune::{self, CUDA_ATTENTION};
 use flexkern::DType;
 use flexkern_cuda::bench::prefill::{prefill, Mod, PrefillCase};
 use flexkern_cuda::bench::{decode, DecodeShape};
@@ -205,5 +205,8 @@ pub fn run(quick: bool, path: &Path) -> Result<()> {
         if quick { " --quick" } else { "" },
         notes.join("; ")
     );
-    super::tune::save(path, &name, CUDA_ATTENTION, chosen.to_params(), &note, t0)
+    println!("{note}");
+    let wrote = tune::save(path, name, CUDA_ATTENTION, chosen.to_params(), note)?;
+    println!("{wrote} in {:.1} s", t0.elapsed().as_secs_f64());
+    Ok(())
 }
