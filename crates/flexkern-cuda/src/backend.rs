@@ -2,7 +2,7 @@
 //! stream-ordered copies, attention through this crate's planner and kernels, and KV page
 //! writes that quantize on the device.
 
-use crate::attention::{self, AttnCall, DeviceTables, KvInput, KvOperand, QInput};
+use crate::attention::{self, AttnCall, DeviceTables, KvInput, KvOperand, PagedKv, QInput};
 use crate::error::{driver, CudaError};
 use crate::runtime::compile::KernelSource;
 use crate::runtime::{Device, DeviceBuf};
@@ -291,7 +291,7 @@ impl Backend for CudaBackend {
                     page_indices_len: page_indices.len,
                 };
                 (
-                    KvInput::Paged {
+                    KvInput::Paged(PagedKv {
                         k: &k.buf,
                         v: &v.buf,
                         k_dtype: l.k_dtype,
@@ -302,7 +302,7 @@ impl Backend for CudaBackend {
                         first_page: &[],
                         page_indices: &[],
                         device_tables: Some(t),
-                    },
+                    }),
                     l.k_scales.as_slice(),
                     l.v_scales.as_slice(),
                 )

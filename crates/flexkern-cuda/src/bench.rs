@@ -2,7 +2,7 @@
 //! call (step upload, attention kernel, merge), beside the card's device-to-device copy
 //! bandwidth measured in the same run (bytes read + written).
 
-use crate::attention::{self, AttnCall, DeviceTables, KvInput, KvOperand, QInput};
+use crate::attention::{self, AttnCall, DeviceTables, KvInput, KvOperand, PagedKv, QInput};
 use crate::error::{driver, Result};
 use crate::runtime::compile::KernelSource;
 use crate::runtime::{Device, DeviceBuf, Event};
@@ -200,7 +200,7 @@ pub fn decode(
                 head_stride: l * d,
             },
         },
-        Some(ps) => KvInput::Paged {
+        Some(ps) => KvInput::Paged(PagedKv {
             k: &k,
             v: &v,
             k_dtype: s.kv_dtype,
@@ -216,7 +216,7 @@ pub fn decode(
                 page_indices: tables.ptr() + 4 * (cu.len() + first.len()) as u64,
                 page_indices_len: pages.len(),
             }),
-        },
+        }),
     };
     let call = AttnCall {
         lens: &lens,

@@ -1,7 +1,7 @@
 //! Attention over host tensors on the GPU (`flexkern attn --device cuda`): uploads the views as
 //! they are (strided), or pages K/V into a shuffled pool in the requested storage type.
 
-use crate::attention::{self, AttnCall, KvInput, KvOperand, QInput};
+use crate::attention::{self, AttnCall, KvInput, KvOperand, PagedKv, QInput};
 use crate::error::{invalid, Result};
 use crate::runtime::{Device, DeviceBuf};
 use crate::verify::{encode, poison};
@@ -155,7 +155,7 @@ pub fn attention_host(
     }
     let (kb, vb) = (dev.upload(&kp)?, dev.upload(&vp)?);
     let first = vec![0u32; n];
-    let kv = KvInput::Paged {
+    let kv = KvInput::Paged(PagedKv {
         k: &kb,
         v: &vb,
         k_dtype: dtype,
@@ -166,6 +166,6 @@ pub fn attention_host(
         first_page: &first,
         page_indices: &list,
         device_tables: None,
-    };
+    });
     run(kv, &ks, &vs)
 }

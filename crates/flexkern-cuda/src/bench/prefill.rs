@@ -5,7 +5,7 @@
 //! separately and reported beside the kernel time.
 
 use super::{random, time_ms};
-use crate::attention::{self, AttnCall, KvInput, KvOperand, QInput};
+use crate::attention::{self, AttnCall, KvInput, KvOperand, PagedKv, QInput};
 use crate::error::Result;
 use crate::runtime::Device;
 use flexkern::attention::problem::SeqLens;
@@ -194,7 +194,7 @@ pub fn prefill(dev: &Arc<Device>, c: &PrefillCase, reps: usize) -> Result<Prefil
             k: operand(&k),
             v: operand(&v),
         },
-        Some(ps) => KvInput::Paged {
+        Some(ps) => KvInput::Paged(PagedKv {
             k: &k,
             v: &v,
             k_dtype: DType::BF16,
@@ -205,7 +205,7 @@ pub fn prefill(dev: &Arc<Device>, c: &PrefillCase, reps: usize) -> Result<Prefil
             first_page: &first,
             page_indices: &pages,
             device_tables: None,
-        },
+        }),
     };
     let call = AttnCall {
         lens: &lens,

@@ -2,7 +2,7 @@
 //! prepared call, and one compiled module for variants of equal structure.
 
 use super::{bytes, lens_of, outcome, paged_pool};
-use crate::attention::{self, AttnCall, KvInput, QInput};
+use crate::attention::{self, AttnCall, KvInput, PagedKv, QInput};
 use crate::error::{CudaError, Result};
 use crate::runtime::{Device, DeviceBuf};
 use cudarc::driver::result::{graph, stream};
@@ -84,7 +84,7 @@ fn call<'a>(
             tok_stride: HQ * D,
             head_stride: D,
         },
-        kv: KvInput::Paged {
+        kv: KvInput::Paged(PagedKv {
             k: &f.k,
             v: &f.v,
             k_dtype: DType::BF16,
@@ -95,7 +95,7 @@ fn call<'a>(
             first_page: &f.pool.first_page,
             page_indices: &f.pool.pages,
             device_tables: None,
-        },
+        }),
         k_scales: &[],
         v_scales: &[],
         out,
@@ -128,17 +128,17 @@ fn bad_input(dev: &Arc<Device>) -> Result<String> {
         }
     };
     let mut c = call(&f, &v, &out, &lse, false);
-    if let KvInput::Paged { page_indices, .. } = &mut c.kv {
+    if let KvInput::Paged(PagedKv { page_indices, .. }) = &mut c.kv {
         *page_indices = &bad_page;
     }
     expect_err("page outside the pool", c)?;
     let mut c = call(&f, &v, &out, &lse, false);
-    if let KvInput::Paged { cu_pages, .. } = &mut c.kv {
+    if let KvInput::Paged(PagedKv { cu_pages, .. }) = &mut c.kv {
         *cu_pages = &short_cu;
     }
     expect_err("too few pages listed", c)?;
     let mut c = call(&f, &v, &out, &lse, false);
-    if let KvInput::Paged { page_size, .. } = &mut c.kv {
+    if let KvInput::Paged(PagedKv { page_size, .. }) = &mut c.kv {
         *page_size = 300;
     }
     expect_err("page size 300", c)?;
@@ -178,11 +178,11 @@ fn deterministic(dev: &Arc<Device>) -> Result<String> {
     let mut c = call(&f, &v, &out, &lse, true);
     c.lens = &alone_lens;
     c.q.seq_base = &f.q_base[..1];
-    if let KvInput::Paged {
+    if let KvInput::Paged(PagedKv {
         cu_pages,
         first_page,
         ..
-    } = &mut c.kv
+    }) = &mut c.kv
     {
         *cu_pages = &cu1;
         *first_page = &f.pool.first_page[..1];
@@ -251,29 +251,11 @@ fn graph_replay(dev: &Arc<Device>) -> Result<String> {
 /// `c` with its K and V pools exchanged (same layout when Dk = Dv).
 fn swap_kv(c: AttnCall<'_>) -> AttnCall<'_> {
     let kv = match c.kv {
-        KvInput::Paged {
-            k,
-            v,
-            k_dtype,
-            v_dtype,
-            page_size,
-            num_pages,
-            cu_pages,
-            first_page,
-            page_indices,
-            device_tables,
-        } => KvInput::Paged {
-            k: v,
-            v: k,
-            k_dtype,
-            v_dtype,
-            page_size,
-            num_pages,
-            cu_pages,
-            first_page,
-            page_indices,
-            device_tables,
-        },
+        KvInput::Paged(p) => KvInput::Paged(PagedKv {
+            k: p.v,
+            v: p.k,
+            ..p
+        }),
         KvInput::Strided { k, v } => KvInput::Strided { k: v, v: k },
     };
     AttnCall { kv, ..c }

@@ -1,0 +1,91 @@
+//! Plan reuse across the layers of one step.
+
+use super::*;
+
+/// The last call's plan, kept for the next call that differs only in its buffers (the model's
+/// layers within one step: same lengths, layout, variant and page tables, each layer its own
+/// K/V): that call skips planning, code lookup and the step upload, as FlashInfer's plan-once,
+/// run-per-layer does. Reuse is safe on the one stream: the step is read-only but for the
+/// arrival counters, which the kernel resets.
+#[derive(Default)]
+pub struct PlanMemo {
+    last: std::sync::Mutex<Option<(u64, Prepared)>>,
+    /// Calls that reused the last plan.
+    pub hits: std::sync::atomic::AtomicUsize,
+}
+
+/// `attention` through `memo`.
+/// `FLEXKERN_CUDA_PLAN_MEMO=0` plans every call afresh (A/B runs).
+pub fn attention_memo(dev: &Arc<Device>, c: &AttnCall, memo: &PlanMemo) -> Result<()> {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *OFF.get_or_init(|| std::env::var("FLEXKERN_CUDA_PLAN_MEMO").is_ok_and(|v| v == "0")) {
+        return attention(dev, c);
+    }
+    validate(c)?;
+    let hooks = codegen::generate(c.variant);
+    let key = plan_key(c, &hooks);
+    // The plan is taken out while in use, so the lock is never held across planning (other
+    // threads' compiles must not queue behind it); a thread finding it out plans its own.
+    let last = memo.last.lock().expect("plan memo lock").take();
+    let p = match last {
+        Some((k, mut p)) if k == key => {
+            p.rebind(c);
+            memo.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            p
+        }
+        _ => match prepare_with(dev, c, hooks)? {
+            Some(p) => p,
+            None => return Ok(()),
+        },
+    };
+    let launched = p.launch();
+    *memo.last.lock().expect("plan memo lock") = Some((key, p));
+    launched
+}
+
+/// Everything a plan and its step buffer depend on: all of the call but its buffers' addresses.
+fn plan_key(c: &AttnCall, hooks: &codegen::VariantCode) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let lens = c.lens;
+    for s in 0..lens.num_seqs() {
+        (lens.q_start(s), lens.q_len(s), lens.kv_len(s)).hash(&mut h);
+    }
+    (c.num_q_heads, c.num_kv_heads, c.head_dim, c.head_dim_v).hash(&mut h);
+    c.scale.to_bits().hash(&mut h);
+    hooks.key.hash(&mut h);
+    hooks.params.ints.hash(&mut h);
+    hooks
+        .params
+        .floats
+        .iter()
+        .for_each(|f| f.to_bits().hash(&mut h));
+    for cd in &hooks.params.captures {
+        match cd {
+            codegen::CaptureData::Int(v) => v.hash(&mut h),
+            codegen::CaptureData::Float(v) => v.iter().for_each(|f| f.to_bits().hash(&mut h)),
+        }
+    }
+    if let Some(sk) = &c.variant.sinks {
+        sk.iter().for_each(|f| f.to_bits().hash(&mut h));
+    }
+    (c.q.dtype, c.q.seq_base, c.q.tok_stride, c.q.head_stride).hash(&mut h);
+    match &c.kv {
+        KvInput::Strided { k, v } => {
+            for o in [k, v] {
+                (o.dtype, o.seq_base, o.tok_stride, o.head_stride).hash(&mut h);
+            }
+        }
+        KvInput::Paged(p) => {
+            (p.k_dtype, p.v_dtype, p.page_size, p.num_pages).hash(&mut h);
+            (p.cu_pages, p.first_page, p.page_indices).hash(&mut h);
+            p.device_tables.map(|t| t.page_indices_len).hash(&mut h);
+        }
+    }
+    c.k_scales
+        .iter()
+        .chain(c.v_scales)
+        .for_each(|f| f.to_bits().hash(&mut h));
+    (c.lse.is_some(), c.deterministic).hash(&mut h);
+    h.finish()
+}

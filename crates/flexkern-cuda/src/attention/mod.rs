@@ -1,0 +1,526 @@
+//! Attention on the GPU: the call, planning, the step buffer (plan + page tables + variant
+//! parameters in one upload), the attention launch and the merge launch. The kernel choice and
+//! its source are in `kernel.rs`, the checks before any launch in `validate.rs`, plan reuse
+//! across a step's layers in `memo.rs`.
+
+use crate::codegen::{self, ParamLayout};
+use crate::error::{driver, invalid, Result};
+use crate::plan::{mma_shape, plan_work, rows_per_block, MmaQuery, MmaShape, WorkPlan, TILE};
+use crate::runtime::{Device, DeviceBuf};
+use cudarc::driver::result::launch_kernel;
+use flexkern::attention::problem::{SeqLens, MAX_HEAD_DIM};
+use flexkern::variant::CompiledVariant;
+use flexkern::DType;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+mod kernel;
+mod memo;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+pub use kernel::{async_shape, warps, KernelConfig};
+use kernel::{config, function_local_bytes, function_regs, load_kernel};
+pub use memo::{attention_memo, PlanMemo};
+use validate::validate;
+
+/// Most partitions per row tile that the tensor-core kernel joins itself (its last block of
+/// the row tile, serially); more go to the merge kernel (B1 x 128k: 49 partitions per row
+/// tile took 15 % longer joined in-kernel on an H100).
+const SELF_JOIN_PARTS: u32 = 4;
+/// Threads of the merge kernel (`FK_MERGE_WARPS` warps).
+const MERGE_THREADS: u32 = 256;
+
+/// A strided operand: element (seq, token i, head h, d) at
+/// `seq_base[seq] + i * tok_stride + h * head_stride + d`.
+pub struct Operand<'a> {
+    pub buf: &'a DeviceBuf,
+    pub dtype: DType,
+    pub seq_base: &'a [usize],
+    pub tok_stride: usize,
+    pub head_stride: usize,
+}
+/// Q.
+pub type QInput<'a> = Operand<'a>;
+/// One strided K or V.
+pub type KvOperand<'a> = Operand<'a>;
+
+pub enum KvInput<'a> {
+    Strided { k: KvOperand<'a>, v: KvOperand<'a> },
+    Paged(PagedKv<'a>),
+}
+
+/// Paged K/V: pools `[num_pages, page_size, Hkv, D]`; sequence s owns
+/// `page_indices[cu_pages[s]..cu_pages[s + 1]]`, the first of them logical page `first_page[s]`.
+#[derive(Clone, Copy)]
+pub struct PagedKv<'a> {
+    pub k: &'a DeviceBuf,
+    pub v: &'a DeviceBuf,
+    pub k_dtype: DType,
+    pub v_dtype: DType,
+    pub page_size: usize,
+    pub num_pages: usize,
+    pub cu_pages: &'a [u32],
+    pub first_page: &'a [u32],
+    pub page_indices: &'a [u32],
+    /// Page tables already on the device (the backend trait's U32 slices): then the host
+    /// slices above are empty and unused.
+    pub device_tables: Option<DeviceTables>,
+}
+
+/// Device addresses of page tables: `cu_pages` (n + 1), `first_page` (n), `page_indices`.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceTables {
+    pub cu_pages: u64,
+    pub first_page: u64,
+    pub page_indices: u64,
+    pub page_indices_len: usize,
+}
+
+/// One attention call. `out` is f32 `[total_q, Hq, Dv]`, `lse` f32 `[total_q, Hq]`.
+pub struct AttnCall<'a> {
+    pub lens: &'a SeqLens,
+    pub num_q_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub head_dim_v: usize,
+    pub scale: f32,
+    pub variant: &'a CompiledVariant,
+    pub q: QInput<'a>,
+    pub kv: KvInput<'a>,
+    /// Per-kv-head dequantization scales (empty: 1.0).
+    pub k_scales: &'a [f32],
+    pub v_scales: &'a [f32],
+    pub out: &'a DeviceBuf,
+    pub lse: Option<&'a DeviceBuf>,
+    pub deterministic: bool,
+}
+
+/// The kernel parameter block (`FkArgs` in attention.cu; same order, all 8-byte fields).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct FkArgs {
+    q: u64,
+    k: u64,
+    v: u64,
+    part_o: u64,
+    part_lse: u64,
+    out: u64,
+    lse: u64,
+    step: u64,
+    off: [u64; 10],
+    cu_pages: u64,
+    first_page: u64,
+    pages: u64,
+    q_tok_stride: i64,
+    q_head_stride: i64,
+    k_tok_stride: i64,
+    k_head_stride: i64,
+    v_tok_stride: i64,
+    v_head_stride: i64,
+    page_size: i64,
+    num_kv_heads: i64,
+    group: i64,
+    has_sinks: i64,
+    has_lse: i64,
+    num_pages: i64,
+    pages_len: i64,
+    scale: f32,
+    pad: f32,
+}
+
+/// The step buffer under construction: sections aligned to 16 bytes.
+#[derive(Default)]
+struct Step {
+    bytes: Vec<u8>,
+}
+
+impl Step {
+    fn push<T: bytemuck::Pod>(&mut self, xs: &[T]) -> u64 {
+        while !self.bytes.len().is_multiple_of(16) {
+            self.bytes.push(0);
+        }
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(bytemuck::cast_slice(xs));
+        if xs.is_empty() {
+            self.bytes.extend_from_slice(&[0u8; 16]);
+        }
+        at as u64
+    }
+}
+
+/// Runs one attention call on `dev`'s stream (asynchronous: synchronize before reading `out`).
+pub fn attention(dev: &Arc<Device>, c: &AttnCall) -> Result<()> {
+    match prepare(dev, c)? {
+        Some(p) => p.launch(),
+        None => Ok(()),
+    }
+}
+
+/// A call whose plan is uploaded and workspace allocated: `launch` only queues its kernels
+/// (attention, then the merge unless the attention kernel joins the partitions itself), so it
+/// can be captured in a CUDA graph and replayed.
+pub struct Prepared {
+    dev: Arc<Device>,
+    _module: Arc<crate::runtime::compile::Module>,
+    f_attn: cudarc::driver::sys::CUfunction,
+    f_merge: cudarc::driver::sys::CUfunction,
+    /// The attention kernel joins the partitions itself (no merge launch).
+    self_join: bool,
+    args: FkArgs,
+    smem_attn: u32,
+    grid_attn: (u32, u32, u32),
+    grid_merge: (u32, u32, u32),
+    _bufs: [DeviceBuf; 3],
+    pub config: KernelConfig,
+    pub plan: WorkPlan,
+}
+
+// SAFETY: the function handles are context-global (any thread may launch them with the
+// context current, as `launch` makes it); the rest is plain data and owned buffers.
+unsafe impl Send for Prepared {}
+
+impl Prepared {
+    /// (registers per thread, local-memory bytes per thread) of the attention kernel: spills show
+    /// as local memory.
+    pub fn kernel_resources(&self) -> Result<(i32, i32)> {
+        self.dev.bind()?;
+        Ok((
+            function_regs(self.f_attn)?,
+            function_local_bytes(self.f_attn)?,
+        ))
+    }
+
+    /// Points this plan at `c`'s buffers (a call with the same `plan_key`).
+    fn rebind(&mut self, c: &AttnCall) {
+        let a = &mut self.args;
+        a.q = c.q.buf.ptr();
+        a.out = c.out.ptr();
+        a.lse = c.lse.map_or(0, |l| l.ptr());
+        match &c.kv {
+            KvInput::Strided { k, v } => (a.k, a.v) = (k.buf.ptr(), v.buf.ptr()),
+            KvInput::Paged(PagedKv {
+                k,
+                v,
+                device_tables,
+                ..
+            }) => {
+                (a.k, a.v) = (k.ptr(), v.ptr());
+                if let Some(t) = device_tables {
+                    (a.cu_pages, a.first_page, a.pages) =
+                        (t.cu_pages, t.first_page, t.page_indices);
+                }
+            }
+        }
+    }
+
+    pub fn launch(&self) -> Result<()> {
+        let mut args = self.args;
+        let threads = self.config.threads() as u32;
+        launch(
+            &self.dev,
+            self.f_attn,
+            self.grid_attn,
+            threads,
+            self.smem_attn,
+            &mut args,
+        )?;
+        if self.self_join {
+            return Ok(()); // the tensor-core kernel joined the partitions
+        }
+        launch(
+            &self.dev,
+            self.f_merge,
+            self.grid_merge,
+            MERGE_THREADS,
+            0,
+            &mut args,
+        )
+    }
+}
+
+/// Validates, plans, compiles (or finds) the module, and uploads the step buffer; `None` when
+/// there is nothing to compute.
+pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
+    validate(c)?;
+    prepare_with(dev, c, codegen::generate(c.variant))
+}
+
+fn prepare_with(
+    dev: &Arc<Device>,
+    c: &AttnCall,
+    hooks: codegen::VariantCode,
+) -> Result<Option<Prepared>> {
+    let (hq, hkv, dk, dv) = (c.num_q_heads, c.num_kv_heads, c.head_dim, c.head_dim_v);
+    let group = hq / hkv;
+    let lens = c.lens;
+    let n = lens.num_seqs();
+    let max_q = (0..n).map(|s| lens.q_len(s)).max().unwrap_or(0);
+    let (mut cfg, k_dtype, v_dtype) = config(c, 0)?;
+    cfg.nwarps = warps();
+    // The tensor-core path where it applies and its stages fit in shared memory.
+    let mma = mma_shape(&MmaQuery {
+        qt: cfg.qt,
+        kt: cfg.kt,
+        vt: cfg.vt,
+        dk,
+        dv,
+        rows_aligned: cfg.vk * k_dtype.size() == 16 && cfg.vv * v_dtype.size() == 16,
+        rows_adjacent: match &c.kv {
+            KvInput::Strided { k, v } => k.tok_stride == dk && v.tok_stride == dv,
+            KvInput::Paged(PagedKv { .. }) => false,
+        },
+        q_rows: group * max_q.max(1),
+        compute_capability: dev.props.compute_capability,
+        warps: cfg.nwarps,
+        k_size: k_dtype.size(),
+        v_size: v_dtype.size(),
+        smem_optin: dev.props.smem_per_block_optin,
+        tuned: dev.tuned(),
+    });
+    let rows = mma.map_or_else(|| rows_per_block(group, max_q, dk.max(dv)), |(r, _)| r);
+    cfg.rows = rows;
+    cfg.mma = mma.map(|(_, m)| m);
+    if cfg.mma.is_some_and(|m| m.wg) {
+        cfg.nwarps = crate::plan::WG_WARPS;
+    }
+    if lens.total_q() == 0 {
+        return Ok(None);
+    }
+    let (tile, stages) = if cfg.mma.is_some() {
+        (0, 0)
+    } else {
+        async_shape()
+    };
+    // The cp.async path: whole 16-byte vectors, head sizes up to 256, and at most one row per
+    // lane group after the score reduction (rows <= lanes per key).
+    let lanes_per_key = (dk / cfg.vk.max(1)).next_power_of_two().min(32);
+    if tile > 0
+        && cfg.vk * k_dtype.size() == 16
+        && cfg.vv * v_dtype.size() == 16
+        && dk.max(dv) <= 256
+        && rows <= lanes_per_key
+        && tile % (cfg.nwarps * 32 / lanes_per_key) == 0
+        && tile % (cfg.nwarps * 32 / (dv / cfg.vv.max(1)).next_power_of_two().min(32)) == 0
+    {
+        (cfg.async_tile, cfg.stages) = (tile, stages);
+        // Leave room for the static shared memory (scores, running max / sum).
+        let limit = dev
+            .props
+            .smem_per_block_optin
+            .saturating_sub(rows * (tile + 3) * 4 + 1024);
+        if cfg.stage_bytes(k_dtype, v_dtype) > limit {
+            (cfg.async_tile, cfg.stages) = (0, 0);
+        }
+    }
+    if cfg.async_tile == 0 && cfg.mma.is_none() {
+        cfg.nwarps = 4; // the register path's tile of 128 keys assumes 4 warps
+    }
+    let (module, f_attn, per_sm, smem) = loop {
+        let (module, f, per_sm, smem) = load_kernel(dev, &cfg, &hooks, k_dtype, v_dtype)?;
+        match cfg.mma {
+            // A variant whose hooks push the Hopper kernel's consumers past their registers:
+            // 64-key tiles halve the score registers (checked once; the module is cached).
+            Some(m) if m.wg && m.tile > 64 && function_local_bytes(f)? > 0 => {
+                cfg.mma = Some(MmaShape { tile: 64, ..m });
+            }
+            _ => break (module, f, per_sm, smem),
+        }
+    };
+    let smem_attn = smem as u32;
+    let mut plan = plan_work(
+        lens,
+        group,
+        hkv,
+        rows,
+        dev.props.sms * per_sm,
+        c.deterministic,
+    );
+    crate::plan::classify_items(
+        &mut plan,
+        lens,
+        group,
+        hq,
+        c.variant.mask.as_ref().map(|m| m.expr()),
+        cfg.mma.map_or(TILE, |m| m.tile),
+    );
+    crate::plan::longest_first(&mut plan);
+    if plan.items.is_empty() {
+        return Ok(None);
+    }
+    let f_merge = module.function("fk_merge")?;
+
+    // The step buffer: plan, per-sequence records, variant parameters and captures, scales,
+    // sinks, page tables. One allocation, one upload.
+    let mut step = Step::default();
+    let mut args = FkArgs::default();
+    args.off[0] = step.push(&plan.items);
+    args.off[1] = step.push(&plan.tiles);
+    let seqs = seq_records(c);
+    args.off[2] = step.push(&seqs);
+    let params_at = step.push(&vec![0u8; hooks.params.bytes()]);
+    args.off[3] = params_at;
+    let cap_at: Vec<u64> = hooks
+        .params
+        .captures
+        .iter()
+        .map(|cd| match cd {
+            codegen::CaptureData::Int(v) => step.push(v),
+            codegen::CaptureData::Float(v) => step.push(v),
+        })
+        .collect();
+    let ones = vec![1f32; hkv];
+    args.off[4] = step.push(if c.k_scales.is_empty() {
+        &ones
+    } else {
+        c.k_scales
+    });
+    args.off[5] = step.push(if c.v_scales.is_empty() {
+        &ones
+    } else {
+        c.v_scales
+    });
+    args.off[6] = step.push(c.variant.sinks.as_deref().map_or(&[][..], |s| s.as_slice()));
+    args.off[9] = step.push(&plan.full);
+    let max_parts = plan.tiles.iter().map(|t| t[3]).max().unwrap_or(0);
+    let self_join = cfg.mma.is_some() && max_parts <= SELF_JOIN_PARTS;
+    if self_join {
+        // Each item's row tile and one zeroed arrival counter per (row tile, KV head): the
+        // tensor-core kernel's last block of a row tile joins it.
+        let mut item_tiles = vec![0u32; plan.items.len()];
+        for (i, t) in plan.tiles.iter().enumerate() {
+            item_tiles[t[2] as usize..(t[2] + t[3]) as usize].fill(i as u32);
+        }
+        args.off[7] = step.push(&item_tiles);
+        args.off[8] = step.push(&vec![0u32; plan.tiles.len() * hkv]);
+    }
+    let mut host_tables = None;
+    if let KvInput::Paged(PagedKv {
+        cu_pages,
+        first_page,
+        page_indices,
+        device_tables,
+        num_pages,
+        ..
+    }) = &c.kv
+    {
+        args.num_pages = *num_pages as i64;
+        match device_tables {
+            Some(t) => {
+                (args.cu_pages, args.first_page, args.pages) =
+                    (t.cu_pages, t.first_page, t.page_indices);
+                args.pages_len = t.page_indices_len as i64;
+            }
+            None => {
+                host_tables = Some((
+                    step.push(cu_pages),
+                    step.push(first_page),
+                    step.push(page_indices),
+                ));
+                args.pages_len = page_indices.len() as i64;
+            }
+        }
+    }
+    let step_buf = dev.alloc(step.bytes.len())?;
+    if let Some((a, b, d)) = host_tables {
+        let base = step_buf.ptr();
+        (args.cu_pages, args.first_page, args.pages) = (base + a, base + b, base + d);
+    }
+    let cap_ptrs: Vec<u64> = cap_at.iter().map(|&o| step_buf.ptr() + o).collect();
+    write_params(
+        &mut step.bytes,
+        params_at as usize,
+        &hooks.params,
+        &cap_ptrs,
+    );
+    dev.write(&step_buf, 0, &step.bytes)?;
+
+    let parts = plan.items.len() * hkv * rows;
+    let part_o = dev.alloc(parts * dv * 4)?;
+    let part_lse = dev.alloc(parts * 4)?;
+    args.q = c.q.buf.ptr();
+    args.part_o = part_o.ptr();
+    args.part_lse = part_lse.ptr();
+    args.out = c.out.ptr();
+    args.lse = c.lse.map_or(0, |l| l.ptr());
+    args.step = step_buf.ptr();
+    args.q_tok_stride = c.q.tok_stride as i64;
+    args.q_head_stride = c.q.head_stride as i64;
+    args.num_kv_heads = hkv as i64;
+    args.group = group as i64;
+    args.has_sinks = c.variant.sinks.is_some() as i64;
+    args.has_lse = c.lse.is_some() as i64;
+    args.scale = c.scale;
+    match &c.kv {
+        KvInput::Strided { k, v } => {
+            (args.k, args.v) = (k.buf.ptr(), v.buf.ptr());
+            (args.k_tok_stride, args.k_head_stride) = (k.tok_stride as i64, k.head_stride as i64);
+            (args.v_tok_stride, args.v_head_stride) = (v.tok_stride as i64, v.head_stride as i64);
+        }
+        KvInput::Paged(PagedKv {
+            k, v, page_size, ..
+        }) => {
+            (args.k, args.v) = (k.ptr(), v.ptr());
+            args.page_size = *page_size as i64;
+        }
+    }
+    let _ = (k_dtype, v_dtype);
+    Ok(Some(Prepared {
+        dev: dev.clone(),
+        _module: module,
+        f_attn,
+        f_merge,
+        self_join,
+        args,
+        smem_attn,
+        grid_attn: (plan.items.len() as u32, hkv as u32, 1),
+        grid_merge: (plan.tiles.len() as u32, hkv as u32, rows as u32),
+        _bufs: [step_buf, part_o, part_lse],
+        config: cfg,
+        plan,
+    }))
+}
+
+fn launch(
+    dev: &Device,
+    f: cudarc::driver::sys::CUfunction,
+    grid: (u32, u32, u32),
+    threads: u32,
+    smem: u32,
+    args: &mut FkArgs,
+) -> Result<()> {
+    dev.bind()?;
+    let mut params: [*mut c_void; 1] = [(args as *mut FkArgs).cast()];
+    // SAFETY: `f` takes one `FkArgs` by value (same layout); every pointer in it was checked
+    // against its buffer's size in `validate`, and the buffers outlive the stream's work.
+    unsafe { launch_kernel(f, grid, (threads, 1, 1), smem, dev.stream(), &mut params) }
+        .map_err(|e| driver("cuLaunchKernel", e))
+}
+
+fn seq_records(c: &AttnCall) -> Vec<i64> {
+    let lens = c.lens;
+    let mut out = Vec::with_capacity(8 * lens.num_seqs());
+    for s in 0..lens.num_seqs() {
+        let (kb, vb) = match &c.kv {
+            KvInput::Strided { k, v } => (k.seq_base[s], v.seq_base[s]),
+            KvInput::Paged(PagedKv { .. }) => (0, 0),
+        };
+        out.extend_from_slice(&[
+            lens.q_start(s) as i64,
+            lens.q_len(s) as i64,
+            lens.kv_len(s) as i64,
+            c.q.seq_base[s] as i64,
+            kb as i64,
+            vb as i64,
+            lens.q_pos0(s),
+            0,
+        ]);
+    }
+    out
+}
+
+fn write_params(bytes: &mut [u8], at: usize, p: &ParamLayout, cap_ptrs: &[u64]) {
+    let enc = p.encode(cap_ptrs);
+    bytes[at..at + enc.len()].copy_from_slice(&enc);
+}

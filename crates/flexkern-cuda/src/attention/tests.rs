@@ -1,0 +1,253 @@
+//! Unit tests of the attention host side: kernel choice, module names, NVRTC compiles.
+
+use super::kernel::{vec_width, COMMON};
+use super::*;
+use crate::plan::{mma_shape, MmaQuery, MmaShape};
+use crate::runtime::compile::KernelSource;
+
+#[test]
+fn vector_width_follows_alignment() {
+    assert_eq!(vec_width(2, &[128, 1024, 128]), 8);
+    assert_eq!(vec_width(4, &[128]), 4);
+    assert_eq!(vec_width(1, &[128]), 16);
+    assert_eq!(vec_width(2, &[80, 1280]), 8);
+    assert_eq!(vec_width(2, &[1]), 1);
+    assert_eq!(vec_width(4, &[6]), 2);
+}
+
+/// Variants of every hook shape the compile checks cover: none, masks only (with a lifted
+/// constant), a score hook, masks and scores with captured tensors.
+fn test_variants() -> [flexkern::Variant; 4] {
+    use flexkern::builtins::*;
+    [
+        flexkern::Variant::full(),
+        flexkern::Variant::full()
+            .mask(causal())
+            .mask(sliding_window(64)),
+        flexkern::Variant::full()
+            .mask(causal())
+            .score(softcap(30.0)),
+        flexkern::Variant::full()
+            .mask(document((0..4096).map(|i| i / 700).collect()))
+            .mask(tree(vec![1, 3]))
+            .score(alibi(alibi_slopes(8))),
+    ]
+}
+
+/// Whether libnvrtc is missing (no compile checks then), said on stderr.
+fn without_nvrtc(test: &str) -> bool {
+    let missing = !crate::runtime::nvrtc_present();
+    if missing {
+        eprintln!("{test}: libnvrtc not found, compile check skipped");
+    }
+    missing
+}
+
+/// Compiles a spread of kernel configurations with NVRTC for sm_90a when libnvrtc is
+/// loadable (no GPU needed); says so and checks nothing more when it is not.
+#[test]
+fn kernels_compile_with_nvrtc() {
+    if without_nvrtc("kernels_compile_with_nvrtc") {
+        return;
+    }
+    let variants = test_variants();
+    let cfgs = [
+        (2, 2, 2, 128, 128, 8, 8, 4, true),
+        (0, 0, 0, 64, 64, 4, 4, 8, false),
+        (1, 3, 3, 128, 128, 1, 16, 4, true),
+        (2, 4, 5, 256, 256, 8, 16, 4, true),
+        (0, 0, 0, 1, 1, 1, 1, 2, false),
+        (2, 2, 2, 576, 512, 8, 8, 2, false),
+        (0, 0, 0, 80, 80, 4, 4, 8, false),
+        (1, 1, 1, 192, 128, 8, 8, 4, false),
+    ];
+    for (i, &(qt, kt, vt, dk, dv, vk, vv, rows, paged)) in cfgs.iter().enumerate() {
+        let v = variants[i % variants.len()].compile().unwrap();
+        let hooks = codegen::generate(&v);
+        let sz = [4, 2, 2, 1, 1, 1];
+        let fast = vk * sz[kt as usize] == 16 && vv * sz[vt as usize] == 16 && dk.max(dv) <= 256;
+        let (async_tile, stages) = if fast { (32, 4) } else { (0, 0) };
+        let k = KernelConfig {
+            qt,
+            kt,
+            vt,
+            dk,
+            dv,
+            vk,
+            vv,
+            rows,
+            paged,
+            async_tile,
+            stages,
+            mma: None,
+            page_shift: if paged { 4 } else { -1 },
+            nwarps: 4,
+        };
+        let src = k.source(&hooks.source, 0);
+        let t = std::time::Instant::now();
+        let bin = crate::runtime::compile::compile_for(&src, "sm_90a")
+            .unwrap_or_else(|e| panic!("{}: {e}", src.name));
+        eprintln!(
+            "{}: {} bytes in {:.0} ms",
+            src.name,
+            bin.len(),
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        assert!(!bin.is_empty());
+    }
+    let kv = KernelSource {
+        name: "kv_write".into(),
+        source: format!(
+            "{}\n{}",
+            COMMON.replace("#pragma once", ""),
+            include_str!("../../kernels/kv_write.cu")
+        ),
+    };
+    crate::runtime::compile::compile_for(&kv, "sm_90a").expect("kv_write compiles");
+}
+
+/// The tensor-core kernel compiles for sm_90a in the shapes the planner picks (decode with a
+/// key split, prefill with an m-tile per warp; 2-byte and 1-byte K/V; Dk != Dv; a head size
+/// of an odd number of k16 steps) without spills or a stack frame. Skipped without libnvrtc.
+#[test]
+fn tensor_core_kernels_compile_without_spills() {
+    if without_nvrtc("tensor_core_kernels_compile_without_spills") {
+        return;
+    }
+    let variants = test_variants();
+    // (qt, kt, vt, dk, dv, q_rows, paged)
+    let cases = [
+        (2, 2, 2, 128, 128, 4, true),
+        (1, 1, 1, 64, 64, 128, false),
+        (2, 2, 2, 128, 128, 128, false),
+        (2, 3, 3, 128, 128, 16, true),
+        (1, 5, 4, 256, 256, 64, false),
+        (1, 1, 1, 192, 128, 32, false),
+        (2, 2, 2, 80, 80, 8, true),
+        (2, 2, 2, 256, 256, 4, true),
+        // The Hopper kernel: paged, Dk != Dv, f16.
+        (2, 2, 2, 128, 128, 512, true),
+        (2, 2, 2, 128, 64, 256, false),
+        (1, 1, 1, 64, 128, 256, true),
+    ];
+    for (i, &(qt, kt, vt, dk, dv, q_rows, paged)) in cases.iter().enumerate() {
+        let (rows, m) = mma_shape(&MmaQuery {
+            qt,
+            kt,
+            vt,
+            dk,
+            dv,
+            rows_aligned: true,
+            rows_adjacent: !paged,
+            q_rows,
+            compute_capability: (9, 0),
+            warps: 4,
+            k_size: [4, 2, 2, 1, 1, 1][kt as usize],
+            v_size: [4, 2, 2, 1, 1, 1][vt as usize],
+            smem_optin: 227 * 1024,
+            tuned: Default::default(),
+        })
+        .expect("the tensor-core path applies");
+        let sz = [4, 2, 2, 1, 1, 1];
+        let k = KernelConfig {
+            qt,
+            kt,
+            vt,
+            dk,
+            dv,
+            vk: 16 / sz[kt as usize],
+            vv: 16 / sz[vt as usize],
+            rows,
+            paged,
+            async_tile: 0,
+            stages: 0,
+            mma: Some(m),
+            page_shift: if paged { 4 } else { -1 },
+            nwarps: if m.wg { crate::plan::WG_WARPS } else { 4 },
+        };
+        assert_eq!(
+            m.wg,
+            q_rows > 64
+                && kt == qt
+                && vt == qt
+                && dk.max(dv) <= 128
+                && dk % 64 == 0
+                && dv % 64 == 0
+        );
+        // The Hopper kernel with every variant: 128-key tiles, or 64 where the hooks spill
+        // (as `prepare` falls back); the others with one variant each.
+        let picked: Vec<&flexkern::Variant> = if m.wg {
+            variants.iter().collect()
+        } else {
+            vec![&variants[i % variants.len()]]
+        };
+        // Each of the Hopper kernel's Q modes.
+        let modes: Vec<KernelConfig> = if m.wg {
+            (0..3)
+                .map(|wg_s| KernelConfig {
+                    mma: Some(MmaShape { wg_s, ..m }),
+                    ..k.clone()
+                })
+                .collect()
+        } else {
+            vec![k.clone()]
+        };
+        for (v, k) in picked
+            .iter()
+            .flat_map(|v| modes.iter().map(move |k| (v, k)))
+        {
+            let m = k.mma.unwrap();
+            let v = v.compile().unwrap();
+            let hooks = codegen::generate(&v).source;
+            let compile = |k: &KernelConfig| {
+                let src = k.source(&hooks, 0);
+                let (_, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a")
+                    .unwrap_or_else(|e| panic!("{}: {e}", src.name));
+                let (regs, spills, stack) = crate::runtime::compile::ptxas_resources(&log);
+                eprintln!(
+                    "{}: {regs} registers, {spills} spill bytes, {stack} stack",
+                    src.name
+                );
+                // ptxas serializes wgmma it cannot prove safe to pipeline, and says so.
+                assert!(!log.contains("serialized"), "{}: {log}", src.name);
+                (regs, spills + stack, src.name, log)
+            };
+            let (mut regs, mut spilled, mut name, mut log) = compile(k);
+            if m.wg && spilled > 0 {
+                let narrow = KernelConfig {
+                    mma: Some(MmaShape { tile: 64, ..m }),
+                    ..k.clone()
+                };
+                (regs, spilled, name, log) = compile(&narrow);
+            }
+            assert_eq!(spilled, 0, "{name}: {log}");
+            if m.wg {
+                assert_eq!(regs as i32, crate::plan::WG_LAUNCH_REGS, "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn module_names_are_readable() {
+    let k = KernelConfig {
+        qt: 2,
+        kt: 2,
+        vt: 2,
+        dk: 128,
+        dv: 128,
+        vk: 8,
+        vv: 8,
+        rows: 4,
+        paged: true,
+        async_tile: 32,
+        stages: 4,
+        mma: None,
+        page_shift: 4,
+        nwarps: 4,
+    };
+    assert_eq!(k.name(), "attn_paged16_qbf16_bf16_hd128_r4w4_a32x4");
+    let s = k.source("/*hooks*/", 0xabcd);
+    assert!(s.name.ends_with("_vabcd"));
+    assert!(s.source.contains("#define FK_DK 128") && s.source.contains("fk_attention"));
+}
