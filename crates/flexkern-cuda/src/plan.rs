@@ -469,10 +469,8 @@ fn wgmma_shape(q: &MmaQuery, over: &[usize]) -> Option<(usize, MmaShape)> {
             m_tiles: 8,
             tile,
             stages,
-            copy_threads: match over {
-                [_, _, c @ (1 | 2 | 4 | 8), ..] => *c,
-                _ => 0,
-            },
+            // The producer's copy layout is fixed (a chunk position per thread).
+            copy_threads: 0,
             l2_prefetch: 256,
             min_blocks: 1,
             wg: true,
@@ -493,8 +491,9 @@ pub fn mma_smem(
     warps: usize,
 ) -> usize {
     if s.wg {
-        // Unpadded swizzled K/V rows, the 128 Q rows (of K's type), 1 KiB of slack to align
-        // them, a full and an empty barrier per stage.
+        // Unpadded swizzled K/V rows, the 128 Q rows (of K's type; reserved in every Q mode:
+        // the barriers follow them), 1 KiB of slack to align them, a full and an empty barrier
+        // per stage.
         return s.stages * s.tile * (dk * k_size + dv * v_size)
             + 128 * dk * k_size
             + 1024
@@ -787,6 +786,21 @@ mod tests {
             .unwrap_err()
             .contains("decode_stages"));
         assert!(bad("warp_count", 4).unwrap_err().contains("unknown"));
+        // Tiles set directly (Device::set_tuned) that no kernel can run fall back to the
+        // defaults instead of reaching a kernel.
+        let nonsense = TunedTiles {
+            wg: Some((96, 2)),
+            prefill: Some((17, 99)),
+            decode: Some((0, 1)),
+        };
+        for (q_rows, dk) in [(4096, 128), (4096, 256), (4, 128)] {
+            let q = query(2, 2, dk, q_rows);
+            let with = MmaQuery {
+                tuned: nonsense,
+                ..query(2, 2, dk, q_rows)
+            };
+            assert_eq!(mma_shape(&with), mma_shape(&q), "q_rows {q_rows} dk {dk}");
+        }
         let mut lone = std::collections::BTreeMap::new();
         lone.insert("prefill_tile".to_string(), 64);
         assert!(TunedTiles::from_params(&lone)
