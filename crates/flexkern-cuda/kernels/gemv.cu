@@ -9,6 +9,7 @@
 // Configured by the module's defines: FK_FMT (a unit type), FK_MB, FK_R, FK_MODE, FK_XV (1:
 // activation rows 16-byte aligned, float4 loads), FK_DP4A (staged Q8_0 / Q4_0: activations
 // quantized to Q8_0 first, as the CPU's default precision does, and dotted with dp4a).
+// FK_STREAM: single rows run gemv_stream.cu's kernel instead (appended after this file).
 
 #define FK_NW 4
 #ifndef FK_DP4A
@@ -90,23 +91,7 @@ __device__ __forceinline__ void fk_gemv_store(const float (&acc)[NM][FK_R][FK_MB
 }
 #endif
 
-#if defined(FK_STAGED) && !defined(FK_EMBED)
-// The staged form, for block formats: the block walks k in chunks of FK_CW weights. Per chunk,
-// every thread copies its share of the activation rows into shared memory (swizzled so lanes
-// reading consecutive units hit distinct banks) and each warp copies the byte window of its
-// rows' blocks with 16-byte loads, issued one chunk ahead into registers; then lanes decode
-// units from shared memory. Every weight byte is read from DRAM once, by wide coalesced loads,
-// instead of by 1-2 byte loads per unit field (which left the old kernel bound by L1
-// wavefronts at ~15 % of DRAM bandwidth).
-// FK_CW, weights per chunk, comes from the host (quant::staged_chunk): one unit per lane where
-// the activation rows fit in 64 KB of dynamic shared memory.
-static_assert(FK_CW % FK_FMT::UE == 0, "chunks of whole units");
-constexpr int FK_QK = FK_FMT::QK;
-static_assert(FK_CW % FK_QK == 0, "chunks of whole blocks");
-constexpr int FK_WB = (FK_CW / FK_QK * FK_BB + 15) / 16 * 16 + 16;  // window bytes, with slack
-constexpr int FK_NLD = (FK_WB / 16 + 31) / 32;  // 16-byte loads per lane per row and chunk
-
-// Float4 f of a chunk of activations lives at f ^ (unit & 7): unit-strided reads spread banks.
+// Float4 f of activations (a chunk, or the whole row in the streamed kernel) lives at f ^ (unit & 7): unit-strided reads spread banks.
 template <class F>
 __device__ __forceinline__ int fk_xswz(int f) {
   constexpr int PER = F::UE / 4;
@@ -123,6 +108,24 @@ struct FkXs {
     return FkF4{v.x, v.y, v.z, v.w};
   }
 };
+
+#if defined(FK_STREAM)
+// The streamed kernel (gemv_stream.cu) follows this file.
+#elif defined(FK_STAGED) && !defined(FK_EMBED)
+// The staged form, for block formats: the block walks k in chunks of FK_CW weights. Per chunk,
+// every thread copies its share of the activation rows into shared memory (swizzled so lanes
+// reading consecutive units hit distinct banks) and each warp copies the byte window of its
+// rows' blocks with 16-byte loads, issued one chunk ahead into registers; then lanes decode
+// units from shared memory. Every weight byte is read from DRAM once, by wide coalesced loads,
+// instead of by 1-2 byte loads per unit field (which left the old kernel bound by L1
+// wavefronts at ~15 % of DRAM bandwidth).
+// FK_CW, weights per chunk, comes from the host (quant::staged_chunk): one unit per lane where
+// the activation rows fit in 64 KB of dynamic shared memory.
+static_assert(FK_CW % FK_FMT::UE == 0, "chunks of whole units");
+constexpr int FK_QK = FK_FMT::QK;
+static_assert(FK_CW % FK_QK == 0, "chunks of whole blocks");
+constexpr int FK_WB = (FK_CW / FK_QK * FK_BB + 15) / 16 * 16 + 16;  // window bytes, with slack
+constexpr int FK_NLD = (FK_WB / 16 + 31) / 32;  // 16-byte loads per lane per row and chunk
 
 template <class F>
 __device__ __forceinline__ void fk_gemv_staged(const FkMat& a, const FkMat& b, const float* __restrict__ X,

@@ -85,9 +85,10 @@ constexpr int fk_align_of(int a, int b) {
   return ((a | b) & 1) ? 1 : ((a | b) & 2) ? 2 : ((a | b) & 4) ? 4 : ((a | b) & 8) ? 8 : 16;
 }
 
-// FK_STAGED (the staged GEMV): units read bytes a warp copied into shared memory, through
-// generic loads; otherwise they read global memory through the read-only path.
-#if defined(__CUDACC__) && !defined(FK_STAGED)
+// FK_STAGED / FK_STREAM (the staged and streamed GEMVs): units read bytes a warp copied into
+// shared memory, through generic loads; otherwise they read global memory through the
+// read-only path.
+#if defined(__CUDACC__) && !defined(FK_STAGED) && !defined(FK_STREAM)
 #define FK_LDG 1
 #else
 #define FK_LDG 0

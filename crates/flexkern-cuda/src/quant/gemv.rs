@@ -3,7 +3,7 @@
 //! take, a `k` the format cannot hold, buffers too small for `m` rows, mismatched gate / up
 //! shapes and out-of-range token ids are typed errors naming the argument.
 
-use super::{embed_source, unit_elems, unit_type, GemvConfig, Mode, Staged, MAX_M};
+use super::{embed_source, unit_elems, unit_type, GemvConfig, Mode, Staged, Stream, MAX_M};
 use crate::error::{driver, invalid, Result};
 use crate::runtime::compile::Module;
 use crate::runtime::{Device, DeviceBuf};
@@ -46,21 +46,35 @@ pub struct DeviceMatrix {
 struct Kernel {
     _module: Arc<Module>,
     f: usize,
-    /// The activation quantizer of a dp4a configuration (0: none).
+    /// The activation quantizer of a staged dp4a configuration (0: none).
     quant: usize,
+    /// Blocks per SM (the streamed kernel's grid; 0 for the others).
+    resident: usize,
 }
 
 impl DeviceMatrix {
-    /// The GEMV kernel of `cfg`, and its activation quantizer when `cfg.dp4a`.
-    fn kernel(&self, dev: &Arc<Device>, cfg: &GemvConfig) -> Result<(CUfunction, CUfunction)> {
+    /// The GEMV kernel of `cfg`, its activation quantizer (staged dp4a) and the blocks per SM
+    /// of the streamed kernel.
+    fn kernel(
+        &self,
+        dev: &Arc<Device>,
+        cfg: &GemvConfig,
+    ) -> Result<(CUfunction, CUfunction, usize)> {
         let mut m = self.funcs.lock().expect("kernel cache lock");
         if let Some(k) = m.get(cfg) {
-            return Ok((k.f as CUfunction, k.quant as CUfunction));
+            return Ok((k.f as CUfunction, k.quant as CUfunction, k.resident));
         }
         let src = cfg.source();
         let module = dev.module(&src)?;
-        let f = module.function("fk_gemv")?;
-        if let Some(st) = cfg.staged {
+        let (f, resident) = match cfg.stream {
+            Some(st) => {
+                dev.bind()?;
+                let smem = st.smem_bytes(cfg.matrices(), self.k, cfg.dp4a);
+                module.kernel("fk_gemv", 32 * st.warps as u32, smem)?
+            }
+            None => (module.function("fk_gemv")?, 0),
+        };
+        if let Some(st) = cfg.staged.filter(|_| cfg.stream.is_none()) {
             dev.bind()?;
             // SAFETY: raises the function's dynamic shared-memory limit (at most 64 KB, within
             // every sm_80+ device's opt-in).
@@ -73,7 +87,7 @@ impl DeviceMatrix {
             }
             .map_err(|e| driver("cuFuncSetAttribute", e))?;
         }
-        let quant = if cfg.dp4a {
+        let quant = if cfg.dp4a && cfg.stream.is_none() {
             module.function("fk_quant_q8")?
         } else {
             std::ptr::null_mut()
@@ -84,9 +98,10 @@ impl DeviceMatrix {
                 _module: module,
                 f: f as usize,
                 quant: quant as usize,
+                resident,
             },
         );
-        Ok((f, quant))
+        Ok((f, quant, resident))
     }
 }
 
@@ -253,7 +268,13 @@ fn batch_rows(m: usize) -> usize {
 }
 
 /// The kernel configuration for a GEMV of `m` rows on `a` with `dev_sms` SMs.
-pub fn config_for(dev_sms: usize, mode: Mode, a: &DeviceMatrix, m: usize) -> GemvConfig {
+pub fn config_for(
+    dev_sms: usize,
+    smem_per_sm: usize,
+    mode: Mode,
+    a: &DeviceMatrix,
+    m: usize,
+) -> GemvConfig {
     let mut c = config(dev_sms, mode, &a.unit, a.n, a.k, m);
     c.staged = staged(a.format, c.mb);
     // Batches only: at M 1 the extra quantizing launch cost more than the integer dot saved
@@ -264,10 +285,22 @@ pub fn config_for(dev_sms: usize, mode: Mode, a: &DeviceMatrix, m: usize) -> Gem
         && (c.mb > 1 || single)
         && a.quantized_acts
         && dp4a_applies(a.format, mode, a.k);
-    // The staged kernel reads 16-byte windows around each row's blocks: the last one may end
-    // up to 15 bytes past the weights, inside the allocation's size class.
+    // Single rows of block formats stream (plain and gate/up): Q8_0 activations quantized in
+    // the kernel where the format has the integer dot, else f32.
+    if c.staged.is_some() && c.mb == 1 && mode != Mode::DownSwiglu && stream_enabled() {
+        let dp4a = a.quantized_acts && dp4a_applies(a.format, mode, a.k);
+        c.stream = Stream::plan(a.format, a.k, c.matrices(), dp4a, smem_per_sm);
+        if c.stream.is_some() {
+            c.dp4a = dp4a;
+            c.rows = 1;
+        }
+    }
+    // The staged and streamed kernels read 16-byte windows around each row's blocks: the last
+    // one may end up to 15 bytes past the weights, inside the allocation's size class.
     if a.buf.capacity() < a.bytes().next_multiple_of(16) {
         c.staged = None;
+        c.stream = None;
+        c.dp4a = false;
     }
     // The direct kernel (plain floats, MLX) keeps one row per warp below 64 rows per SM: two
     // cost F16 a tenth at 4096 x 4096 on the H100 (2200-2300 -> 2000 GB/s).
@@ -288,6 +321,57 @@ pub fn staged(f: Format, mb: usize) -> Option<Staged> {
         Format::F32 | Format::F16 | Format::BF16 | Format::MlxAffine { .. } => None,
         f => Some(Staged::new(f.block_bytes(), mb, unit_elems(f))),
     }
+}
+
+/// Launches `f` on `stream`, with programmatic stream serialization when `pdl` (the kernel
+/// may start while the previous one finishes; it must `griddepcontrol.wait` before reading
+/// what that kernel wrote).
+///
+/// # Safety
+/// `params` must match `f`'s parameters, and the launch's reads and writes stay in bounds.
+unsafe fn launch(
+    f: CUfunction,
+    (grid, threads, smem): (u32, u32, u32),
+    stream: cudarc::driver::sys::CUstream,
+    params: &mut [*mut c_void],
+    pdl: bool,
+) -> Result<()> {
+    use cudarc::driver::sys;
+    if !pdl {
+        return unsafe { launch_kernel(f, (grid, 1, 1), (threads, 1, 1), smem, stream, params) }
+            .map_err(|e| driver("cuLaunchKernel", e));
+    }
+    // SAFETY: a zeroed attribute is valid; the union member set is the one `id` names.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: grid,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: threads,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: stream,
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: the caller's contract; `cfg` and `attr` outlive the call.
+    unsafe { sys::cuLaunchKernelEx(&cfg, f, params.as_mut_ptr(), std::ptr::null_mut()) }
+        .result()
+        .map_err(|e| driver("cuLaunchKernelEx", e))
+}
+
+/// `FLEXKERN_GEMV_PDL=0` launches the streamed kernel without programmatic dependent launch
+/// (A/B runs).
+fn pdl_enabled() -> bool {
+    !std::env::var("FLEXKERN_GEMV_PDL").is_ok_and(|v| v == "0")
+}
+
+/// `FLEXKERN_GEMV_STREAM=0` turns the streamed single-row kernel off (A/B runs).
+fn stream_enabled() -> bool {
+    !std::env::var("FLEXKERN_GEMV_STREAM").is_ok_and(|v| v == "0")
 }
 
 /// The integer-dot path (Q8_0 activations, dp4a): Q8_0 and Q4_0 weights, k whole 32-blocks,
@@ -329,6 +413,7 @@ pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usi
         xvec: k.is_multiple_of(4),
         staged: None,
         dp4a: false,
+        stream: None,
     }
 }
 
@@ -344,17 +429,21 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
     let mut done = 0;
     while done < c.m {
         let mm = (c.m - done).min(MAX_M);
-        let mut cfg = config_for(dev.props.sms, c.mode, c.a, mm);
-        // A batch's last single row takes the batch's path: one call, one arithmetic.
+        let mut cfg = config_for(dev.props.sms, dev.props.smem_per_sm, c.mode, c.a, mm);
+        // A batch's last single row takes the batch's path: one call, one arithmetic. The
+        // streamed kernel reads its activation row with 16-byte loads.
+        if c.m > 1 || c.x.ptr() % 16 != 0 {
+            cfg.stream = None;
+        }
         if c.m > 1 && cfg.staged.is_some() && c.a.quantized_acts {
             cfg.dp4a = dp4a_applies(c.a.format, c.mode, k);
         }
-        let (f, quant) = c.a.kernel(dev, &cfg)?;
+        let (f, quant, resident) = c.a.kernel(dev, &cfg)?;
         let (mut a, mut b) = (a, b);
         let mut x = c.x.ptr() + (done * k * 4) as u64;
         let mut x2 = c.x2.map_or(0, |x2| x2.ptr() + (done * k * 4) as u64);
         // The integer path quantizes these rows first: codes [mm][k], (scale, sum) [mm][k/32].
-        let _scratch = if cfg.dp4a {
+        let _scratch = if cfg.dp4a && cfg.stream.is_none() {
             let blocks = mm * k / 32;
             let s = dev.alloc(mm * k + blocks * 8)?;
             let (mut xin, mut q, mut d, mut nb) =
@@ -396,24 +485,34 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
             (&mut n64 as *mut i64).cast(),
             (&mut k64 as *mut i64).cast(),
         ];
-        let rows_per_block = 4 * cfg.rows;
-        let grid = n.div_ceil(rows_per_block) as u32;
-        let smem = cfg.staged.map_or(0, |st| st.smem_bytes(cfg.mb)) as u32;
+        let (grid, threads, smem) = match cfg.stream {
+            // Resident blocks only: every warp owns ceil(n / warps) consecutive rows.
+            Some(st) => (
+                n.div_ceil(st.warps).min(resident.max(1) * dev.props.sms.max(1)),
+                32 * st.warps,
+                st.smem_bytes(cfg.matrices(), k, cfg.dp4a),
+            ),
+            None => (
+                n.div_ceil(4 * cfg.rows),
+                128,
+                cfg.staged.map_or(0, |st| st.smem_bytes(cfg.mb)),
+            ),
+        };
         dev.bind()?;
+        let pdl = cfg.stream.is_some() && dev.props.compute_capability.0 >= 9 && pdl_enabled();
         // SAFETY: fk_gemv(FkMat, FkMat, const float*, const float*, float*, int, i64, i64)
         // reads rows < n of the matrices (sized by `upload`) and m * k activations, writes
-        // m * n outputs: all checked in `validate`.
+        // m * n outputs: all checked in `validate`. Under PDL the kernel reads the activations
+        // and writes only after `griddepcontrol.wait` (the previous kernel complete).
         unsafe {
-            launch_kernel(
+            launch(
                 f,
-                (grid, 1, 1),
-                (128, 1, 1),
-                smem,
+                (grid as u32, threads as u32, smem as u32),
                 dev.stream(),
                 &mut params,
+                pdl,
             )
-        }
-        .map_err(|e| driver("cuLaunchKernel", e))?;
+        }?;
         done += mm;
     }
     Ok(())

@@ -14,6 +14,7 @@ use flexkern_quant::{Format, MlxScale};
 
 pub(crate) const BLOCKS: &str = include_str!("../../kernels/quant_blocks.cuh");
 pub(crate) const GEMV: &str = include_str!("../../kernels/gemv.cu");
+pub(crate) const GEMV_STREAM: &str = include_str!("../../kernels/gemv_stream.cu");
 
 /// The largest activation batch one launch takes; larger `m` runs in groups of this many.
 pub const MAX_M: usize = 16;
@@ -111,6 +112,8 @@ pub struct GemvConfig {
     pub staged: Option<Staged>,
     /// Activations quantized to Q8_0 and dotted with dp4a (`FK_DP4A`, staged Q8_0 / Q4_0).
     pub dp4a: bool,
+    /// The streamed kernel (kernels/gemv_stream.cu) for a single row of a block format.
+    pub stream: Option<Stream>,
 }
 
 /// The staged GEMV's constants: the format's block bytes and the weights per chunk.
@@ -136,6 +139,69 @@ impl Staged {
     }
 }
 
+/// The streamed GEMV's constants (kernels/gemv_stream.cu): the format's block bytes and
+/// weights, weights per chunk, ring stages per warp, warps per block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Stream {
+    pub block_bytes: usize,
+    pub block_elems: usize,
+    pub chunk: usize,
+    pub stages: usize,
+    pub warps: usize,
+}
+
+impl Stream {
+    /// For `f` (a block format) with rows of `k`, `matrices` (1, or 2 for gate and up) and
+    /// Q8_0 activations when `dp4a`, on a device with `smem_per_sm` bytes of shared memory per
+    /// SM: the largest chunk (at most 4 KB of weights a stage) and deepest ring (4 to 2 stages)
+    /// whose shared memory lets two blocks of 8 warps share an SM (16 warps, each with 2-3
+    /// stages in flight: 60-110 KB per SM, above the ~40 KB an H100 needs at full bandwidth).
+    /// Chunks split k evenly in rounds of one unit per lane. None when nothing fits (very long
+    /// rows of f32 activations): the staged kernel serves those.
+    pub fn plan(
+        f: Format,
+        k: usize,
+        matrices: usize,
+        dp4a: bool,
+        smem_per_sm: usize,
+    ) -> Option<Stream> {
+        let (bb, qk, ue) = (f.block_bytes(), f.block_elems(), unit_elems(f));
+        let round = 32 * ue;
+        if round % qk != 0 || k % qk != 0 || k == 0 {
+            return None;
+        }
+        let round_bytes = round / qk * bb * matrices.max(1);
+        let rounds = k.div_ceil(round);
+        let limit = smem_per_sm.saturating_sub(2048) / 2;
+        [(4096, 4), (4096, 3), (2048, 4), (2048, 3), (1024, 3), (1024, 2)]
+            .into_iter()
+            .map(|(budget, stages)| {
+                let per = (budget / round_bytes).max(1);
+                let chunks = rounds.div_ceil(per);
+                Stream {
+                    block_bytes: bb,
+                    block_elems: qk,
+                    chunk: rounds.div_ceil(chunks) * round,
+                    stages,
+                    warps: 8,
+                }
+            })
+            .find(|s| s.smem_bytes(matrices, k, dp4a) <= limit)
+    }
+
+    /// One matrix's stage: the chunk's blocks plus the 16-byte alignment slack.
+    pub fn window(&self) -> usize {
+        (self.chunk / self.block_elems * self.block_bytes).next_multiple_of(16) + 16
+    }
+
+    /// Dynamic shared memory of a launch: the warps' rings, then the activation row (Q8_0
+    /// codes and their (scale, sum) pairs, or floats).
+    pub fn smem_bytes(&self, matrices: usize, k: usize, dp4a: bool) -> usize {
+        self.warps * self.stages * matrices * self.window()
+            + if dp4a { k + k / 32 * 8 } else { 4 * k }
+    }
+}
+
 fn ident(unit: &str) -> String {
     unit.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -154,6 +220,15 @@ fn forced_min_blocks() -> Option<u32> {
 }
 
 impl GemvConfig {
+    /// Weight matrices one launch reads: gate and up, or one.
+    pub fn matrices(&self) -> usize {
+        if self.mode == Mode::GateUp {
+            2
+        } else {
+            1
+        }
+    }
+
     pub fn source(&self) -> KernelSource {
         let minb = forced_min_blocks();
         let mode = match self.mode {
@@ -161,6 +236,31 @@ impl GemvConfig {
             Mode::GateUp => "gateup",
             Mode::DownSwiglu => "downswiglu",
         };
+        if let Some(st) = self.stream {
+            return KernelSource {
+                name: format!(
+                    "gemv_{}_{mode}_stream_c{}_s{}_w{}{}",
+                    ident(&self.unit),
+                    st.chunk,
+                    st.stages,
+                    st.warps,
+                    if self.dp4a { "_q8" } else { "" }
+                ),
+                source: format!(
+                    "#define FK_FMT {}\n#define FK_MB 1\n#define FK_R 1\n#define FK_MODE {}\n#define FK_XV 1\n\
+                     #define FK_STREAM 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_SS {}\n\
+                     #define FK_SNW {}\n#define FK_DP4A {}\n{}\n{GEMV}\n{GEMV_STREAM}",
+                    self.unit,
+                    self.mode as i32,
+                    st.block_bytes,
+                    st.chunk,
+                    st.stages,
+                    st.warps,
+                    self.dp4a as i32,
+                    prelude()
+                ),
+            };
+        }
         KernelSource {
             name: format!(
                 "gemv_{}_{mode}_m{}_r{}{}{}",

@@ -249,6 +249,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                     xvec: true,
                     staged,
                     dp4a: false,
+                    stream: None,
                 };
                 // The integer-dot form where it applies (Q8_0 / Q4_0, staged, not down).
                 if staged.is_some() && crate::quant::gemv::dp4a_applies(f, mode, k) {
@@ -261,6 +262,31 @@ fn kernels_compile_with_nvrtc_without_spills() {
                     );
                 }
                 srcs.push(cfg.source());
+            }
+            // The streamed single-row kernel, with f32 and (where the format has the integer
+            // dot) Q8_0 activations, at a short and a long row.
+            if mb == 1 && mode != Mode::DownSwiglu && staged.is_some() {
+                for (k, dp4a) in [(4096, false), (14336, false), (4096, true)] {
+                    if dp4a && !crate::quant::gemv::dp4a_applies(f, mode, k) {
+                        continue;
+                    }
+                    let nm = if mode == Mode::GateUp { 2 } else { 1 };
+                    if let Some(st) = crate::quant::Stream::plan(f, k, nm, dp4a, 233472) {
+                        srcs.push(
+                            GemvConfig {
+                                unit: unit.clone(),
+                                mb,
+                                rows: 1,
+                                mode,
+                                xvec: true,
+                                staged,
+                                dp4a,
+                                stream: Some(st),
+                            }
+                            .source(),
+                        );
+                    }
+                }
             }
         }
         for src in srcs {
@@ -366,4 +392,55 @@ fn gemv_configuration_follows_the_shape_and_format() {
     assert!(src
         .source
         .contains("#define FK_STAGED 1\n#define FK_BB 18\n#define FK_CW 1024\n"));
+}
+
+/// The streamed kernel's plan on an H100 (228 KB of shared memory per SM): the largest chunk
+/// and ring that let two blocks share an SM, chunks that split k evenly, none where f32
+/// activations alone would crowd the rings out.
+#[test]
+fn stream_plan_fits_two_blocks_per_sm() {
+    use crate::quant::Stream;
+    let h100 = 233472;
+    let plan = |f, k, nm, dp4a| {
+        Stream::plan(f, k, nm, dp4a, h100).map(|s| (s.chunk, s.stages, s.window()))
+    };
+    // Q4_0 at 4096: the whole row (128 blocks of 18 bytes) in one stage of four.
+    assert_eq!(plan(Format::Q4_0, 4096, 1, true), Some((4096, 4, 2320)));
+    // Gate and up share the 4 KB of a stage: two chunks of 2048 weights each.
+    assert_eq!(plan(Format::Q4_0, 4096, 2, true), Some((2048, 4, 1168)));
+    // 14336: f32 activations take 56 KB, so smaller chunks; Q8_0 codes leave room for 3 stages.
+    assert_eq!(plan(Format::Q4_0, 14336, 1, false), Some((3072, 4, 1744)));
+    assert_eq!(plan(Format::Q4_0, 14336, 1, true), Some((7168, 3, 4048)));
+    assert_eq!(plan(Format::Q8_0, 4096, 1, true), Some((2048, 4, 2192)));
+    assert_eq!(plan(Format::Q4K, 4096, 1, false), Some((4096, 4, 2320)));
+    assert_eq!(plan(Format::Q6K, 14336, 2, false).map(|p| p.0), Some(1024));
+    // Chunks split k evenly in rounds of 32 units: 3104 weights of Q8_0 is 4 rounds of 1024.
+    assert_eq!(plan(Format::Q8_0, 3104, 1, false).map(|p| p.0), Some(2048));
+    for (f, k, nm, dp4a) in [
+        (Format::Q4_0, 4096, 1, true),
+        (Format::Q5K, 14336, 2, false),
+        (Format::Q6K, 14336, 1, false),
+        (Format::Q2K, 4096, 2, false),
+    ] {
+        let s = Stream::plan(f, k, nm, dp4a, h100).unwrap();
+        assert!(2 * s.smem_bytes(nm, k, dp4a) + 2048 <= h100, "{f} {k} {nm}");
+        assert_eq!(s.chunk % f.block_elems(), 0);
+    }
+    // 64 K weights of f32 activations (256 KB) fit nowhere.
+    assert_eq!(Stream::plan(Format::Q4_0, 65536, 1, false, h100), None);
+    let cfg = GemvConfig {
+        unit: unit_type(Format::Q4_0, 4096).unwrap(),
+        mb: 1,
+        rows: 1,
+        mode: Mode::Plain,
+        xvec: true,
+        staged: crate::quant::gemv::staged(Format::Q4_0, 1),
+        dp4a: true,
+        stream: Stream::plan(Format::Q4_0, 4096, 1, true, h100),
+    };
+    let src = cfg.source();
+    assert_eq!(src.name, "gemv_FkQ4_0_plain_stream_c4096_s4_w8_q8");
+    assert!(src.source.contains(
+        "#define FK_STREAM 1\n#define FK_BB 18\n#define FK_CW 4096\n#define FK_SS 4\n#define FK_SNW 8\n#define FK_DP4A 1\n"
+    ));
 }

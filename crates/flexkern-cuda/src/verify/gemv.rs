@@ -124,6 +124,31 @@ pub fn gemv_cases() -> Vec<GemvCase> {
         1,
         Mode::Plain,
     ));
+    // The streamed single-row kernel: rows of several chunks (K 14336, and 3104 whose last
+    // chunk leaves lanes idle), several rows per warp (N 8999), gate/up, f32 and Q8_0
+    // activations.
+    for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {
+        let q8 = matches!(f, Format::Q4_0 | Format::Q8_0);
+        for quantized in [false, q8].into_iter().collect::<std::collections::BTreeSet<_>>() {
+            for (n, k, mode) in [
+                (131, 14336, Mode::Plain),
+                (67, 14336, Mode::GateUp),
+                (8999, 512, Mode::Plain),
+                (2500, 1536, Mode::GateUp),
+            ] {
+                v.push(GemvCase {
+                    quantized,
+                    ..c(f, n, k, 1, mode)
+                });
+            }
+            if f.block_elems() == 32 {
+                v.push(GemvCase {
+                    quantized,
+                    ..c(f, 131, 3104, 1, Mode::Plain)
+                });
+            }
+        }
+    }
     // The integer-dot path (batches of 2 or more rows): plain and gate/up, a large N.
     for f in [Format::Q8_0, Format::Q4_0] {
         for (n, k, m, mode) in [

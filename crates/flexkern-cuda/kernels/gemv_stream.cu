@@ -1,0 +1,193 @@
+// flexkern-cuda: the streamed GEMV, for one activation row (decode) over a block format, plain
+// or gate and up fused (FK_MODE 0 / 1). Appended to gemv.cu under FK_STREAM.
+//
+// Why a third kernel: a decode GEMV reads each weight byte once, so it runs at DRAM speed only
+// with about 40 KB per SM in flight (H100). The staged kernel kept ~1 KB per warp in flight and
+// stopped every warp at two block barriers per chunk (44 % of copy for Q4_0). Here each warp
+// streams its own consecutive rows through a private ring of FK_SS cp.async stages, one chunk
+// of FK_CW weights of each matrix per stage, and never waits for another warp; the grid holds
+// only resident blocks, so every warp owns ceil(n / warps) rows. The block first fills the
+// activation row into shared memory (quantized to Q8_0 there under FK_DP4A, exactly as
+// fk_quant_q8 does, so no separate launch) while the ring's first stages load; on Hopper those
+// loads start before the previous kernel ends (programmatic dependent launch).
+//
+// Shared memory (dynamic): the rings [FK_SNW][FK_SS][matrices][FK_SWB] bytes, then the
+// activations: Q8_0 codes [k] and (scale, code sum) [k / 32], or k floats, float4-swizzled.
+
+constexpr int FK_SNM = FK_MODE == 1 ? 2 : 1;
+static_assert(FK_MODE == 0 || FK_MODE == 1, "plain or gate/up");
+static_assert(FK_CW % FK_FMT::QK == 0 && FK_CW % FK_FMT::UE == 0, "chunks of whole blocks");
+// A chunk's byte window, 16-aligned around its blocks (the start moves by up to 15 bytes).
+constexpr int FK_SWB = (FK_CW / FK_FMT::QK * FK_BB + 15) / 16 * 16 + 16;
+constexpr int FK_SLD = (FK_SWB / 16 + 31) / 32;  // 16-byte copies per lane per matrix
+constexpr int FK_RING = FK_SS * FK_SNM * FK_SWB;  // one warp's ring
+static_assert(FK_SS >= 2, "at least one stage in flight");
+
+__device__ __forceinline__ void fk_scp16(u32 dst, const u8* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src));
+}
+
+// Row `row`'s bytes for weights [c0, c0 + cw): the 16-aligned window start and the skew of the
+// first block in it.
+__device__ __forceinline__ void fk_swindow(i64 row_bytes, i64 row, i64 c0, int cw, i64& lo, int& skew,
+                                           int& len) {
+  const i64 start = row * row_bytes + c0 / FK_FMT::QK * FK_BB;
+  lo = start & ~(i64)15;
+  skew = (int)(start - lo);
+  len = (int)(((start + cw / FK_FMT::QK * FK_BB + 15) & ~(i64)15) - lo);
+}
+
+// Queues one chunk of each matrix into `stage` as one commit group (an empty group past the
+// warp's items, so the count stays uniform).
+__device__ __forceinline__ void fk_sissue(const FkMat& a, const FkMat& b, u32 stage, bool live, i64 row,
+                                          i64 c0, int cw, int lane) {
+  if (live) {
+#pragma unroll
+    for (int t = 0; t < FK_SNM; ++t) {
+      i64 lo;
+      int skew, len;
+      fk_swindow(a.row_bytes, row, c0, cw, lo, skew, len);
+      const u8* base = (t == 0 ? a.w : b.w) + lo;
+#pragma unroll
+      for (int i = 0; i < FK_SLD; ++i) {
+        const int at = 16 * (lane + 32 * i);
+        if (at < len) fk_scp16(stage + t * FK_SWB + at, base + at);
+      }
+    }
+  }
+  asm volatile("cp.async.commit_group;");
+}
+
+#if FK_DP4A
+// Activations to Q8_0 codes, bit for bit as fk_quant_q8 (the CPU's default rounding): eight
+// lanes of four elements per 32-element block, four blocks per warp-step; four steps' loads go
+// out together (the loads are L2 hits whose latency, paid once per step, set the prologue).
+__device__ __forceinline__ void fk_squant(const float* __restrict__ X, signed char* xq, float2* xd, i64 k,
+                                          int warp, int lane) {
+  const i64 nb = k / 32;
+  constexpr int STEP = 4 * FK_SNW, U = 4;
+  for (i64 g0 = 4 * warp + lane / 8; g0 - lane / 8 < nb; g0 += U * STEP) {  // warp-uniform
+    const int e = 4 * (lane & 7);
+    float4 x[U];
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const i64 g = g0 + j * STEP;
+      x[j] = g < nb ? *(const float4*)(X + g * 32 + e) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const i64 g = g0 + j * STEP;
+      float amax = fmaxf(fmaxf(fabsf(x[j].x), fabsf(x[j].y)), fmaxf(fabsf(x[j].z), fabsf(x[j].w)));
+#pragma unroll
+      for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      const float id = amax != 0.f ? __fdiv_rn(127.f, amax) : 0.f;
+      const int q0 = __float2int_rn(__fmul_rn(x[j].x, id)), q1 = __float2int_rn(__fmul_rn(x[j].y, id));
+      const int q2 = __float2int_rn(__fmul_rn(x[j].z, id)), q3 = __float2int_rn(__fmul_rn(x[j].w, id));
+      int sum = q0 + q1 + q2 + q3;
+#pragma unroll
+      for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (g < nb) {
+        *(u32*)(xq + g * 32 + e) = (u32)(q0 & 0xff) | (u32)(q1 & 0xff) << 8 | (u32)(q2 & 0xff) << 16 |
+                                   (u32)(q3 & 0xff) << 24;
+        if ((lane & 7) == 0) {
+          unsigned short h;
+          const float d = __fdiv_rn(amax, 127.f);
+          asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(d));
+          xd[g] = make_float2(fk_half(h), __int_as_float(sum));
+        }
+      }
+    }
+  }
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(FK_SNW * 32, 2)
+    fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2,
+            float* __restrict__ Y, int m, i64 n, i64 k) {
+  using F = FK_FMT;
+  extern __shared__ __align__(16) u8 fk_sm[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const i64 warps = (i64)gridDim.x * FK_SNW, gw = (i64)blockIdx.x * FK_SNW + warp;
+  const i64 per = (n + warps - 1) / warps;
+  const i64 r0 = min(n, gw * per), r1 = min(n, r0 + per);
+  const i64 nc = (k + FK_CW - 1) / FK_CW;  // chunks per row
+  const i64 items = (r1 - r0) * nc;
+  const u32 ring = (u32)__cvta_generic_to_shared(fk_sm) + warp * FK_RING;
+  u8* const ring_p = fk_sm + warp * FK_RING;
+  auto issue = [&](i64 it) {
+    const i64 c0 = it % nc * FK_CW;
+    fk_sissue(a, b, ring + (u32)(it % FK_SS) * (FK_SNM * FK_SWB), it < items, r0 + it / nc, c0,
+              (int)min((i64)FK_CW, k - c0), lane);
+  };
+#pragma unroll
+  for (int s = 0; s < FK_SS - 1; ++s) issue(s);
+#if __CUDA_ARCH__ >= 900
+  // Programmatic dependent launch (the host sets it on Hopper): the next GEMV may start its
+  // blocks as ours leave, and ours may have started before the previous kernel finished. The
+  // weights never change, so only the activations wait for it; every global write follows.
+  asm volatile("griddepcontrol.launch_dependents;");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+
+  u8* const acts = fk_sm + FK_SNW * FK_RING;
+#if FK_DP4A
+  signed char* const xq = (signed char*)acts;
+  float2* const xd = (float2*)(acts + k);
+  fk_squant(X, xq, xd, k, warp, lane);
+#else
+  float* const xs = (float*)acts;
+#pragma unroll 4
+  for (i64 f = threadIdx.x; f < k / 4; f += FK_SNW * 32)
+    *(float4*)(xs + 4 * fk_xswz<F>((int)f)) = *(const float4*)(X + 4 * f);
+#endif
+  __syncthreads();
+
+  float acc[FK_SNM] = {};
+  for (i64 it = 0; it < items; ++it) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(FK_SS - 2));
+    __syncwarp();
+    issue(it + FK_SS - 1);  // into the stage computed last iteration
+    const i64 row = r0 + it / nc, c0 = it % nc * FK_CW;
+    const int cw = (int)min((i64)FK_CW, k - c0);
+    i64 lo;
+    int skew, len;
+    fk_swindow(a.row_bytes, row, c0, cw, lo, skew, len);
+    const u8* stage = ring_p + (it % FK_SS) * (FK_SNM * FK_SWB) + skew;
+    const int units = cw / F::UE;
+    for (int u = lane; u < units; u += 32) {
+#if FK_DP4A
+      int x8[8];
+      *(uint4*)x8 = *(const uint4*)(xq + c0 + 32 * u);
+      *(uint4*)(x8 + 4) = *(const uint4*)(xq + c0 + 32 * u + 16);
+      const float2 d = xd[c0 / 32 + u];
+#endif
+#pragma unroll
+      for (int t = 0; t < FK_SNM; ++t) {
+        const FkMat sm{stage + t * FK_SWB, nullptr, nullptr, 0, 0};
+#if FK_DP4A
+        acc[t] += F::dot_q8(sm, 0, u, x8, d.x, __float_as_int(d.y));
+#else
+        float q[F::UE], s[F::G], o[F::G];
+        F::unit(sm, 0, u, q, s, o);
+        acc[t] += fk_unit_dot<F>(q, s, o, FkXs<F>{xs, (int)(c0 / F::UE) + u});
+#endif
+      }
+    }
+    if (it % nc == nc - 1) {  // the row's last chunk: reduce and store
+#pragma unroll
+      for (int t = 0; t < FK_SNM; ++t)
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], off);
+      if (lane == 0) {
+#if FK_MODE == 1
+        Y[row] = fk_silu(acc[0]) * acc[1];
+#else
+        Y[row] = acc[0];
+#endif
+      }
+#pragma unroll
+      for (int t = 0; t < FK_SNM; ++t) acc[t] = 0.f;
+    }
+  }
+  asm volatile("cp.async.wait_all;");
+}
