@@ -6,13 +6,15 @@
 // stopped every warp at two block barriers per chunk (44 % of copy for Q4_0). Here each warp
 // streams its own consecutive rows through a private ring of FK_SS cp.async stages, one chunk
 // of FK_CW weights of each matrix per stage, and never waits for another warp; the grid holds
-// only resident blocks, so every warp owns ceil(n / warps) rows. The block first fills the
-// activation row into shared memory (quantized to Q8_0 there under FK_DP4A, exactly as
-// fk_quant_q8 does, so no separate launch) while the ring's first stages load; on Hopper those
-// loads start before the previous kernel ends (programmatic dependent launch).
+// only resident blocks, and every warp owns n / warps consecutive rows (give or take one).
+// The block first fills the activation row into shared memory (quantized there under
+// FK_DP4A, bit for bit as the CPU's default path, so no separate launch) while the ring's
+// first stages load; on Hopper those loads start before the previous kernel ends
+// (programmatic dependent launch).
 //
 // Shared memory (dynamic): the rings [FK_SNW][FK_SS][matrices][FK_SWB] bytes, then the
-// activations: Q8_0 codes [k] and (scale, code sum) [k / 32], or k floats, float4-swizzled.
+// activations: FK_DP4A 1: Q8_0 codes [k] and (scale, code sum) [k / 32]; 2: Q8_K codes [k],
+// scales [k / 256], sums of 16 codes [k / 16]; 0: k floats, float4-swizzled.
 
 constexpr int FK_SNM = FK_MODE == 1 ? 2 : 1;
 static_assert(FK_MODE == 0 || FK_MODE == 1, "plain or gate/up");
@@ -58,7 +60,7 @@ __device__ __forceinline__ void fk_sissue(const FkMat& a, const FkMat& b, u32 st
   asm volatile("cp.async.commit_group;");
 }
 
-#if FK_DP4A
+#if FK_DP4A == 1
 // Activations to Q8_0 codes, bit for bit as fk_quant_q8 (the CPU's default rounding): eight
 // lanes of four elements per 32-element block, four blocks per warp-step; four steps' loads go
 // out together (the loads are L2 hits whose latency, paid once per step, set the prologue).
@@ -99,25 +101,67 @@ __device__ __forceinline__ void fk_squant(const float* __restrict__ X, signed ch
     }
   }
 }
+#elif FK_DP4A == 2
+// Activations to Q8_K, bit for bit as flexkern-quant's BlockQ8K (ggml's quantize_row_q8_K_ref,
+// the CPU default path of the K-quants): per 256-element block the first element of largest
+// magnitude sets iscale = -127 / max, codes min(round-half-even(iscale * x), 127), d =
+// 1 / iscale; an all-zero block stays zero. A warp per block, eight elements per lane; also
+// each 16 codes' sum.
+__device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, signed char* xq, float* xd, int* xs16,
+                                            i64 k, int warp, int lane) {
+  const i64 nb = k / 256;
+  for (i64 g = warp; g < nb; g += FK_SNW) {  // warp-uniform
+    const float4 a = *(const float4*)(X + g * 256 + 8 * lane);
+    const float4 b = *(const float4*)(X + g * 256 + 8 * lane + 4);
+    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    float am = 0.f, bv = 0.f;
+    int bi = 0x7fffffff;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (fabsf(v[j]) > am) am = fabsf(v[j]), bv = v[j], bi = 8 * lane + j;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {  // larger magnitude wins, then the lower index
+      const float oam = __shfl_xor_sync(0xffffffffu, am, o), obv = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int obi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (oam > am || (oam == am && obi < bi)) am = oam, bv = obv, bi = obi;
+    }
+    const float iscale = am != 0.f ? __fdiv_rn(-127.f, bv) : 0.f;
+    u32 w[2] = {0u, 0u};
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int q = am != 0.f ? min(__float2int_rn(__fmul_rn(iscale, v[j])), 127) : 0;
+      sum += q;
+      w[j >> 2] |= (u32)(q & 0xff) << (8 * (j & 3));
+    }
+    *(uint2*)(xq + g * 256 + 8 * lane) = make_uint2(w[0], w[1]);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    if ((lane & 1) == 0) xs16[g * 16 + lane / 2] = sum;
+    if (lane == 0) xd[g] = am != 0.f ? __fdiv_rn(1.f, iscale) : 0.f;
+  }
+}
 #endif
 
-extern "C" __global__ void __launch_bounds__(FK_SNW * 32, 2)
+extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
     fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2,
             float* __restrict__ Y, int m, i64 n, i64 k) {
   using F = FK_FMT;
   extern __shared__ __align__(16) u8 fk_sm[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 warps = (i64)gridDim.x * FK_SNW, gw = (i64)blockIdx.x * FK_SNW + warp;
-  const i64 per = (n + warps - 1) / warps;
-  const i64 r0 = min(n, gw * per), r1 = min(n, r0 + per);
-  const i64 nc = (k + FK_CW - 1) / FK_CW;  // chunks per row
-  const i64 items = (r1 - r0) * nc;
+  // Rows split evenly (counts differ by at most one, spread over every block): with
+  // ceil(n / warps) rows each, 4096 rows on 3168 warps left a third of the SMs idle.
+  const i64 r0 = gw * n / warps, r1 = (gw + 1) * n / warps;
   const u32 ring = (u32)__cvta_generic_to_shared(fk_sm) + warp * FK_RING;
   u8* const ring_p = fk_sm + warp * FK_RING;
-  auto issue = [&](i64 it) {
-    const i64 c0 = it % nc * FK_CW;
-    fk_sissue(a, b, ring + (u32)(it % FK_SS) * (FK_SNM * FK_SWB), it < items, r0 + it / nc, c0,
-              (int)min((i64)FK_CW, k - c0), lane);
+  // The issue cursor (row, chunk start) runs FK_SS - 1 items ahead of the compute cursor;
+  // cursors, not item indices, so the loop has no 64-bit division.
+  i64 irow = r0, ic0 = 0;
+  auto issue = [&](int slot) {
+    const bool live = irow < r1;
+    fk_sissue(a, b, ring + (u32)slot * (FK_SNM * FK_SWB), live, irow, ic0, (int)min((i64)FK_CW, k - ic0),
+              lane);
+    if (live && (ic0 += FK_CW) >= k) ic0 = 0, ++irow;
   };
 #pragma unroll
   for (int s = 0; s < FK_SS - 1; ++s) issue(s);
@@ -130,10 +174,15 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, 2)
 #endif
 
   u8* const acts = fk_sm + FK_SNW * FK_RING;
-#if FK_DP4A
+#if FK_DP4A == 1
   signed char* const xq = (signed char*)acts;
   float2* const xd = (float2*)(acts + k);
   fk_squant(X, xq, xd, k, warp, lane);
+#elif FK_DP4A == 2
+  signed char* const xq = (signed char*)acts;
+  float* const xd = (float*)(acts + k);
+  int* const xs16 = (int*)(acts + k + k / 64);
+  fk_squant_k(X, xq, xd, xs16, k, warp, lane);
 #else
   float* const xs = (float*)acts;
 #pragma unroll 4
@@ -143,29 +192,39 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, 2)
   __syncthreads();
 
   float acc[FK_SNM] = {};
-  for (i64 it = 0; it < items; ++it) {
+  i64 c0 = 0;
+  for (i64 row = r0, slot = 0; row < r1; slot = slot + 1 == FK_SS ? 0 : slot + 1) {
     asm volatile("cp.async.wait_group %0;" ::"n"(FK_SS - 2));
     __syncwarp();
-    issue(it + FK_SS - 1);  // into the stage computed last iteration
-    const i64 row = r0 + it / nc, c0 = it % nc * FK_CW;
+    issue(slot == 0 ? FK_SS - 1 : (int)slot - 1);  // the stage computed last iteration
     const int cw = (int)min((i64)FK_CW, k - c0);
-    i64 lo;
-    int skew, len;
-    fk_swindow(a.row_bytes, row, c0, cw, lo, skew, len);
-    const u8* stage = ring_p + (it % FK_SS) * (FK_SNM * FK_SWB) + skew;
+    const int skew = (int)((row * a.row_bytes + c0 / F::QK * FK_BB) & 15);
+    const u8* stage = ring_p + slot * (FK_SNM * FK_SWB) + skew;
     const int units = cw / F::UE;
+#pragma unroll 2
     for (int u = lane; u < units; u += 32) {
-#if FK_DP4A
+#if FK_DP4A == 1
       int x8[8];
       *(uint4*)x8 = *(const uint4*)(xq + c0 + 32 * u);
       *(uint4*)(x8 + 4) = *(const uint4*)(xq + c0 + 32 * u + 16);
       const float2 d = xd[c0 / 32 + u];
+#elif FK_DP4A == 2
+      const i64 e0 = c0 + F::UE * u;  // the unit's first weight
+      int x8[F::UE / 4], s16[F::UE / 16];
+#pragma unroll
+      for (int i = 0; i < F::UE / 16; ++i) {
+        *(uint4*)(x8 + 4 * i) = *(const uint4*)(xq + e0 + 16 * i);
+        s16[i] = xs16[e0 / 16 + i];
+      }
+      const float d8 = xd[e0 / 256];
 #endif
 #pragma unroll
       for (int t = 0; t < FK_SNM; ++t) {
         const FkMat sm{stage + t * FK_SWB, nullptr, nullptr, 0, 0};
-#if FK_DP4A
+#if FK_DP4A == 1
         acc[t] += F::dot_q8(sm, 0, u, x8, d.x, __float_as_int(d.y));
+#elif FK_DP4A == 2
+        acc[t] += F::dot_q8k(sm, 0, u, x8, d8, s16);
 #else
         float q[F::UE], s[F::G], o[F::G];
         F::unit(sm, 0, u, q, s, o);
@@ -173,7 +232,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, 2)
 #endif
       }
     }
-    if (it % nc == nc - 1) {  // the row's last chunk: reduce and store
+    if ((c0 += FK_CW) >= k) {  // the row's last chunk: reduce and store
 #pragma unroll
       for (int t = 0; t < FK_SNM; ++t)
 #pragma unroll
@@ -187,6 +246,8 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, 2)
       }
 #pragma unroll
       for (int t = 0; t < FK_SNM; ++t) acc[t] = 0.f;
+      c0 = 0;
+      ++row;
     }
   }
   asm volatile("cp.async.wait_all;");

@@ -451,6 +451,30 @@ struct FkQ4K {
       q[l + 32] = fk_u2f(b >> 4);
     }
   }
+#if defined(__CUDACC__)
+  // Against Q8_K activations (the CPU default path's): 64 codes xq, the block scale dx and the
+  // codes' sums per 16 (s16[4]); the integer sums of ggml's vec_dot_q4_K_q8_K, then
+  // dx * (d * sum sc * q.x - dmin * sum m * sum x).
+  FK_HD static float dot_q8k(const FkMat& m, i64 row, i64 u, const int* xq, float dx, const int* s16) {
+    const u8* p = m.w + row * m.row_bytes + (u >> 2) * FK_Q4_K_BYTES;
+    const int i = (int)(u & 3);
+    u32 w[8];
+    fk_words<32, fk_align_of(FK_Q4_K_BYTES, FK_Q4_K_QS)>(p + FK_Q4_K_QS + 32 * i, w);
+    int lo = 0, hi = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      lo = __dp4a((int)(w[j] & 0x0f0f0f0fu), xq[j], lo);
+      hi = __dp4a((int)((w[j] >> 4) & 0x0f0f0f0fu), xq[j + 8], hi);
+    }
+    u32 sc0, mn0, sc1, mn1;
+    fk_scale_min_k4<FK_Q4_K_BYTES, FK_Q4_K_SCALES>(p, 2 * i, sc0, mn0);
+    fk_scale_min_k4<FK_Q4_K_BYTES, FK_Q4_K_SCALES>(p, 2 * i + 1, sc1, mn1);
+    const int isum = lo * (int)sc0 + hi * (int)sc1;
+    const int imin = (int)mn0 * (s16[0] + s16[1]) + (int)mn1 * (s16[2] + s16[3]);
+    const float d = fk_half(fk_ld16(p + FK_Q4_K_D)), dmin = fk_half(fk_ld16(p + FK_Q4_K_DMIN));
+    return dx * (d * (float)isum - dmin * (float)imin);
+  }
+#endif
 };
 
 struct FkQ5K {
@@ -500,6 +524,28 @@ struct FkQ6K {
       q[l] = fk_u2f_off<32>(v);
     }
   }
+#if defined(__CUDACC__)
+  // Against Q8_K activations: 32 codes xq, the block scale dx, the codes' sums per 16 (s16[2]);
+  // per group of 16, sc * (sum q.x - 32 sum x) exactly, then dx * d * the total.
+  FK_HD static float dot_q8k(const FkMat& m, i64 row, i64 u, const int* xq, float dx, const int* s16) {
+    const u8* p = m.w + row * m.row_bytes + (u >> 3) * FK_Q6_K_BYTES;
+    const int uu = (int)(u & 7), h = uu >> 2, c = uu & 3;
+    u32 lw[8], hw[8];
+    fk_words<32, fk_align_of(FK_Q6_K_BYTES, FK_Q6_K_QL)>(p + FK_Q6_K_QL + 64 * h + 32 * (c & 1), lw);
+    fk_words<32, fk_align_of(FK_Q6_K_BYTES, FK_Q6_K_QH)>(p + FK_Q6_K_QH + 32 * h, hw);
+    const int lsh = 4 * (c >> 1), hsh = 2 * c;
+    int acc[2] = {0, 0};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const u32 v = ((lw[j] >> lsh) & 0x0f0f0f0fu) | (((hw[j] >> hsh) & 0x03030303u) << 4);
+      acc[j >> 2] = __dp4a((int)v, xq[j], acc[j >> 2]);
+    }
+    const u32 sc = fk_ld16(p + FK_Q6_K_SCALES + 8 * h + 2 * c);
+    const int isum = (int)(signed char)(sc & 0xffu) * (acc[0] - 32 * s16[0]) +
+                     (int)(signed char)(sc >> 8) * (acc[1] - 32 * s16[1]);
+    return dx * (fk_half(fk_ld16(p + FK_Q6_K_D)) * (float)isum);
+  }
+#endif
 };
 
 struct FkIQ4XS {

@@ -3,7 +3,9 @@
 //! take, a `k` the format cannot hold, buffers too small for `m` rows, mismatched gate / up
 //! shapes and out-of-range token ids are typed errors naming the argument.
 
-use super::{embed_source, unit_elems, unit_type, GemvConfig, Mode, Staged, Stream, MAX_M};
+use super::{
+    embed_source, unit_elems, unit_type, GemvConfig, Mode, Staged, Stream, StreamActs, MAX_M,
+};
 use crate::error::{driver, invalid, Result};
 use crate::runtime::compile::Module;
 use crate::runtime::{Device, DeviceBuf};
@@ -69,7 +71,7 @@ impl DeviceMatrix {
         let (f, resident) = match cfg.stream {
             Some(st) => {
                 dev.bind()?;
-                let smem = st.smem_bytes(cfg.matrices(), self.k, cfg.dp4a);
+                let smem = st.smem_bytes(cfg.matrices(), self.k);
                 module.kernel("fk_gemv", 32 * st.warps as u32, smem)?
             }
             None => (module.function("fk_gemv")?, 0),
@@ -285,13 +287,12 @@ pub fn config_for(
         && (c.mb > 1 || single)
         && a.quantized_acts
         && dp4a_applies(a.format, mode, a.k);
-    // Single rows of block formats stream (plain and gate/up): Q8_0 activations quantized in
-    // the kernel where the format has the integer dot, else f32.
+    // Single rows of block formats stream (plain and gate/up): activations quantized in the
+    // kernel where the format has the integer dot (StreamActs), else f32.
     if c.staged.is_some() && c.mb == 1 && mode != Mode::DownSwiglu && stream_enabled() {
-        let dp4a = a.quantized_acts && dp4a_applies(a.format, mode, a.k);
-        c.stream = Stream::plan(a.format, a.k, c.matrices(), dp4a, smem_per_sm);
-        if c.stream.is_some() {
-            c.dp4a = dp4a;
+        c.stream = Stream::plan(a.format, a.k, c.matrices(), a.quantized_acts, smem_per_sm);
+        if let Some(st) = c.stream {
+            c.dp4a = st.acts != StreamActs::F32;
             c.rows = 1;
         }
     }
@@ -486,11 +487,11 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
             (&mut k64 as *mut i64).cast(),
         ];
         let (grid, threads, smem) = match cfg.stream {
-            // Resident blocks only: every warp owns ceil(n / warps) consecutive rows.
+            // Resident blocks only: every warp owns n / warps consecutive rows, give or take one.
             Some(st) => (
                 n.div_ceil(st.warps).min(resident.max(1) * dev.props.sms.max(1)),
                 32 * st.warps,
-                st.smem_bytes(cfg.matrices(), k, cfg.dp4a),
+                st.smem_bytes(cfg.matrices(), k),
             ),
             None => (
                 n.div_ceil(4 * cfg.rows),

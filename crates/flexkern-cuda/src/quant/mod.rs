@@ -140,31 +140,70 @@ impl Staged {
 }
 
 /// The streamed GEMV's constants (kernels/gemv_stream.cu): the format's block bytes and
-/// weights, weights per chunk, ring stages per warp, warps per block.
+/// weights, weights per chunk, ring stages per warp, warps per block, and the blocks per SM the
+/// shared memory and register budget (`__launch_bounds__`) are planned for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Stream {
+    /// What the weights are dotted with.
+    pub acts: StreamActs,
     pub block_bytes: usize,
     pub block_elems: usize,
     pub chunk: usize,
     pub stages: usize,
     pub warps: usize,
+    pub blocks: usize,
+}
+
+/// The streamed kernel's activations (`FK_DP4A`): f32, or quantized in the kernel as the CPU's
+/// default precision quantizes them for the format's integer dot (Q8_0 for Q4_0 and Q8_0,
+/// Q8_K for Q4_K and Q6_K) and dotted with dp4a.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamActs {
+    F32 = 0,
+    Q8_0 = 1,
+    Q8K = 2,
+}
+
+impl StreamActs {
+    /// The integer dot the streamed kernel has for `f` (None: f32 activations).
+    pub fn for_format(f: Format) -> Option<StreamActs> {
+        match f {
+            Format::Q4_0 | Format::Q8_0 => Some(StreamActs::Q8_0),
+            Format::Q4K | Format::Q6K => Some(StreamActs::Q8K),
+            _ => None,
+        }
+    }
+
+    /// Shared memory for an activation row of `k`.
+    fn bytes(self, k: usize) -> usize {
+        match self {
+            StreamActs::F32 => 4 * k,
+            StreamActs::Q8_0 => k + k / 32 * 8,
+            StreamActs::Q8K => k + k / 256 * 4 + k / 16 * 4,
+        }
+    }
 }
 
 impl Stream {
     /// For `f` (a block format) with rows of `k`, `matrices` (1, or 2 for gate and up) and
-    /// Q8_0 activations when `dp4a`, on a device with `smem_per_sm` bytes of shared memory per
-    /// SM: the largest chunk (at most 4 KB of weights a stage) and deepest ring (4 to 2 stages)
-    /// whose shared memory lets two blocks of 8 warps share an SM (16 warps, each with 2-3
-    /// stages in flight: 60-110 KB per SM, above the ~40 KB an H100 needs at full bandwidth).
+    /// activations quantized when `quantized` (and the format has the integer dot), on a device with `smem_per_sm` bytes of shared memory per
+    /// SM. Each warp's chain of instructions sets the pace (ncu, H100: 12 cycles per issued
+    /// instruction at 16 warps per SM), so the integer-dot path, light on registers, plans
+    /// three blocks of 8 warps per SM and the f32 path two. Within that, the largest chunk (at
+    /// most 4 KB of weights a stage) and deepest ring (4 to 2 stages) that fit: 2-3 stages in
+    /// flight per warp, 60-110 KB per SM, above the ~40 KB an H100 needs at full bandwidth.
     /// Chunks split k evenly in rounds of one unit per lane. None when nothing fits (very long
     /// rows of f32 activations): the staged kernel serves those.
     pub fn plan(
         f: Format,
         k: usize,
         matrices: usize,
-        dp4a: bool,
+        quantized: bool,
         smem_per_sm: usize,
     ) -> Option<Stream> {
+        let acts = StreamActs::for_format(f)
+            .filter(|_| quantized)
+            .unwrap_or(StreamActs::F32);
         let (bb, qk, ue) = (f.block_bytes(), f.block_elems(), unit_elems(f));
         let round = 32 * ue;
         if round % qk != 0 || k % qk != 0 || k == 0 {
@@ -172,21 +211,31 @@ impl Stream {
         }
         let round_bytes = round / qk * bb * matrices.max(1);
         let rounds = k.div_ceil(round);
-        let limit = smem_per_sm.saturating_sub(2048) / 2;
-        [(4096, 4), (4096, 3), (2048, 4), (2048, 3), (1024, 3), (1024, 2)]
-            .into_iter()
-            .map(|(budget, stages)| {
-                let per = (budget / round_bytes).max(1);
-                let chunks = rounds.div_ceil(per);
-                Stream {
-                    block_bytes: bb,
-                    block_elems: qk,
-                    chunk: rounds.div_ceil(chunks) * round,
-                    stages,
-                    warps: 8,
-                }
-            })
-            .find(|s| s.smem_bytes(matrices, k, dp4a) <= limit)
+        let blocks: &[usize] = if acts != StreamActs::F32 {
+            &[3, 2]
+        } else {
+            &[2]
+        };
+        blocks.iter().find_map(|&blocks| {
+            // The driver reserves 1 KB of shared memory per block.
+            let limit = smem_per_sm.saturating_sub(1024 * blocks) / blocks;
+            [(4096, 4), (4096, 3), (2048, 4), (2048, 3), (1024, 3), (1024, 2)]
+                .into_iter()
+                .map(|(budget, stages)| {
+                    let per = (budget / round_bytes).max(1);
+                    let chunks = rounds.div_ceil(per);
+                    Stream {
+                        acts,
+                        block_bytes: bb,
+                        block_elems: qk,
+                        chunk: rounds.div_ceil(chunks) * round,
+                        stages,
+                        warps: 8,
+                        blocks,
+                    }
+                })
+                .find(|s| s.smem_bytes(matrices, k) <= limit)
+        })
     }
 
     /// One matrix's stage: the chunk's blocks plus the 16-byte alignment slack.
@@ -196,9 +245,8 @@ impl Stream {
 
     /// Dynamic shared memory of a launch: the warps' rings, then the activation row (Q8_0
     /// codes and their (scale, sum) pairs, or floats).
-    pub fn smem_bytes(&self, matrices: usize, k: usize, dp4a: bool) -> usize {
-        self.warps * self.stages * matrices * self.window()
-            + if dp4a { k + k / 32 * 8 } else { 4 * k }
+    pub fn smem_bytes(&self, matrices: usize, k: usize) -> usize {
+        self.warps * self.stages * matrices * self.window() + self.acts.bytes(k)
     }
 }
 
@@ -239,24 +287,26 @@ impl GemvConfig {
         if let Some(st) = self.stream {
             return KernelSource {
                 name: format!(
-                    "gemv_{}_{mode}_stream_c{}_s{}_w{}{}",
+                    "gemv_{}_{mode}_stream_c{}_s{}_w{}_b{}{}",
                     ident(&self.unit),
                     st.chunk,
                     st.stages,
                     st.warps,
-                    if self.dp4a { "_q8" } else { "" }
+                    st.blocks,
+                    ["", "_q8", "_q8k"][st.acts as usize]
                 ),
                 source: format!(
                     "#define FK_FMT {}\n#define FK_MB 1\n#define FK_R 1\n#define FK_MODE {}\n#define FK_XV 1\n\
                      #define FK_STREAM 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_SS {}\n\
-                     #define FK_SNW {}\n#define FK_DP4A {}\n{}\n{GEMV}\n{GEMV_STREAM}",
+                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n{}\n{GEMV}\n{GEMV_STREAM}",
                     self.unit,
                     self.mode as i32,
                     st.block_bytes,
                     st.chunk,
                     st.stages,
                     st.warps,
-                    self.dp4a as i32,
+                    st.blocks,
+                    st.acts as i32,
                     prelude()
                 ),
             };

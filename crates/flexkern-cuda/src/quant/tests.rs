@@ -266,12 +266,12 @@ fn kernels_compile_with_nvrtc_without_spills() {
             // The streamed single-row kernel, with f32 and (where the format has the integer
             // dot) Q8_0 activations, at a short and a long row.
             if mb == 1 && mode != Mode::DownSwiglu && staged.is_some() {
-                for (k, dp4a) in [(4096, false), (14336, false), (4096, true)] {
-                    if dp4a && !crate::quant::gemv::dp4a_applies(f, mode, k) {
+                for (k, quantized) in [(4096, false), (14336, false), (4096, true), (14336, true)] {
+                    if quantized && crate::quant::StreamActs::for_format(f).is_none() {
                         continue;
                     }
                     let nm = if mode == Mode::GateUp { 2 } else { 1 };
-                    if let Some(st) = crate::quant::Stream::plan(f, k, nm, dp4a, 233472) {
+                    if let Some(st) = crate::quant::Stream::plan(f, k, nm, quantized, 233472) {
                         srcs.push(
                             GemvConfig {
                                 unit: unit.clone(),
@@ -280,7 +280,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                                 mode,
                                 xvec: true,
                                 staged,
-                                dp4a,
+                                dp4a: quantized,
                                 stream: Some(st),
                             }
                             .source(),
@@ -395,22 +395,22 @@ fn gemv_configuration_follows_the_shape_and_format() {
 }
 
 /// The streamed kernel's plan on an H100 (228 KB of shared memory per SM): the largest chunk
-/// and ring that let two blocks share an SM, chunks that split k evenly, none where f32
-/// activations alone would crowd the rings out.
+/// and ring that let three blocks (integer dot) or two (f32 activations) share an SM, chunks
+/// that split k evenly, none where f32 activations alone would crowd the rings out.
 #[test]
-fn stream_plan_fits_two_blocks_per_sm() {
+fn stream_plan_fits_its_blocks_per_sm() {
     use crate::quant::Stream;
     let h100 = 233472;
     let plan = |f, k, nm, dp4a| {
         Stream::plan(f, k, nm, dp4a, h100).map(|s| (s.chunk, s.stages, s.window()))
     };
-    // Q4_0 at 4096: the whole row (128 blocks of 18 bytes) in one stage of four.
-    assert_eq!(plan(Format::Q4_0, 4096, 1, true), Some((4096, 4, 2320)));
+    // Q4_0 at 4096: the whole row (128 blocks of 18 bytes) in one stage of three.
+    assert_eq!(plan(Format::Q4_0, 4096, 1, true), Some((4096, 3, 2320)));
     // Gate and up share the 4 KB of a stage: two chunks of 2048 weights each.
-    assert_eq!(plan(Format::Q4_0, 4096, 2, true), Some((2048, 4, 1168)));
-    // 14336: f32 activations take 56 KB, so smaller chunks; Q8_0 codes leave room for 3 stages.
+    assert_eq!(plan(Format::Q4_0, 4096, 2, true), Some((2048, 3, 1168)));
+    // 14336: f32 activations take 56 KB, so smaller chunks.
     assert_eq!(plan(Format::Q4_0, 14336, 1, false), Some((3072, 4, 1744)));
-    assert_eq!(plan(Format::Q4_0, 14336, 1, true), Some((7168, 3, 4048)));
+    assert_eq!(plan(Format::Q4_0, 14336, 1, true), Some((3072, 4, 1744)));
     assert_eq!(plan(Format::Q8_0, 4096, 1, true), Some((2048, 4, 2192)));
     assert_eq!(plan(Format::Q4K, 4096, 1, false), Some((4096, 4, 2320)));
     assert_eq!(plan(Format::Q6K, 14336, 2, false).map(|p| p.0), Some(1024));
@@ -418,12 +418,15 @@ fn stream_plan_fits_two_blocks_per_sm() {
     assert_eq!(plan(Format::Q8_0, 3104, 1, false).map(|p| p.0), Some(2048));
     for (f, k, nm, dp4a) in [
         (Format::Q4_0, 4096, 1, true),
+        (Format::Q4K, 14336, 2, true),
+        (Format::Q6K, 4096, 1, true),
         (Format::Q5K, 14336, 2, false),
         (Format::Q6K, 14336, 1, false),
         (Format::Q2K, 4096, 2, false),
     ] {
         let s = Stream::plan(f, k, nm, dp4a, h100).unwrap();
-        assert!(2 * s.smem_bytes(nm, k, dp4a) + 2048 <= h100, "{f} {k} {nm}");
+        assert_eq!(s.blocks, if dp4a { 3 } else { 2 });
+        assert!(s.blocks * (s.smem_bytes(nm, k) + 1024) <= h100, "{f} {k} {nm}");
         assert_eq!(s.chunk % f.block_elems(), 0);
     }
     // 64 K weights of f32 activations (256 KB) fit nowhere.
@@ -439,8 +442,8 @@ fn stream_plan_fits_two_blocks_per_sm() {
         stream: Stream::plan(Format::Q4_0, 4096, 1, true, h100),
     };
     let src = cfg.source();
-    assert_eq!(src.name, "gemv_FkQ4_0_plain_stream_c4096_s4_w8_q8");
+    assert_eq!(src.name, "gemv_FkQ4_0_plain_stream_c4096_s3_w8_b3_q8");
     assert!(src.source.contains(
-        "#define FK_STREAM 1\n#define FK_BB 18\n#define FK_CW 4096\n#define FK_SS 4\n#define FK_SNW 8\n#define FK_DP4A 1\n"
+        "#define FK_STREAM 1\n#define FK_BB 18\n#define FK_CW 4096\n#define FK_SS 3\n#define FK_SNW 8\n#define FK_SMINB 3\n#define FK_DP4A 1\n"
     ));
 }

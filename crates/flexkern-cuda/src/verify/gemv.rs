@@ -28,8 +28,9 @@ pub struct GemvCase {
     pub k: usize,
     pub m: usize,
     pub mode: Mode,
-    /// Activations quantized to Q8_0 first (the default precision's integer dot); the oracle
-    /// then takes the CPU's quantized activations, so one differing code fails the case.
+    /// Activations quantized first as the default precision does for the format's integer dot
+    /// (Q8_0; Q8_K for the K-quants, single rows); the oracle then takes the CPU's quantized
+    /// activations, so one differing code fails the case.
     pub quantized: bool,
 }
 
@@ -125,10 +126,10 @@ pub fn gemv_cases() -> Vec<GemvCase> {
         Mode::Plain,
     ));
     // The streamed single-row kernel: rows of several chunks (K 14336, and 3104 whose last
-    // chunk leaves lanes idle), several rows per warp (N 8999), gate/up, f32 and Q8_0
-    // activations.
+    // chunk leaves lanes idle), several rows per warp (N 8999), gate/up, f32 activations and
+    // quantized ones (Q8_0; Q8_K for Q4_K and Q6_K).
     for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {
-        let q8 = matches!(f, Format::Q4_0 | Format::Q8_0);
+        let q8 = crate::quant::StreamActs::for_format(f).is_some();
         for quantized in [false, q8].into_iter().collect::<std::collections::BTreeSet<_>>() {
             for (n, k, mode) in [
                 (131, 14336, Mode::Plain),
@@ -215,12 +216,16 @@ pub fn run_gemv_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> 
         None
     };
     let x = random(&mut rng, m * k, 1.0);
-    // What the weights are dotted with: the CPU default path's Q8_0 activations, dequantized.
+    // What the weights are dotted with: the CPU default path's activations (Q8_0, or Q8_K for
+    // the K-quants), dequantized.
     let xq = if c.quantized {
-        let q = flexkern_quant::quantize_activation(Format::Q8_0, &x, m, k)
+        let dot = c
+            .format
+            .dot_format()
+            .ok_or_else(|| invalid("format", "no integer dot"))?;
+        let q = flexkern_quant::quantize_activation(dot, &x, m, k)
             .map_err(|e| invalid("x", e.to_string()))?;
-        flexkern_quant::dequantize(Format::Q8_0, &q, m, k)
-            .map_err(|e| invalid("x", e.to_string()))?
+        flexkern_quant::dequantize(dot, &q, m, k).map_err(|e| invalid("x", e.to_string()))?
     } else {
         x.clone()
     };
