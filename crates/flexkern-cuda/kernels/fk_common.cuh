@@ -10,6 +10,21 @@ typedef long long i64;
 
 #define FK_NEG_INF __int_as_float(0xff800000)
 
+// Programmatic dependent launch (runtime::launch sets it on Hopper): let the next kernel begin
+// launching now, and wait for the previous kernel's writes before touching memory. The first
+// statement of every kernel launched that way; a no-op when launched without it.
+#if __CUDA_ARCH__ >= 900
+#define FK_PDL_ENTER()                                  \
+  do {                                                  \
+    asm volatile("griddepcontrol.launch_dependents;");  \
+    asm volatile("griddepcontrol.wait;" ::: "memory");  \
+  } while (0)
+#else
+#define FK_PDL_ENTER() \
+  do {                 \
+  } while (0)
+#endif
+
 // Variables a variant hook reads (expr.rs `Var`).
 struct FkVars {
   i64 b, h, q_pos, kv_pos, q_len, kv_len, q_token;

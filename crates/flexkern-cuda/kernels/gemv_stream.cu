@@ -12,6 +12,8 @@
 // first stages load; on Hopper those loads start before the previous kernel ends
 // (programmatic dependent launch).
 //
+// FK_ACC adds the result into Y (the residual add, fused: one launch fewer per projection).
+//
 // Shared memory (dynamic): the rings [FK_SNW][FK_SS][matrices][FK_SWB] bytes, then the
 // activations: FK_DP4A 1: Q8_0 codes [k] and (scale, code sum) [k / 32]; 2: Q8_K codes [k],
 // scales [k / 256], sums of 16 codes [k / 16]; 0: k floats, float4-swizzled.
@@ -239,10 +241,11 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
         for (int off = 16; off > 0; off >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], off);
       if (lane == 0) {
 #if FK_MODE == 1
-        Y[row] = fk_silu(acc[0]) * acc[1];
+        const float v = fk_silu(acc[0]) * acc[1];
 #else
-        Y[row] = acc[0];
+        const float v = acc[0];
 #endif
+        Y[row] = FK_ACC ? Y[row] + v : v;  // FK_ACC: a residual connection, y += W x
       }
 #pragma unroll
       for (int t = 0; t < FK_SNM; ++t) acc[t] = 0.f;

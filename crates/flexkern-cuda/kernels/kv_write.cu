@@ -11,6 +11,7 @@ __device__ __forceinline__ u32 fk_bf16_rne(float x) {
 
 extern "C" __global__ void fk_kv_write(const u32* slots, u64 m, const float* src, u8* dst, int dtype,
                                        int heads, int dim, const float* scales) {
+  FK_PDL_ENTER();  // launched with programmatic dependent launch on Hopper
   const u64 n = m * (u64)heads * dim;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
     const u64 t = i / ((u64)heads * dim);

@@ -3,10 +3,9 @@
 //! writes that quantize on the device.
 
 use crate::attention::{self, AttnCall, DeviceTables, KvInput, KvOperand, PagedKv, QInput};
-use crate::error::{driver, CudaError};
+use crate::error::CudaError;
 use crate::runtime::compile::KernelSource;
 use crate::runtime::{Device, DeviceBuf};
-use cudarc::driver::result::launch_kernel;
 use flexkern::attention::plan::Plan;
 use flexkern::attention::problem::{KvLayout, Problem};
 use flexkern::backend::{check_range, elements_of, AttnIo, Backend, Buffer, KvBufs, Pages, Slice};
@@ -24,6 +23,16 @@ pub struct CudaBackend {
     pub dev: Arc<Device>,
     /// The last attention plan: the model's layers of one step share it.
     attn_plan: attention::PlanMemo,
+    /// Per-op host and GPU time (`FLEXKERN_CUDA_PROFILE=1`), printed on drop.
+    pub(crate) prof: crate::runtime::profile::Profile,
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        if let Some(r) = self.prof.report() {
+            eprint!("{r}");
+        }
+    }
 }
 
 impl CudaBackend {
@@ -37,6 +46,7 @@ impl CudaBackend {
         CudaBackend {
             dev,
             attn_plan: attention::PlanMemo::default(),
+            prof: crate::runtime::profile::Profile::from_env(),
         }
     }
 }
@@ -146,6 +156,7 @@ impl Backend for CudaBackend {
     }
 
     fn upload(&self, dst: &mut CudaBuffer, at: usize, src: &[u8]) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "upload");
         let n = elements_of("src", src.len(), dst.dtype)?;
         check_range("dst", at, n, dst.len)?;
         let es = dst.dtype.size();
@@ -156,6 +167,7 @@ impl Backend for CudaBackend {
     }
 
     fn download(&self, src: &CudaBuffer, at: usize, dst: &mut [u8]) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "download");
         let n = elements_of("dst", dst.len(), src.dtype)?;
         check_range("src", at, n, src.len)?;
         self.dev
@@ -171,6 +183,7 @@ impl Backend for CudaBackend {
         dst_at: usize,
         len: usize,
     ) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "copy");
         if src.dtype != dst.dtype {
             return Err(flexkern::Error::Mismatch {
                 a: "src",
@@ -199,6 +212,7 @@ impl Backend for CudaBackend {
         dst_at: usize,
         len: usize,
     ) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "copy_within");
         check_range("src", src_at, len, buf.len)?;
         check_range("dst", dst_at, len, buf.len)?;
         let es = buf.dtype.size();
@@ -220,6 +234,7 @@ impl Backend for CudaBackend {
     }
 
     fn attention(&self, p: &Problem, _plan: &Plan, io: AttnIo<'_, CudaBuffer>) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "attention");
         let q = QInput {
             buf: &io.q.buf,
             dtype: p.q.dtype,
@@ -340,6 +355,7 @@ impl Backend for CudaBackend {
         k: &CudaBuffer,
         v: &CudaBuffer,
     ) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "kv_write");
         let l = pages.layout.clone();
         if slots.buf.dtype != DType::U32 || k.dtype != DType::F32 || v.dtype != DType::F32 {
             return Err(flexkern::Error::InvalidArgument {
@@ -423,16 +439,15 @@ impl Backend for CudaBackend {
             // SAFETY: fk_kv_write(const u32*, u64, const float*, u8*, int, int, int, const float*)
             // writes slot rows inside the store (slots checked above) from `m` rows of `src`.
             unsafe {
-                launch_kernel(
+                crate::runtime::launch(
                     f,
-                    ((n.div_ceil(256)).clamp(1, 65535) as u32, 1, 1),
-                    (256, 1, 1),
-                    0,
+                    ((n.div_ceil(256)).clamp(1, 65535) as u32, 256, 0),
                     dev.stream(),
                     &mut params,
+                    dev.pdl(),
                 )
             }
-            .map_err(|e| err(driver("cuLaunchKernel", e)))?;
+            .map_err(err)?;
         }
         // Scales are in stream order behind the kernels; the pool keeps the block alive.
         drop(scales);

@@ -317,6 +317,7 @@ pub fn gemv(
             run(
                 dev,
                 &GemvCall {
+                    accumulate: false,
                     mode: crate::quant::Mode::Plain,
                     a,
                     b: None,

@@ -4,12 +4,10 @@
 //! like the CPU's (typed errors naming the argument, before any launch).
 
 use crate::backend::{CudaBackend, CudaBuffer, COMMON};
-use crate::error::driver;
-use crate::quant::gemv::{embedding, gemv, DeviceMatrix, GemvCall};
+use crate::quant::gemv::{accumulates, embedding, gemv, DeviceMatrix, GemvCall};
 use crate::quant::Mode;
 use crate::runtime::compile::{KernelSource, Module};
 use crate::runtime::Device;
-use cudarc::driver::result::launch_kernel;
 use cudarc::driver::sys::CUfunction;
 use flexkern::backend::tensor_ops::{Rope, RopeStyle, TensorOps};
 use flexkern::backend::{check_range, Buffer, Slice};
@@ -81,19 +79,26 @@ fn ops_function(dev: &Arc<Device>, name: &str) -> crate::Result<CUfunction> {
 }
 
 impl CudaBackend {
-    /// Launches `name` of the ops module over `blocks` 256-thread blocks (grid-stride loops).
-    fn ops_launch(&self, name: &str, blocks: usize, params: &mut [*mut c_void]) -> Result<()> {
+    /// Launches `name` of the ops module over `blocks` blocks of `threads` (grid-stride loops).
+    fn ops_launch(
+        &self,
+        name: &str,
+        (blocks, threads): (usize, u32),
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
         let dev = &self.dev;
         let f = ops_function(dev, name)?;
         dev.bind()?;
         let grid = blocks.clamp(1, 65535) as u32;
         // SAFETY: each caller passes the parameters of `name` in order, with every pointer
         // range checked against its buffer first.
-        unsafe { launch_kernel(f, (grid, 1, 1), (256, 1, 1), 0, dev.stream(), params) }
-            .map_err(|e| driver("cuLaunchKernel", e))?;
+        // SAFETY: as above; every ops kernel starts with FK_PDL_ENTER.
+        unsafe { crate::runtime::launch(f, (grid, threads, 0), dev.stream(), params, dev.pdl())? };
         Ok(())
     }
 
+    /// One GEMV (`accumulate`: added into `y`; the caller checked `accumulates`).
+    #[allow(clippy::too_many_arguments)]
     fn run_gemv(
         &self,
         mode: Mode,
@@ -102,10 +107,12 @@ impl CudaBackend {
         x: &CudaBuffer,
         m: usize,
         y: &CudaBuffer,
+        accumulate: bool,
     ) -> Result<()> {
         f32_rows("x", x, size("x", m, a.k)?)?;
         f32_rows("y", y, size("y", m, a.n)?)?;
         let call = GemvCall {
+            accumulate,
             mode,
             a,
             b,
@@ -141,7 +148,25 @@ impl TensorOps for CudaBackend {
     }
 
     fn matmul(&self, w: &DeviceMatrix, x: &CudaBuffer, m: usize, y: &mut CudaBuffer) -> Result<()> {
-        self.run_gemv(Mode::Plain, w, None, x, m, y)
+        let _p = self.prof.scope(&self.dev, "matmul");
+        self.run_gemv(Mode::Plain, w, None, x, m, y, false)
+    }
+
+    fn matmul_add(
+        &self,
+        w: &DeviceMatrix,
+        x: &CudaBuffer,
+        m: usize,
+        acc: &mut CudaBuffer,
+        scratch: &mut CudaBuffer,
+    ) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "matmul_add");
+        // Decode: the streamed GEMV adds in its epilogue (one launch, no scratch round trip).
+        if accumulates(&self.dev, Mode::Plain, w, m, x.device_buf()) {
+            return self.run_gemv(Mode::Plain, w, None, x, m, acc, true);
+        }
+        self.run_gemv(Mode::Plain, w, None, x, m, scratch, false)?;
+        self.add(acc, scratch, m * w.n)
     }
 
     fn matmul_many(
@@ -151,6 +176,7 @@ impl TensorOps for CudaBackend {
         m: usize,
         ys: &mut [&mut CudaBuffer],
     ) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "matmul_many");
         if ws.len() != ys.len() {
             return Err(invalid(
                 "ys",
@@ -167,7 +193,7 @@ impl TensorOps for CudaBackend {
             f32_rows("ys", y, size("ys", m, w.n)?)?;
         }
         for (w, y) in ws.iter().zip(ys.iter()) {
-            self.run_gemv(Mode::Plain, w, None, x, m, y)?;
+            self.run_gemv(Mode::Plain, w, None, x, m, y, false)?;
         }
         Ok(())
     }
@@ -180,7 +206,8 @@ impl TensorOps for CudaBackend {
         m: usize,
         out: &mut CudaBuffer,
     ) -> Result<()> {
-        self.run_gemv(Mode::GateUp, gate, Some(up), x, m, out)
+        let _p = self.prof.scope(&self.dev, "swiglu");
+        self.run_gemv(Mode::GateUp, gate, Some(up), x, m, out, false)
     }
 
     fn embedding(
@@ -189,6 +216,7 @@ impl TensorOps for CudaBackend {
         ids: Slice<'_, CudaBuffer>,
         out: &mut CudaBuffer,
     ) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "embedding");
         u32_slice("ids", &ids)?;
         f32_rows("out", out, size("out", ids.len, table.k)?)?;
         Ok(embedding(
@@ -210,6 +238,7 @@ impl TensorOps for CudaBackend {
         eps: f32,
         out: &mut CudaBuffer,
     ) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "rms_norm");
         let d = weight.len();
         if d == 0 || weight.dtype() != DType::F32 {
             return Err(invalid("weight", "expected a non-empty f32 buffer"));
@@ -237,7 +266,7 @@ impl TensorOps for CudaBackend {
             (&mut d32 as *mut i32).cast(),
             (&mut e as *mut f32).cast(),
         ];
-        self.ops_launch("fk_rms_norm", rows, &mut p)
+        self.ops_launch("fk_rms_norm", (rows, 1024), &mut p)
     }
 
     fn rope(
@@ -249,6 +278,7 @@ impl TensorOps for CudaBackend {
         rope: &Rope,
         inv_freq: &CudaBuffer,
     ) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "rope");
         u32_slice("positions", &positions)?;
         if rope.n_rot > head_dim
             || !rope.n_rot.is_multiple_of(2)
@@ -298,10 +328,11 @@ impl TensorOps for CudaBackend {
             (&mut neox as *mut i32).cast(),
             (&mut ms as *mut f32).cast(),
         ];
-        self.ops_launch("fk_rope", total.div_ceil(256), &mut p)
+        self.ops_launch("fk_rope", (total.div_ceil(256), 256), &mut p)
     }
 
     fn add(&self, acc: &mut CudaBuffer, x: &CudaBuffer, len: usize) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "add");
         f32_rows("acc", acc, len)?;
         f32_rows("x", x, len)?;
         if len == 0 {
@@ -313,10 +344,11 @@ impl TensorOps for CudaBackend {
             (&mut xp as *mut u64).cast(),
             (&mut l as *mut i64).cast(),
         ];
-        self.ops_launch("fk_add", len.div_ceil(256), &mut p)
+        self.ops_launch("fk_add", (len.div_ceil(256), 256), &mut p)
     }
 
     fn add_bias(&self, x: &mut CudaBuffer, rows: usize, bias: &CudaBuffer) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "add_bias");
         let d = bias.len();
         if d == 0 || bias.dtype() != DType::F32 || d > i32::MAX as usize {
             return Err(invalid("bias", "expected a non-empty f32 buffer"));
@@ -338,7 +370,7 @@ impl TensorOps for CudaBackend {
             (&mut r as *mut i64).cast(),
             (&mut d32 as *mut i32).cast(),
         ];
-        self.ops_launch("fk_add_bias", n.div_ceil(256), &mut p)
+        self.ops_launch("fk_add_bias", (n.div_ceil(256), 256), &mut p)
     }
 }
 

@@ -428,8 +428,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             lse: None,
         };
         b.attention(p, pl, io)?;
-        b.matmul(&l.wo, &s.att, m, &mut s.proj)?;
-        b.add(&mut s.x, &s.proj, m * c.n_embd)?;
+        b.matmul_add(&l.wo, &s.att, m, &mut s.x, &mut s.proj)?;
         Ok(())
     }
 
@@ -442,8 +441,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         let (c, b) = (&self.config, &self.backend);
         b.rms_norm(&s.x, m, &l.ffn_norm, c.rms_eps, &mut s.h)?;
         b.swiglu(&l.gate, &l.up, &s.h, m, &mut s.ff)?;
-        b.matmul(&l.down, &s.ff, m, &mut s.proj)?;
-        b.add(&mut s.x, &s.proj, m * c.n_embd)?;
+        b.matmul_add(&l.down, &s.ff, m, &mut s.x, &mut s.proj)?;
         Ok(())
     }
 }

@@ -211,8 +211,11 @@ impl DeviceMatrix {
 }
 
 /// One GEMV: `y[m, n] = x[m, k] · aᵀ` (Plain), `silu(x · aᵀ) * (x · bᵀ)` (GateUp), or
-/// `(silu(x) * x2) · aᵀ` (DownSwiglu). Activations and outputs are row-major f32.
+/// `(silu(x) * x2) · aᵀ` (DownSwiglu). Activations and outputs are row-major f32. With
+/// `accumulate` the result is added to `y` instead (the streamed kernel only: see
+/// `accumulates`).
 pub struct GemvCall<'a> {
+    pub accumulate: bool,
     pub mode: Mode,
     pub a: &'a DeviceMatrix,
     pub b: Option<&'a DeviceMatrix>,
@@ -282,7 +285,7 @@ pub fn config_for(
     // Batches only: at M 1 the extra quantizing launch cost more than the integer dot saved
     // (H100, 14336 x 4096 Q8_0: 60 % of copy against 63 %); at M 16 it is 1.7-2x faster.
     // `FLEXKERN_GEMV_DP4A=1` takes it for single rows too (A/B runs).
-    let single = std::env::var("FLEXKERN_GEMV_DP4A").is_ok_and(|v| v == "1");
+    let single = knobs().dp4a == Some(true);
     c.dp4a = c.staged.is_some()
         && (c.mb > 1 || single)
         && a.quantized_acts
@@ -311,11 +314,21 @@ pub fn config_for(
     c
 }
 
+/// Whether `gemv` can add a single-row `mode` GEMV on `a` into its output with activations at
+/// `x` (the streamed kernel's epilogue); else the caller adds separately.
+pub fn accumulates(dev: &Device, mode: Mode, a: &DeviceMatrix, m: usize, x: &DeviceBuf) -> bool {
+    m == 1
+        && x.ptr() % 16 == 0
+        && config_for(dev.props.sms, dev.props.smem_per_sm, mode, a, 1)
+            .stream
+            .is_some()
+}
+
 /// The staged kernel's constants for `f` at `mb` activation rows, when it serves `f`: block
 /// formats (weights decoded from shared memory); plain floats and MLX keep the direct kernel.
 /// `FLEXKERN_GEMV_STAGED=0` turns it off (A/B runs).
 pub fn staged(f: Format, mb: usize) -> Option<Staged> {
-    if std::env::var("FLEXKERN_GEMV_STAGED").is_ok_and(|v| v == "0") {
+    if knobs().staged_off {
         return None;
     }
     match f {
@@ -324,62 +337,46 @@ pub fn staged(f: Format, mb: usize) -> Option<Staged> {
     }
 }
 
-/// Launches `f` on `stream`, with programmatic stream serialization when `pdl` (the kernel
-/// may start while the previous one finishes; it must `griddepcontrol.wait` before reading
-/// what that kernel wrote).
-///
-/// # Safety
-/// `params` must match `f`'s parameters, and the launch's reads and writes stay in bounds.
-unsafe fn launch(
-    f: CUfunction,
-    (grid, threads, smem): (u32, u32, u32),
-    stream: cudarc::driver::sys::CUstream,
-    params: &mut [*mut c_void],
-    pdl: bool,
-) -> Result<()> {
-    use cudarc::driver::sys;
-    if !pdl {
-        return unsafe { launch_kernel(f, (grid, 1, 1), (threads, 1, 1), smem, stream, params) }
-            .map_err(|e| driver("cuLaunchKernel", e));
-    }
-    // SAFETY: a zeroed attribute is valid; the union member set is the one `id` names.
-    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    let cfg = sys::CUlaunchConfig {
-        gridDimX: grid,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: threads,
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: smem,
-        hStream: stream,
-        attrs: &mut attr,
-        numAttrs: 1,
-    };
-    // SAFETY: the caller's contract; `cfg` and `attr` outlive the call.
-    unsafe { sys::cuLaunchKernelEx(&cfg, f, params.as_mut_ptr(), std::ptr::null_mut()) }
-        .result()
-        .map_err(|e| driver("cuLaunchKernelEx", e))
-}
-
-/// `FLEXKERN_GEMV_PDL=0` launches the streamed kernel without programmatic dependent launch
-/// (A/B runs).
-fn pdl_enabled() -> bool {
-    !std::env::var("FLEXKERN_GEMV_PDL").is_ok_and(|v| v == "0")
-}
-
 /// `FLEXKERN_GEMV_STREAM=0` turns the streamed single-row kernel off (A/B runs).
 fn stream_enabled() -> bool {
-    !std::env::var("FLEXKERN_GEMV_STREAM").is_ok_and(|v| v == "0")
+    !knobs().stream_off
+}
+
+/// The GEMV's A/B switches, read once: a decode step launches hundreds of GEMVs, and each
+/// environment lookup takes a lock and walks the environment.
+struct Knobs {
+    staged_off: bool,
+    stream_off: bool,
+    /// `FLEXKERN_GEMV_DP4A`: Some(true) `=1`, Some(false) `=0`.
+    dp4a: Option<bool>,
+    rows: Option<usize>,
+}
+
+fn knobs() -> &'static Knobs {
+    static K: std::sync::OnceLock<Knobs> = std::sync::OnceLock::new();
+    K.get_or_init(|| {
+        let var = |n: &str| std::env::var(n).ok();
+        let zero = |n: &str| var(n).is_some_and(|v| v == "0");
+        Knobs {
+            staged_off: zero("FLEXKERN_GEMV_STAGED"),
+            stream_off: zero("FLEXKERN_GEMV_STREAM"),
+            dp4a: match var("FLEXKERN_GEMV_DP4A").as_deref() {
+                Some("1") => Some(true),
+                Some("0") => Some(false),
+                _ => None,
+            },
+            rows: var("FLEXKERN_GEMV_ROWS")
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|r| matches!(r, 1 | 2 | 4)),
+        }
+    })
 }
 
 /// The integer-dot path (Q8_0 activations, dp4a): Q8_0 and Q4_0 weights, k whole 32-blocks,
 /// not the down projection that forms its input on load. `FLEXKERN_GEMV_DP4A=0` turns it off
 /// (`=1` takes it for single rows too).
 pub fn dp4a_applies(f: Format, mode: Mode, k: usize) -> bool {
-    !std::env::var("FLEXKERN_GEMV_DP4A").is_ok_and(|v| v == "0")
+    knobs().dp4a != Some(false)
         && matches!(f, Format::Q8_0 | Format::Q4_0)
         && mode != Mode::DownSwiglu
         && k.is_multiple_of(32)
@@ -388,10 +385,7 @@ pub fn dp4a_applies(f: Format, mode: Mode, k: usize) -> bool {
 /// `FLEXKERN_GEMV_ROWS=1|2|4`: the rows per warp of single-row plain GEMVs, forced (A/B runs;
 /// 4 only for formats whose staged window fits: Q4_0, Q8_0 and the like).
 fn forced_rows() -> Option<usize> {
-    std::env::var("FLEXKERN_GEMV_ROWS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|r| matches!(r, 1 | 2 | 4))
+    knobs().rows
 }
 
 /// Two rows per warp for single-row plain GEMVs with enough rows to give every SM several
@@ -415,6 +409,7 @@ pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usi
         staged: None,
         dp4a: false,
         stream: None,
+        acc: false,
     }
 }
 
@@ -435,6 +430,15 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
         // streamed kernel reads its activation row with 16-byte loads.
         if c.m > 1 || c.x.ptr() % 16 != 0 {
             cfg.stream = None;
+        }
+        if c.accumulate {
+            if cfg.stream.is_none() {
+                return Err(invalid(
+                    "accumulate",
+                    "only the streamed single-row kernel adds into y (see `accumulates`)",
+                ));
+            }
+            cfg.acc = true;
         }
         if c.m > 1 && cfg.staged.is_some() && c.a.quantized_acts {
             cfg.dp4a = dp4a_applies(c.a.format, c.mode, k);
@@ -500,13 +504,13 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
             ),
         };
         dev.bind()?;
-        let pdl = cfg.stream.is_some() && dev.props.compute_capability.0 >= 9 && pdl_enabled();
+        let pdl = cfg.stream.is_some() && dev.pdl();
         // SAFETY: fk_gemv(FkMat, FkMat, const float*, const float*, float*, int, i64, i64)
         // reads rows < n of the matrices (sized by `upload`) and m * k activations, writes
         // m * n outputs: all checked in `validate`. Under PDL the kernel reads the activations
         // and writes only after `griddepcontrol.wait` (the previous kernel complete).
         unsafe {
-            launch(
+            crate::runtime::launch(
                 f,
                 (grid as u32, threads as u32, smem as u32),
                 dev.stream(),

@@ -114,6 +114,8 @@ pub struct GemvConfig {
     pub dp4a: bool,
     /// The streamed kernel (kernels/gemv_stream.cu) for a single row of a block format.
     pub stream: Option<Stream>,
+    /// The streamed kernel adds its result into the output (`FK_ACC`: a residual connection).
+    pub acc: bool,
 }
 
 /// The staged GEMV's constants: the format's block bytes and the weights per chunk.
@@ -287,18 +289,19 @@ impl GemvConfig {
         if let Some(st) = self.stream {
             return KernelSource {
                 name: format!(
-                    "gemv_{}_{mode}_stream_c{}_s{}_w{}_b{}{}",
+                    "gemv_{}_{mode}_stream_c{}_s{}_w{}_b{}{}{}",
                     ident(&self.unit),
                     st.chunk,
                     st.stages,
                     st.warps,
                     st.blocks,
-                    ["", "_q8", "_q8k"][st.acts as usize]
+                    ["", "_q8", "_q8k"][st.acts as usize],
+                    if self.acc { "_acc" } else { "" }
                 ),
                 source: format!(
                     "#define FK_FMT {}\n#define FK_MB 1\n#define FK_R 1\n#define FK_MODE {}\n#define FK_XV 1\n\
                      #define FK_STREAM 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_SS {}\n\
-                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n{}\n{GEMV}\n{GEMV_STREAM}",
+                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n{}\n{GEMV}\n{GEMV_STREAM}",
                     self.unit,
                     self.mode as i32,
                     st.block_bytes,
@@ -307,6 +310,7 @@ impl GemvConfig {
                     st.warps,
                     st.blocks,
                     st.acts as i32,
+                    self.acc as i32,
                     prelude()
                 ),
             };

@@ -250,6 +250,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                     staged,
                     dp4a: false,
                     stream: None,
+                    acc: false,
                 };
                 // The integer-dot form where it applies (Q8_0 / Q4_0, staged, not down).
                 if staged.is_some() && crate::quant::gemv::dp4a_applies(f, mode, k) {
@@ -282,6 +283,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                                 staged,
                                 dp4a: quantized,
                                 stream: Some(st),
+                                acc: mode == Mode::Plain,
                             }
                             .source(),
                         );
@@ -440,10 +442,11 @@ fn stream_plan_fits_its_blocks_per_sm() {
         staged: crate::quant::gemv::staged(Format::Q4_0, 1),
         dp4a: true,
         stream: Stream::plan(Format::Q4_0, 4096, 1, true, h100),
+        acc: false,
     };
     let src = cfg.source();
     assert_eq!(src.name, "gemv_FkQ4_0_plain_stream_c4096_s3_w8_b3_q8");
     assert!(src.source.contains(
-        "#define FK_STREAM 1\n#define FK_BB 18\n#define FK_CW 4096\n#define FK_SS 3\n#define FK_SNW 8\n#define FK_SMINB 3\n#define FK_DP4A 1\n"
+        "#define FK_STREAM 1\n#define FK_BB 18\n#define FK_CW 4096\n#define FK_SS 3\n#define FK_SNW 8\n#define FK_SMINB 3\n#define FK_DP4A 1\n#define FK_ACC 0\n"
     ));
 }

@@ -7,6 +7,10 @@ use cudarc::driver::sys::{CUevent, CUevent_flags};
 
 pub struct Event(CUevent);
 
+// SAFETY: a CUevent is a driver handle, usable from any thread (the profiler's table, behind a
+// mutex, holds some until it reads them).
+unsafe impl Send for Event {}
+
 impl Event {
     pub fn new(dev: &Device) -> Result<Event> {
         dev.bind()?;

@@ -5,6 +5,7 @@
 pub mod alloc;
 pub mod compile;
 pub mod event;
+pub mod profile;
 mod staging;
 
 use crate::error::{driver, CudaError, Result};
@@ -58,6 +59,8 @@ pub struct Device {
     pub(crate) staging: Mutex<staging::Staging>,
     /// This device's tuned tensor-core tiles (the tune table's entry for its name).
     tuned: Mutex<crate::plan::TunedTiles>,
+    /// Kernels that take it launch with programmatic dependent launch (see `launch`).
+    pdl: bool,
 }
 
 /// Whether libcuda can be loaded at all (cudarc panics on first use otherwise).
@@ -138,11 +141,14 @@ impl Device {
         Ok(Arc::new(Device {
             ctx,
             stream: Stream(stream),
-            props,
             pool: Mutex::new(alloc::Pool::default()),
             modules: compile::ModuleCache::default(),
             staging: Mutex::new(staging::Staging::default()),
             tuned: Mutex::new(tuned.unwrap_or_default()),
+            // Hopper and later; `FLEXKERN_CUDA_PDL=0` turns it off (A/B runs).
+            pdl: props.compute_capability.0 >= 9
+                && !std::env::var("FLEXKERN_CUDA_PDL").is_ok_and(|v| v == "0"),
+            props,
         }))
     }
 
@@ -165,6 +171,11 @@ impl Device {
 
     pub fn stream(&self) -> CUstream {
         self.stream.0
+    }
+
+    /// Whether kernels written for it launch with programmatic dependent launch.
+    pub fn pdl(&self) -> bool {
+        self.pdl
     }
 
     /// Waits for all work queued on the stream.
@@ -200,4 +211,48 @@ impl Drop for Device {
             let _ = result::stream::destroy(self.stream.0);
         }
     }
+}
+
+/// Launches `f` (a 1-D grid) on `stream`, with programmatic stream serialization when `pdl`:
+/// the kernel may start while the previous one finishes, so it must run `griddepcontrol.wait`
+/// (FK_PDL_ENTER in fk_common.cuh) before touching what that kernel wrote. On a decode step of
+/// a few hundred small kernels this hides most of each launch's ramp.
+///
+/// # Safety
+/// `params` must match `f`'s parameters, and the launch's reads and writes stay in bounds.
+pub unsafe fn launch(
+    f: cudarc::driver::sys::CUfunction,
+    (grid, threads, smem): (u32, u32, u32),
+    stream: CUstream,
+    params: &mut [*mut std::ffi::c_void],
+    pdl: bool,
+) -> Result<()> {
+    use cudarc::driver::sys;
+    if !pdl {
+        // SAFETY: the caller's contract.
+        return unsafe {
+            result::launch_kernel(f, (grid, 1, 1), (threads, 1, 1), smem, stream, params)
+        }
+        .map_err(|e| driver("cuLaunchKernel", e));
+    }
+    // SAFETY: a zeroed attribute is valid; the union member set is the one `id` names.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: grid,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: threads,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: stream,
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: the caller's contract; `cfg` and `attr` outlive the call.
+    unsafe { sys::cuLaunchKernelEx(&cfg, f, params.as_mut_ptr(), std::ptr::null_mut()) }
+        .result()
+        .map_err(|e| driver("cuLaunchKernelEx", e))
 }

@@ -32,6 +32,8 @@ pub struct GemvCase {
     /// (Q8_0; Q8_K for the K-quants, single rows); the oracle then takes the CPU's quantized
     /// activations, so one differing code fails the case.
     pub quantized: bool,
+    /// The result is added into a random `y` (the streamed kernel's residual epilogue).
+    pub accumulate: bool,
 }
 
 impl GemvCase {
@@ -42,8 +44,9 @@ impl GemvCase {
             Mode::DownSwiglu => "down(silu(g)*u)",
         };
         let q8 = if self.quantized { " q8" } else { "" };
+        let acc = if self.accumulate { " y+=" } else { "" };
         format!(
-            "{mode} {} N{} K{} M{}{q8}",
+            "{mode} {} N{} K{} M{}{q8}{acc}",
             self.format, self.n, self.k, self.m
         )
     }
@@ -80,6 +83,7 @@ pub fn gemv_cases() -> Vec<GemvCase> {
         m,
         mode,
         quantized: false,
+        accumulate: false,
     };
     let mut v = Vec::new();
     let modes = mode_formats();
@@ -148,6 +152,11 @@ pub fn gemv_cases() -> Vec<GemvCase> {
                     ..c(f, 131, 3104, 1, Mode::Plain)
                 });
             }
+            v.push(GemvCase {
+                quantized,
+                accumulate: true,
+                ..c(f, 2500, 1536, 1, Mode::Plain)
+            });
         }
     }
     // The integer-dot path (batches of 2 or more rows): plain and gate/up, a large N.
@@ -232,11 +241,20 @@ pub fn run_gemv_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> 
     let x2 = random(&mut rng, m * k, 1.0);
     let xd = dev.upload(&x)?;
     let x2d = dev.upload(&x2)?;
-    let y = dev.alloc(m * n * 4)?;
-    dev.memset(&y, 0, m * n * 4, 0xff)?;
+    // Accumulating: y starts random (and its old values are part of the expected result);
+    // else poisoned.
+    let y0 = random(&mut rng, m * n, 4.0);
+    let y = if c.accumulate {
+        dev.upload(&y0)?
+    } else {
+        let y = dev.alloc(m * n * 4)?;
+        dev.memset(&y, 0, m * n * 4, 0xff)?;
+        y
+    };
     gemv(
         dev,
         &GemvCall {
+            accumulate: c.accumulate,
             mode: c.mode,
             a: &a,
             b: b.as_ref().map(|b| &b.0),
@@ -266,6 +284,12 @@ pub fn run_gemv_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> 
                     (out, 1.1 * ma * yb.abs() + silu(ya).abs() * mb + out.abs())
                 }
                 None => (ya, ma),
+            };
+            let (want, scale) = if c.accumulate {
+                let y0 = y0[j * n + r] as f64;
+                (want + y0, scale + y0.abs())
+            } else {
+                (want, scale)
             };
             let g = got[j * n + r] as f64;
             let e = if g.is_finite() {
@@ -333,6 +357,7 @@ fn bad_input(dev: &Arc<Device>) -> Result<f64> {
         m: usize,
     ) -> GemvCall<'a> {
         GemvCall {
+            accumulate: false,
             mode,
             a,
             b,

@@ -123,6 +123,16 @@ impl<B: TensorOps> TensorOps for Counting<B> {
     fn matmul(&self, w: &B::Weight<'_>, x: &B::Buffer, m: usize, y: &mut B::Buffer) -> Result<()> {
         self.inner.matmul(w, x, m, y)
     }
+    fn matmul_add(
+        &self,
+        w: &B::Weight<'_>,
+        x: &B::Buffer,
+        m: usize,
+        acc: &mut B::Buffer,
+        scratch: &mut B::Buffer,
+    ) -> Result<()> {
+        self.inner.matmul_add(w, x, m, acc, scratch)
+    }
     fn matmul_many(
         &self,
         ws: &[&B::Weight<'_>],

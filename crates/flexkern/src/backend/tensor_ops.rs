@@ -148,6 +148,21 @@ pub trait TensorOps: Backend {
         y: &mut Self::Buffer,
     ) -> Result<()>;
 
+    /// `acc[m, n] += x[m, k] · Wᵀ` (a residual connection), `scratch` holding at least
+    /// `m * n` elements the call may overwrite. By default `matmul` into `scratch`, then `add`;
+    /// a backend may fuse the two (the CUDA decode GEMV adds in its epilogue, one launch).
+    fn matmul_add(
+        &self,
+        w: &Self::Weight<'_>,
+        x: &Self::Buffer,
+        m: usize,
+        acc: &mut Self::Buffer,
+        scratch: &mut Self::Buffer,
+    ) -> Result<()> {
+        self.matmul(w, x, m, scratch)?;
+        self.add(acc, scratch, m * Self::weight_shape(w).0)
+    }
+
     /// `ys[i] = x · ws[i]ᵀ` for matrices sharing `k` (Q, K, V): one scheduling round / launch.
     fn matmul_many(
         &self,
