@@ -1,5 +1,6 @@
-// flexkern-cuda: the streamed GEMV, for one activation row (decode) over a block format, plain
-// or gate and up fused (FK_MODE 0 / 1). Appended to gemv.cu under FK_STREAM.
+// flexkern-cuda: the streamed GEMV, for one activation row (decode) over a block format: plain,
+// gate and up fused, or up to three matrices stacked (Q, K and V in one launch) (FK_MODE 0 / 1
+// / 3). Appended to gemv.cu under FK_STREAM.
 //
 // Why a third kernel: a decode GEMV reads each weight byte once, so it runs at DRAM speed only
 // with about 40 KB per SM in flight (H100). The staged kernel kept ~1 KB per warp in flight and
@@ -19,7 +20,32 @@
 // scales [k / 256], sums of 16 codes [k / 16]; 0: k floats, float4-swizzled.
 
 constexpr int FK_SNM = FK_MODE == 1 ? 2 : 1;
-static_assert(FK_MODE == 0 || FK_MODE == 1, "plain or gate/up");
+static_assert(FK_MODE == 0 || FK_MODE == 1 || FK_MODE == 3, "plain, gate/up or stacked");
+
+// Mode 3: rows [0, na) are a's into Y, [na, na + nb) b's into y2, the rest c's into y3 (the
+// launch's n is the total). Passed to every streamed kernel; the other modes ignore it.
+struct FkStack {
+  FkMat c;
+  float* y2;
+  float* y3;
+  i64 na, nb;
+};
+
+// Where row `row` of the launch lives: its matrix's bytes, its row there, its output.
+struct FkSRow {
+  const u8* w;
+  i64 row;
+  float* y;
+};
+__device__ __forceinline__ FkSRow fk_srow(const FkMat& a, const FkMat& b, const FkStack& st, float* Y, i64 row) {
+#if FK_MODE == 3
+  if (row < st.na) return {a.w, row, Y};
+  if (row < st.na + st.nb) return {b.w, row - st.na, st.y2};
+  return {st.c.w, row - st.na - st.nb, st.y3};
+#else
+  return {a.w, row, Y};
+#endif
+}
 static_assert(FK_CW % FK_FMT::QK == 0 && FK_CW % FK_FMT::UE == 0, "chunks of whole blocks");
 // A chunk's byte window, 16-aligned around its blocks (the start moves by up to 15 bytes).
 constexpr int FK_SWB = (FK_CW / FK_FMT::QK * FK_BB + 15) / 16 * 16 + 16;
@@ -41,17 +67,17 @@ __device__ __forceinline__ void fk_swindow(i64 row_bytes, i64 row, i64 c0, int c
   len = (int)(((start + cw / FK_FMT::QK * FK_BB + 15) & ~(i64)15) - lo);
 }
 
-// Queues one chunk of each matrix into `stage` as one commit group (an empty group past the
-// warp's items, so the count stays uniform).
-__device__ __forceinline__ void fk_sissue(const FkMat& a, const FkMat& b, u32 stage, bool live, i64 row,
-                                          i64 c0, int cw, int lane) {
+// Queues one chunk of each matrix (row `row` of w0, and of w1 in mode 1) into `stage` as one
+// commit group (an empty group past the warp's items, so the count stays uniform).
+__device__ __forceinline__ void fk_sissue(const u8* w0, const u8* w1, i64 row_bytes, u32 stage, bool live,
+                                          i64 row, i64 c0, int cw, int lane) {
   if (live) {
 #pragma unroll
     for (int t = 0; t < FK_SNM; ++t) {
       i64 lo;
       int skew, len;
-      fk_swindow(a.row_bytes, row, c0, cw, lo, skew, len);
-      const u8* base = (t == 0 ? a.w : b.w) + lo;
+      fk_swindow(row_bytes, row, c0, cw, lo, skew, len);
+      const u8* base = (t == 0 ? w0 : w1) + lo;
 #pragma unroll
       for (int i = 0; i < FK_SLD; ++i) {
         const int at = 16 * (lane + 32 * i);
@@ -145,8 +171,8 @@ __device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, signed 
 #endif
 
 extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
-    fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2,
-            float* __restrict__ Y, int m, i64 n, i64 k) {
+    fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2, float* __restrict__ Y,
+            int m, i64 n, i64 k, FkStack st) {
   using F = FK_FMT;
   extern __shared__ __align__(16) u8 fk_sm[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -161,8 +187,9 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   i64 irow = r0, ic0 = 0;
   auto issue = [&](int slot) {
     const bool live = irow < r1;
-    fk_sissue(a, b, ring + (u32)slot * (FK_SNM * FK_SWB), live, irow, ic0, (int)min((i64)FK_CW, k - ic0),
-              lane);
+    const FkSRow r = fk_srow(a, b, st, Y, irow);
+    fk_sissue(r.w, b.w, a.row_bytes, ring + (u32)slot * (FK_SNM * FK_SWB), live, r.row, ic0,
+              (int)min((i64)FK_CW, k - ic0), lane);
     if (live && (ic0 += FK_CW) >= k) ic0 = 0, ++irow;
   };
 #pragma unroll
@@ -200,7 +227,8 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
     __syncwarp();
     issue(slot == 0 ? FK_SS - 1 : (int)slot - 1);  // the stage computed last iteration
     const int cw = (int)min((i64)FK_CW, k - c0);
-    const int skew = (int)((row * a.row_bytes + c0 / F::QK * FK_BB) & 15);
+    const FkSRow r = fk_srow(a, b, st, Y, row);
+    const int skew = (int)((r.row * a.row_bytes + c0 / F::QK * FK_BB) & 15);
     const u8* stage = ring_p + slot * (FK_SNM * FK_SWB) + skew;
     const int units = cw / F::UE;
 #pragma unroll 2
@@ -245,7 +273,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
 #else
         const float v = acc[0];
 #endif
-        Y[row] = FK_ACC ? Y[row] + v : v;  // FK_ACC: a residual connection, y += W x
+        r.y[r.row] = FK_ACC ? r.y[r.row] + v : v;  // FK_ACC: a residual connection, y += W x
       }
 #pragma unroll
       for (int t = 0; t < FK_SNM; ++t) acc[t] = 0.f;

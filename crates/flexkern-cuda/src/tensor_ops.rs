@@ -4,7 +4,7 @@
 //! like the CPU's (typed errors naming the argument, before any launch).
 
 use crate::backend::{CudaBackend, CudaBuffer, COMMON};
-use crate::quant::gemv::{accumulates, embedding, gemv, DeviceMatrix, GemvCall};
+use crate::quant::gemv::{accumulates, embedding, gemv, gemv_stacked, DeviceMatrix, GemvCall};
 use crate::quant::Mode;
 use crate::runtime::compile::{KernelSource, Module};
 use crate::runtime::Device;
@@ -191,6 +191,14 @@ impl TensorOps for CudaBackend {
         }
         for (w, y) in ws.iter().zip(ys.iter()) {
             f32_rows("ys", y, size("ys", m, w.n)?)?;
+        }
+        // Decode: Q, K and V as one streamed launch where it serves them.
+        if m == 1 {
+            f32_rows("x", x, ws.first().map_or(0, |w| w.k))?;
+            let outs: Vec<_> = ys.iter().map(|y| y.device_buf()).collect();
+            if gemv_stacked(&self.dev, ws, x.device_buf(), &outs)? {
+                return Ok(());
+            }
         }
         for (w, y) in ws.iter().zip(ys.iter()) {
             self.run_gemv(Mode::Plain, w, None, x, m, y, false)?;

@@ -28,6 +28,18 @@ struct FkMat {
     groups: i64,
 }
 
+/// `FkStack` of gemv_stream.cu: the third matrix, the second and third outputs and the first
+/// two matrices' rows of a stacked launch (zeros otherwise).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct FkStack {
+    c: FkMat,
+    y2: u64,
+    y3: u64,
+    na: i64,
+    nb: i64,
+}
+
 /// A `[n, k]` weight matrix of `format` in device memory, in the file's layout (for MLX the
 /// single-buffer form: packed weights, scales, biases).
 pub struct DeviceMatrix {
@@ -444,7 +456,6 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
             cfg.dp4a = dp4a_applies(c.a.format, c.mode, k);
         }
         let (f, quant, resident) = c.a.kernel(dev, &cfg)?;
-        let (mut a, mut b) = (a, b);
         let mut x = c.x.ptr() + (done * k * 4) as u64;
         let mut x2 = c.x2.map_or(0, |x2| x2.ptr() + (done * k * 4) as u64);
         // The integer path quantizes these rows first: codes [mm][k], (scale, sum) [mm][k/32].
@@ -478,9 +489,29 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
         } else {
             None
         };
-        let mut y = c.y.ptr() + (done * n * 4) as u64;
-        let (mut m32, mut n64, mut k64) = (mm as i32, n as i64, k as i64);
-        let mut params: [*mut c_void; 8] = [
+        let y = c.y.ptr() + (done * n * 4) as u64;
+        launch_gemv(dev, &cfg, (f, resident), (a, b, FkStack::default()), (x, x2, y), mm, n, k)?;
+        done += mm;
+    }
+    Ok(())
+}
+
+/// Launches a loaded GEMV kernel of `cfg`: matrices, activations and output pointers, `m`
+/// activation rows, `n` output rows (all of a stacked launch's), `k`.
+#[allow(clippy::too_many_arguments)]
+fn launch_gemv(
+    dev: &Device,
+    cfg: &GemvConfig,
+    (f, resident): (CUfunction, usize),
+    (mut a, mut b, mut st): (FkMat, FkMat, FkStack),
+    (mut x, mut x2, mut y): (u64, u64, u64),
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<()> {
+    {
+        let (mut m32, mut n64, mut k64) = (m as i32, n as i64, k as i64);
+        let mut params: [*mut c_void; 9] = [
             (&mut a as *mut FkMat).cast(),
             (&mut b as *mut FkMat).cast(),
             (&mut x as *mut u64).cast(),
@@ -489,7 +520,10 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
             (&mut m32 as *mut i32).cast(),
             (&mut n64 as *mut i64).cast(),
             (&mut k64 as *mut i64).cast(),
+            (&mut st as *mut FkStack).cast(),
         ];
+        // The streamed kernel takes the stack as a ninth parameter; the others take eight.
+        let np = if cfg.stream.is_some() { 9 } else { 8 };
         let (grid, threads, smem) = match cfg.stream {
             // Resident blocks only: every warp owns n / warps consecutive rows, give or take one.
             Some(st) => (
@@ -505,22 +539,67 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
         };
         dev.bind()?;
         let pdl = cfg.stream.is_some() && dev.pdl();
-        // SAFETY: fk_gemv(FkMat, FkMat, const float*, const float*, float*, int, i64, i64)
-        // reads rows < n of the matrices (sized by `upload`) and m * k activations, writes
-        // m * n outputs: all checked in `validate`. Under PDL the kernel reads the activations
-        // and writes only after `griddepcontrol.wait` (the previous kernel complete).
+        // SAFETY: fk_gemv(FkMat, FkMat, const float*, const float*, float*, int, i64, i64
+        // [, FkStack]) reads rows < n of the matrices (sized by `upload`) and m * k
+        // activations, writes m * n outputs: all checked by the callers (`validate`,
+        // `gemv_stacked`). Under PDL the kernel reads the activations and writes only after
+        // `griddepcontrol.wait` (the previous kernel complete).
         unsafe {
             crate::runtime::launch(
                 f,
                 (grid as u32, threads as u32, smem as u32),
                 dev.stream(),
-                &mut params,
+                &mut params[..np],
                 pdl,
             )
         }?;
-        done += mm;
     }
     Ok(())
+}
+
+/// `ys[i] = x · ws[i]ᵀ` for two or three matrices of one format and `k` (Q, K and V), a
+/// single activation row, as one launch of the streamed kernel (mode 3: the matrices' rows
+/// stacked). Ok(false), with nothing queued, where that kernel does not serve them (the caller
+/// launches them one by one); typed errors for buffers too small.
+pub fn gemv_stacked(
+    dev: &Arc<Device>,
+    ws: &[&DeviceMatrix],
+    x: &DeviceBuf,
+    ys: &[&DeviceBuf],
+) -> Result<bool> {
+    if !(2..=3).contains(&ws.len()) || ys.len() != ws.len() {
+        return Ok(false);
+    }
+    let a = ws[0];
+    if ws.iter().any(|w| {
+        w.format != a.format
+            || w.k != a.k
+            || w.quantized_acts != a.quantized_acts
+            || w.buf.capacity() < w.bytes().next_multiple_of(16)
+    }) || x.ptr() % 16 != 0
+    {
+        return Ok(false);
+    }
+    need("x", x, a.k, "activation elements (k)")?;
+    for (w, y) in ws.iter().zip(ys) {
+        need("ys", y, w.n, "output elements (n)")?;
+    }
+    let n: usize = ws.iter().map(|w| w.n).sum();
+    let cfg = config_for(dev.props.sms, dev.props.smem_per_sm, Mode::Stack, a, 1);
+    if cfg.stream.is_none() {
+        return Ok(false);
+    }
+    let (f, _, resident) = a.kernel(dev, &cfg)?;
+    let st = FkStack {
+        c: ws.get(2).map_or(FkMat::default(), |w| w.mat()),
+        y2: ys[1].ptr(),
+        y3: ys.get(2).map_or(0, |y| y.ptr()),
+        na: ws[0].n as i64,
+        nb: ws[1].n as i64,
+    };
+    let mats = (a.mat(), ws[1].mat(), st);
+    launch_gemv(dev, &cfg, (f, resident), mats, (x.ptr(), 0, ys[0].ptr()), 1, n, a.k)?;
+    Ok(true)
 }
 
 /// Rows `ids[at..at + tokens]` (u32, in `ids`) of `table`, dequantized exactly into the first

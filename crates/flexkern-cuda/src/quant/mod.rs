@@ -95,6 +95,8 @@ pub enum Mode {
     Plain = 0,
     GateUp = 1,
     DownSwiglu = 2,
+    /// Two or three matrices' rows stacked into one launch (Q, K, V; streamed kernel only).
+    Stack = 3,
 }
 
 /// One compiled GEMV configuration.
@@ -285,6 +287,7 @@ impl GemvConfig {
             Mode::Plain => "plain",
             Mode::GateUp => "gateup",
             Mode::DownSwiglu => "downswiglu",
+            Mode::Stack => "stack",
         };
         if let Some(st) = self.stream {
             return KernelSource {

@@ -12,7 +12,7 @@
 
 use super::outcome;
 use crate::error::{invalid, Result};
-use crate::quant::gemv::{embedding, gemv, DeviceMatrix, GemvCall};
+use crate::quant::gemv::{embedding, gemv, gemv_stacked, DeviceMatrix, GemvCall};
 use crate::quant::{gpu_formats, unit_elems, Mode};
 use crate::runtime::Device;
 use flexkern::verify::{Outcome, Rng};
@@ -42,6 +42,7 @@ impl GemvCase {
             Mode::Plain => "gemv",
             Mode::GateUp => "swiglu gate+up",
             Mode::DownSwiglu => "down(silu(g)*u)",
+            Mode::Stack => "stacked q/k/v",
         };
         let q8 = if self.quantized { " q8" } else { "" };
         let acc = if self.accumulate { " y+=" } else { "" };
@@ -159,6 +160,16 @@ pub fn gemv_cases() -> Vec<GemvCase> {
             });
         }
     }
+    // Q, K and V in one streamed launch: N rows, then two of N / 4 + 1 (see `stacked_case`),
+    // three rows per warp at N 2500.
+    for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {
+        for (n, quantized) in [(131, false), (131, true), (2500, true)] {
+            v.push(GemvCase {
+                quantized,
+                ..c(f, n, 1536, 1, Mode::Stack)
+            });
+        }
+    }
     // The integer-dot path (batches of 2 or more rows): plain and gate/up, a large N.
     for f in [Format::Q8_0, Format::Q4_0] {
         for (n, k, m, mode) in [
@@ -212,8 +223,68 @@ fn dot(w: &[f32], x: &[f64]) -> (f64, f64) {
     })
 }
 
+/// A stacked case: matrices of N, N / 4 + 1 and N / 4 + 1 rows (Q, K, V) in one launch, each
+/// output against the oracle; the error is the worst of the three.
+fn stacked_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> {
+    let mut rng = Rng::new(seed);
+    let ns = [c.n, c.n / 4 + 1, c.n / 4 + 1];
+    let mut mats = Vec::new();
+    for &n in &ns {
+        let (m, w) = matrix(dev, &mut rng, c.format, n, c.k)?;
+        mats.push((m.with_quantized_activations(c.quantized), w));
+    }
+    let x = random(&mut rng, c.k, 1.0);
+    let xr: Vec<f64> = if c.quantized {
+        let dot = c
+            .format
+            .dot_format()
+            .ok_or_else(|| invalid("format", "no integer dot"))?;
+        let q = flexkern_quant::quantize_activation(dot, &x, 1, c.k)
+            .map_err(|e| invalid("x", e.to_string()))?;
+        flexkern_quant::dequantize(dot, &q, 1, c.k)
+            .map_err(|e| invalid("x", e.to_string()))?
+            .iter()
+            .map(|&v| v as f64)
+            .collect()
+    } else {
+        x.iter().map(|&v| v as f64).collect()
+    };
+    let xd = dev.upload(&x)?;
+    let ys = ns
+        .iter()
+        .map(|&n| {
+            let y = dev.alloc(n * 4)?;
+            dev.memset(&y, 0, n * 4, 0xff)?;
+            Ok(y)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ws: Vec<&DeviceMatrix> = mats.iter().map(|(m, _)| m).collect();
+    if !gemv_stacked(dev, &ws, &xd, &ys.iter().collect::<Vec<_>>())? {
+        return Err(invalid("ws", "the stacked launch did not take these matrices"));
+    }
+    let mut worst = 0.0f64;
+    for ((&n, (_, w)), y) in ns.iter().zip(&mats).zip(&ys) {
+        let mut got = vec![0f32; n];
+        dev.read(y, 0, &mut got)?;
+        for r in 0..n {
+            let (want, scale) = dot(&w[r * c.k..(r + 1) * c.k], &xr);
+            let g = got[r] as f64;
+            let e = if g.is_finite() {
+                (g - want).abs() / scale.max(f64::MIN_POSITIVE)
+            } else {
+                f64::INFINITY
+            };
+            worst = worst.max(e);
+        }
+    }
+    Ok(worst)
+}
+
 /// Runs one case: the normalized error.
 pub fn run_gemv_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> {
+    if c.mode == Mode::Stack {
+        return stacked_case(dev, c, seed);
+    }
     let mut rng = Rng::new(seed);
     let (n, k, m) = (c.n, c.k, c.m);
     let (a, wa) = matrix(dev, &mut rng, c.format, n, k)?;
