@@ -330,7 +330,7 @@ pub fn config_for(
 /// `x` (the streamed kernel's epilogue); else the caller adds separately.
 pub fn accumulates(dev: &Device, mode: Mode, a: &DeviceMatrix, m: usize, x: &DeviceBuf) -> bool {
     m == 1
-        && x.ptr() % 16 == 0
+        && x.ptr().is_multiple_of(16)
         && config_for(dev.props.sms, dev.props.smem_per_sm, mode, a, 1)
             .stream
             .is_some()
@@ -440,7 +440,7 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
         let mut cfg = config_for(dev.props.sms, dev.props.smem_per_sm, c.mode, c.a, mm);
         // A batch's last single row takes the batch's path: one call, one arithmetic. The
         // streamed kernel reads its activation row with 16-byte loads.
-        if c.m > 1 || c.x.ptr() % 16 != 0 {
+        if c.m > 1 || !c.x.ptr().is_multiple_of(16) {
             cfg.stream = None;
         }
         if c.accumulate {
@@ -490,7 +490,16 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
             None
         };
         let y = c.y.ptr() + (done * n * 4) as u64;
-        launch_gemv(dev, &cfg, (f, resident), (a, b, FkStack::default()), (x, x2, y), mm, n, k)?;
+        launch_gemv(
+            dev,
+            &cfg,
+            (f, resident),
+            (a, b, FkStack::default()),
+            (x, x2, y),
+            mm,
+            n,
+            k,
+        )?;
         done += mm;
     }
     Ok(())
@@ -527,7 +536,8 @@ fn launch_gemv(
         let (grid, threads, smem) = match cfg.stream {
             // Resident blocks only: every warp owns n / warps consecutive rows, give or take one.
             Some(st) => (
-                n.div_ceil(st.warps).min(resident.max(1) * dev.props.sms.max(1)),
+                n.div_ceil(st.warps)
+                    .min(resident.max(1) * dev.props.sms.max(1)),
                 32 * st.warps,
                 st.smem_bytes(cfg.matrices(), k),
             ),
@@ -576,7 +586,7 @@ pub fn gemv_stacked(
             || w.k != a.k
             || w.quantized_acts != a.quantized_acts
             || w.buf.capacity() < w.bytes().next_multiple_of(16)
-    }) || x.ptr() % 16 != 0
+    }) || !x.ptr().is_multiple_of(16)
     {
         return Ok(false);
     }
@@ -598,7 +608,16 @@ pub fn gemv_stacked(
         nb: ws[1].n as i64,
     };
     let mats = (a.mat(), ws[1].mat(), st);
-    launch_gemv(dev, &cfg, (f, resident), mats, (x.ptr(), 0, ys[0].ptr()), 1, n, a.k)?;
+    launch_gemv(
+        dev,
+        &cfg,
+        (f, resident),
+        mats,
+        (x.ptr(), 0, ys[0].ptr()),
+        1,
+        n,
+        a.k,
+    )?;
     Ok(true)
 }
 

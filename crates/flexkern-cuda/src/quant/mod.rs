@@ -210,7 +210,7 @@ impl Stream {
             .unwrap_or(StreamActs::F32);
         let (bb, qk, ue) = (f.block_bytes(), f.block_elems(), unit_elems(f));
         let round = 32 * ue;
-        if round % qk != 0 || k % qk != 0 || k == 0 {
+        if !round.is_multiple_of(qk) || !k.is_multiple_of(qk) || k == 0 {
             return None;
         }
         let round_bytes = round / qk * bb * matrices.max(1);
@@ -223,22 +223,29 @@ impl Stream {
         blocks.iter().find_map(|&blocks| {
             // The driver reserves 1 KB of shared memory per block.
             let limit = smem_per_sm.saturating_sub(1024 * blocks) / blocks;
-            [(4096, 4), (4096, 3), (2048, 4), (2048, 3), (1024, 3), (1024, 2)]
-                .into_iter()
-                .map(|(budget, stages)| {
-                    let per = (budget / round_bytes).max(1);
-                    let chunks = rounds.div_ceil(per);
-                    Stream {
-                        acts,
-                        block_bytes: bb,
-                        block_elems: qk,
-                        chunk: rounds.div_ceil(chunks) * round,
-                        stages,
-                        warps: 8,
-                        blocks,
-                    }
-                })
-                .find(|s| s.smem_bytes(matrices, k) <= limit)
+            [
+                (4096, 4),
+                (4096, 3),
+                (2048, 4),
+                (2048, 3),
+                (1024, 3),
+                (1024, 2),
+            ]
+            .into_iter()
+            .map(|(budget, stages)| {
+                let per = (budget / round_bytes).max(1);
+                let chunks = rounds.div_ceil(per);
+                Stream {
+                    acts,
+                    block_bytes: bb,
+                    block_elems: qk,
+                    chunk: rounds.div_ceil(chunks) * round,
+                    stages,
+                    warps: 8,
+                    blocks,
+                }
+            })
+            .find(|s| s.smem_bytes(matrices, k) <= limit)
         })
     }
 

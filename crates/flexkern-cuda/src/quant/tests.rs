@@ -244,10 +244,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
             } else {
                 vec![None, staged]
             };
-            for staged in direct
-                .into_iter()
-                .collect::<std::collections::HashSet<_>>()
-            {
+            for staged in direct.into_iter().collect::<std::collections::HashSet<_>>() {
                 let cfg = GemvConfig {
                     unit: unit.clone(),
                     mb,
@@ -435,7 +432,10 @@ fn stream_plan_fits_its_blocks_per_sm() {
     ] {
         let s = Stream::plan(f, k, nm, dp4a, h100).unwrap();
         assert_eq!(s.blocks, if dp4a { 3 } else { 2 });
-        assert!(s.blocks * (s.smem_bytes(nm, k) + 1024) <= h100, "{f} {k} {nm}");
+        assert!(
+            s.blocks * (s.smem_bytes(nm, k) + 1024) <= h100,
+            "{f} {k} {nm}"
+        );
         assert_eq!(s.chunk % f.block_elems(), 0);
     }
     // 64 K weights of f32 activations (256 KB) fit nowhere.

@@ -135,7 +135,10 @@ pub fn gemv_cases() -> Vec<GemvCase> {
     // quantized ones (Q8_0; Q8_K for Q4_K and Q6_K).
     for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {
         let q8 = crate::quant::StreamActs::for_format(f).is_some();
-        for quantized in [false, q8].into_iter().collect::<std::collections::BTreeSet<_>>() {
+        for quantized in [false, q8]
+            .into_iter()
+            .collect::<std::collections::BTreeSet<_>>()
+        {
             for (n, k, mode) in [
                 (131, 14336, Mode::Plain),
                 (67, 14336, Mode::GateUp),
@@ -260,7 +263,10 @@ fn stacked_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> {
         .collect::<Result<Vec<_>>>()?;
     let ws: Vec<&DeviceMatrix> = mats.iter().map(|(m, _)| m).collect();
     if !gemv_stacked(dev, &ws, &xd, &ys.iter().collect::<Vec<_>>())? {
-        return Err(invalid("ws", "the stacked launch did not take these matrices"));
+        return Err(invalid(
+            "ws",
+            "the stacked launch did not take these matrices",
+        ));
     }
     let mut worst = 0.0f64;
     for ((&n, (_, w)), y) in ns.iter().zip(&mats).zip(&ys) {
