@@ -226,6 +226,31 @@ fn dot(w: &[f32], x: &[f64]) -> (f64, f64) {
     })
 }
 
+/// What the weights are dotted with: `x` (`m` rows of `c.k`), or for a quantized case the CPU
+/// default path's activations (Q8_0, or Q8_K for the K-quants), dequantized.
+fn dotted(c: &GemvCase, x: &[f32], m: usize) -> Result<Vec<f32>> {
+    if !c.quantized {
+        return Ok(x.to_vec());
+    }
+    let dot = c
+        .format
+        .dot_format()
+        .ok_or_else(|| invalid("format", "no integer dot"))?;
+    let q = flexkern_quant::quantize_activation(dot, x, m, c.k)
+        .map_err(|e| invalid("x", e.to_string()))?;
+    flexkern_quant::dequantize(dot, &q, m, c.k).map_err(|e| invalid("x", e.to_string()))
+}
+
+/// |got - want| over the row's natural scale; a NaN or infinity never passes.
+fn rel_err(got: f32, want: f64, scale: f64) -> f64 {
+    let g = got as f64;
+    if g.is_finite() {
+        (g - want).abs() / scale.max(f64::MIN_POSITIVE)
+    } else {
+        f64::INFINITY
+    }
+}
+
 /// A stacked case: matrices of N, N / 4 + 1 and N / 4 + 1 rows (Q, K, V) in one launch, each
 /// output against the oracle; the error is the worst of the three.
 fn stacked_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> {
@@ -237,21 +262,7 @@ fn stacked_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> {
         mats.push((m.with_quantized_activations(c.quantized), w));
     }
     let x = random(&mut rng, c.k, 1.0);
-    let xr: Vec<f64> = if c.quantized {
-        let dot = c
-            .format
-            .dot_format()
-            .ok_or_else(|| invalid("format", "no integer dot"))?;
-        let q = flexkern_quant::quantize_activation(dot, &x, 1, c.k)
-            .map_err(|e| invalid("x", e.to_string()))?;
-        flexkern_quant::dequantize(dot, &q, 1, c.k)
-            .map_err(|e| invalid("x", e.to_string()))?
-            .iter()
-            .map(|&v| v as f64)
-            .collect()
-    } else {
-        x.iter().map(|&v| v as f64).collect()
-    };
+    let xr: Vec<f64> = dotted(c, &x, 1)?.iter().map(|&v| v as f64).collect();
     let xd = dev.upload(&x)?;
     let ys = ns
         .iter()
@@ -274,13 +285,7 @@ fn stacked_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> {
         dev.read(y, 0, &mut got)?;
         for r in 0..n {
             let (want, scale) = dot(&w[r * c.k..(r + 1) * c.k], &xr);
-            let g = got[r] as f64;
-            let e = if g.is_finite() {
-                (g - want).abs() / scale.max(f64::MIN_POSITIVE)
-            } else {
-                f64::INFINITY
-            };
-            worst = worst.max(e);
+            worst = worst.max(rel_err(got[r], want, scale));
         }
     }
     Ok(worst)
@@ -302,19 +307,7 @@ pub fn run_gemv_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> 
         None
     };
     let x = random(&mut rng, m * k, 1.0);
-    // What the weights are dotted with: the CPU default path's activations (Q8_0, or Q8_K for
-    // the K-quants), dequantized.
-    let xq = if c.quantized {
-        let dot = c
-            .format
-            .dot_format()
-            .ok_or_else(|| invalid("format", "no integer dot"))?;
-        let q = flexkern_quant::quantize_activation(dot, &x, m, k)
-            .map_err(|e| invalid("x", e.to_string()))?;
-        flexkern_quant::dequantize(dot, &q, m, k).map_err(|e| invalid("x", e.to_string()))?
-    } else {
-        x.clone()
-    };
+    let xq = dotted(c, &x, m)?;
     let x2 = random(&mut rng, m * k, 1.0);
     let xd = dev.upload(&x)?;
     let x2d = dev.upload(&x2)?;
@@ -368,13 +361,7 @@ pub fn run_gemv_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> 
             } else {
                 (want, scale)
             };
-            let g = got[j * n + r] as f64;
-            let e = if g.is_finite() {
-                (g - want).abs() / scale.max(f64::MIN_POSITIVE)
-            } else {
-                f64::INFINITY
-            };
-            worst = worst.max(e);
+            worst = worst.max(rel_err(got[j * n + r], want, scale));
         }
     }
     Ok(worst)
