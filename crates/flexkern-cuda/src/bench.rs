@@ -302,7 +302,7 @@ pub fn gemv(
     }
     let x = random(dev, m * k, DType::F32, 7)?;
     let y = dev.alloc(m * n * 4)?;
-    let kernel = crate::quant::gemv::config_for(
+    let kernel = crate::quant::choose::config_for(
         dev.props.sms,
         dev.props.smem_per_sm,
         crate::quant::Mode::Plain,

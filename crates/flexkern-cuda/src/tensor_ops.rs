@@ -4,7 +4,8 @@
 //! like the CPU's (typed errors naming the argument, before any launch).
 
 use crate::backend::{CudaBackend, CudaBuffer, COMMON};
-use crate::quant::gemv::{accumulates, embedding, gemv, gemv_stacked, DeviceMatrix, GemvCall};
+use crate::quant::choose::accumulates;
+use crate::quant::gemv::{embedding, gemv, gemv_stacked, DeviceMatrix, GemvCall};
 use crate::quant::Mode;
 use crate::runtime::compile::{KernelSource, Module};
 use crate::runtime::Device;

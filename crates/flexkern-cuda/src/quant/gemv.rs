@@ -3,9 +3,8 @@
 //! take, a `k` the format cannot hold, buffers too small for `m` rows, mismatched gate / up
 //! shapes and out-of-range token ids are typed errors naming the argument.
 
-use super::{
-    embed_source, unit_elems, unit_type, GemvConfig, Mode, Staged, Stream, StreamActs, MAX_M,
-};
+use super::choose::{config_for, dp4a_applies};
+use super::{embed_source, unit_elems, unit_type, GemvConfig, Mode, MAX_M};
 use crate::error::{driver, invalid, Result};
 use crate::runtime::compile::Module;
 use crate::runtime::{Device, DeviceBuf};
@@ -47,7 +46,7 @@ pub struct DeviceMatrix {
     pub format: Format,
     pub n: usize,
     pub k: usize,
-    unit: String,
+    pub(super) unit: String,
     /// Activations are quantized to the format's integer dot type first, as the CPU's default
     /// precision does (false: f32 activations, the precise path).
     pub quantized_acts: bool,
@@ -277,152 +276,6 @@ fn validate(c: &GemvCall) -> Result<()> {
     }
     let mn = m.checked_mul(n).ok_or_else(|| invalid("m", "overflows"))?;
     need("y", c.y, mn, "output elements (m * n)")
-}
-
-/// Activation rows per launch for a batch of `m` (a power of two, at most `MAX_M`).
-fn batch_rows(m: usize) -> usize {
-    m.clamp(1, MAX_M).next_power_of_two()
-}
-
-/// The kernel configuration for a GEMV of `m` rows on `a` with `dev_sms` SMs.
-pub fn config_for(
-    dev_sms: usize,
-    smem_per_sm: usize,
-    mode: Mode,
-    a: &DeviceMatrix,
-    m: usize,
-) -> GemvConfig {
-    let mut c = config(dev_sms, mode, &a.unit, a.n, a.k, m);
-    c.staged = staged(a.format, c.mb);
-    // Batches only: at M 1 the extra quantizing launch cost more than the integer dot saved
-    // (H100, 14336 x 4096 Q8_0: 60 % of copy against 63 %); at M 16 it is 1.7-2x faster.
-    // `FLEXKERN_GEMV_DP4A=1` takes it for single rows too (A/B runs).
-    let single = knobs().dp4a == Some(true);
-    c.dp4a = c.staged.is_some()
-        && (c.mb > 1 || single)
-        && a.quantized_acts
-        && dp4a_applies(a.format, mode, a.k);
-    // Single rows of block formats stream (plain and gate/up): activations quantized in the
-    // kernel where the format has the integer dot (StreamActs), else f32.
-    if c.staged.is_some() && c.mb == 1 && mode != Mode::DownSwiglu && stream_enabled() {
-        c.stream = Stream::plan(a.format, a.k, c.matrices(), a.quantized_acts, smem_per_sm);
-        if let Some(st) = c.stream {
-            c.dp4a = st.acts != StreamActs::F32;
-            c.rows = 1;
-        }
-    }
-    // The staged and streamed kernels read 16-byte windows around each row's blocks: the last
-    // one may end up to 15 bytes past the weights, inside the allocation's size class.
-    if a.buf.capacity() < a.bytes().next_multiple_of(16) {
-        c.staged = None;
-        c.stream = None;
-        c.dp4a = false;
-    }
-    // The direct kernel (plain floats, MLX) keeps one row per warp below 64 rows per SM: two
-    // cost F16 a tenth at 4096 x 4096 on the H100 (2200-2300 -> 2000 GB/s).
-    if c.staged.is_none() && a.n < 64 * dev_sms.max(1) && forced_rows().is_none() {
-        c.rows = 1;
-    }
-    c
-}
-
-/// Whether `gemv` can add a single-row `mode` GEMV on `a` into its output with activations at
-/// `x` (the streamed kernel's epilogue); else the caller adds separately.
-pub fn accumulates(dev: &Device, mode: Mode, a: &DeviceMatrix, m: usize, x: &DeviceBuf) -> bool {
-    m == 1
-        && x.ptr().is_multiple_of(16)
-        && config_for(dev.props.sms, dev.props.smem_per_sm, mode, a, 1)
-            .stream
-            .is_some()
-}
-
-/// The staged kernel's constants for `f` at `mb` activation rows, when it serves `f`: block
-/// formats (weights decoded from shared memory); plain floats and MLX keep the direct kernel.
-/// `FLEXKERN_GEMV_STAGED=0` turns it off (A/B runs).
-pub fn staged(f: Format, mb: usize) -> Option<Staged> {
-    if knobs().staged_off {
-        return None;
-    }
-    match f {
-        Format::F32 | Format::F16 | Format::BF16 | Format::MlxAffine { .. } => None,
-        f => Some(Staged::new(f.block_bytes(), mb, unit_elems(f))),
-    }
-}
-
-/// `FLEXKERN_GEMV_STREAM=0` turns the streamed single-row kernel off (A/B runs).
-fn stream_enabled() -> bool {
-    !knobs().stream_off
-}
-
-/// The GEMV's A/B switches, read once: a decode step launches hundreds of GEMVs, and each
-/// environment lookup takes a lock and walks the environment.
-struct Knobs {
-    staged_off: bool,
-    stream_off: bool,
-    /// `FLEXKERN_GEMV_DP4A`: Some(true) `=1`, Some(false) `=0`.
-    dp4a: Option<bool>,
-    rows: Option<usize>,
-}
-
-fn knobs() -> &'static Knobs {
-    static K: std::sync::OnceLock<Knobs> = std::sync::OnceLock::new();
-    K.get_or_init(|| {
-        let var = |n: &str| std::env::var(n).ok();
-        let zero = |n: &str| var(n).is_some_and(|v| v == "0");
-        Knobs {
-            staged_off: zero("FLEXKERN_GEMV_STAGED"),
-            stream_off: zero("FLEXKERN_GEMV_STREAM"),
-            dp4a: match var("FLEXKERN_GEMV_DP4A").as_deref() {
-                Some("1") => Some(true),
-                Some("0") => Some(false),
-                _ => None,
-            },
-            rows: var("FLEXKERN_GEMV_ROWS")
-                .and_then(|v| v.parse::<usize>().ok())
-                .filter(|r| matches!(r, 1 | 2 | 4)),
-        }
-    })
-}
-
-/// The integer-dot path (Q8_0 activations, dp4a): Q8_0 and Q4_0 weights, k whole 32-blocks,
-/// not the down projection that forms its input on load. `FLEXKERN_GEMV_DP4A=0` turns it off
-/// (`=1` takes it for single rows too).
-pub fn dp4a_applies(f: Format, mode: Mode, k: usize) -> bool {
-    knobs().dp4a != Some(false)
-        && matches!(f, Format::Q8_0 | Format::Q4_0)
-        && mode != Mode::DownSwiglu
-        && k.is_multiple_of(32)
-}
-
-/// `FLEXKERN_GEMV_ROWS=1|2|4`: the rows per warp of single-row plain GEMVs, forced (A/B runs;
-/// 4 only for formats whose staged window fits: Q4_0, Q8_0 and the like).
-fn forced_rows() -> Option<usize> {
-    knobs().rows
-}
-
-/// Two rows per warp for single-row plain GEMVs with enough rows to give every SM several
-/// blocks, else one.
-pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usize) -> GemvConfig {
-    let mb = batch_rows(m);
-    let single = mb == 1 && mode == Mode::Plain;
-    let rows = match forced_rows() {
-        Some(r) if single => r,
-        // Two rows per warp from 16 per SM (H100: A/B at 4096 and 14336 rows, 8B decode
-        // 154 -> 167 tok/s); fewer rows keep one per warp, which fills more SMs.
-        _ if single && n >= 16 * dev_sms.max(1) => 2,
-        _ => 1,
-    };
-    GemvConfig {
-        unit: unit.to_string(),
-        mb,
-        rows,
-        mode,
-        xvec: k.is_multiple_of(4),
-        staged: None,
-        dp4a: false,
-        stream: None,
-        acc: false,
-    }
 }
 
 /// Queues the GEMV on `dev`'s stream (batches of more than `MAX_M` rows as several launches).

@@ -3,6 +3,8 @@
 //! named per format, the kernel sources (one module per format and configuration, compiled
 //! on first use), and the launches (`gemv.rs`).
 
+pub mod choose;
+pub use choose::{Stream, StreamActs};
 pub mod gemv;
 pub mod layout;
 #[cfg(test)]
@@ -140,124 +142,6 @@ impl Staged {
     /// Dynamic shared memory of a launch: the activation rows of one chunk.
     pub fn smem_bytes(&self, mb: usize) -> usize {
         mb * self.chunk * 4
-    }
-}
-
-/// The streamed GEMV's constants (kernels/gemv_stream.cu): the format's block bytes and
-/// weights, weights per chunk, ring stages per warp, warps per block, and the blocks per SM the
-/// shared memory and register budget (`__launch_bounds__`) are planned for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Stream {
-    /// What the weights are dotted with.
-    pub acts: StreamActs,
-    pub block_bytes: usize,
-    pub block_elems: usize,
-    pub chunk: usize,
-    pub stages: usize,
-    pub warps: usize,
-    pub blocks: usize,
-}
-
-/// The streamed kernel's activations (`FK_DP4A`): f32, or quantized in the kernel as the CPU's
-/// default precision quantizes them for the format's integer dot (Q8_0 for Q4_0 and Q8_0,
-/// Q8_K for Q4_K and Q6_K) and dotted with dp4a.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StreamActs {
-    F32 = 0,
-    Q8_0 = 1,
-    Q8K = 2,
-}
-
-impl StreamActs {
-    /// The integer dot the streamed kernel has for `f` (None: f32 activations).
-    pub fn for_format(f: Format) -> Option<StreamActs> {
-        match f {
-            Format::Q4_0 | Format::Q8_0 => Some(StreamActs::Q8_0),
-            Format::Q4K | Format::Q6K => Some(StreamActs::Q8K),
-            _ => None,
-        }
-    }
-
-    /// Shared memory for an activation row of `k`.
-    fn bytes(self, k: usize) -> usize {
-        match self {
-            StreamActs::F32 => 4 * k,
-            StreamActs::Q8_0 => k + k / 32 * 8,
-            StreamActs::Q8K => k + k / 256 * 4 + k / 16 * 4,
-        }
-    }
-}
-
-impl Stream {
-    /// For `f` (a block format) with rows of `k`, `matrices` (1, or 2 for gate and up) and
-    /// activations quantized when `quantized` (and the format has the integer dot), on a device with `smem_per_sm` bytes of shared memory per
-    /// SM. Each warp's chain of instructions sets the pace (ncu, H100: 12 cycles per issued
-    /// instruction at 16 warps per SM), so the integer-dot path, light on registers, plans
-    /// three blocks of 8 warps per SM and the f32 path two. Within that, the largest chunk (at
-    /// most 4 KB of weights a stage) and deepest ring (4 to 2 stages) that fit: 2-3 stages in
-    /// flight per warp, 60-110 KB per SM, above the ~40 KB an H100 needs at full bandwidth.
-    /// Chunks split k evenly in rounds of one unit per lane. None when nothing fits (very long
-    /// rows of f32 activations): the staged kernel serves those.
-    pub fn plan(
-        f: Format,
-        k: usize,
-        matrices: usize,
-        quantized: bool,
-        smem_per_sm: usize,
-    ) -> Option<Stream> {
-        let acts = StreamActs::for_format(f)
-            .filter(|_| quantized)
-            .unwrap_or(StreamActs::F32);
-        let (bb, qk, ue) = (f.block_bytes(), f.block_elems(), unit_elems(f));
-        let round = 32 * ue;
-        if !round.is_multiple_of(qk) || !k.is_multiple_of(qk) || k == 0 {
-            return None;
-        }
-        let round_bytes = round / qk * bb * matrices.max(1);
-        let rounds = k.div_ceil(round);
-        let blocks: &[usize] = if acts != StreamActs::F32 {
-            &[3, 2]
-        } else {
-            &[2]
-        };
-        blocks.iter().find_map(|&blocks| {
-            // The driver reserves 1 KB of shared memory per block.
-            let limit = smem_per_sm.saturating_sub(1024 * blocks) / blocks;
-            [
-                (4096, 4),
-                (4096, 3),
-                (2048, 4),
-                (2048, 3),
-                (1024, 3),
-                (1024, 2),
-            ]
-            .into_iter()
-            .map(|(budget, stages)| {
-                let per = (budget / round_bytes).max(1);
-                let chunks = rounds.div_ceil(per);
-                Stream {
-                    acts,
-                    block_bytes: bb,
-                    block_elems: qk,
-                    chunk: rounds.div_ceil(chunks) * round,
-                    stages,
-                    warps: 8,
-                    blocks,
-                }
-            })
-            .find(|s| s.smem_bytes(matrices, k) <= limit)
-        })
-    }
-
-    /// One matrix's stage: the chunk's blocks plus the 16-byte alignment slack.
-    pub fn window(&self) -> usize {
-        (self.chunk / self.block_elems * self.block_bytes).next_multiple_of(16) + 16
-    }
-
-    /// Dynamic shared memory of a launch: the warps' rings, then the activation row (Q8_0
-    /// codes and their (scale, sum) pairs, or floats).
-    pub fn smem_bytes(&self, matrices: usize, k: usize) -> usize {
-        self.warps * self.stages * matrices * self.window() + self.acts.bytes(k)
     }
 }
 

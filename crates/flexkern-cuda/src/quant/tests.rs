@@ -237,7 +237,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
             if !all && (mb, mode) != (1, Mode::Plain) && !heavy.contains(&f) {
                 continue;
             }
-            let staged = crate::quant::gemv::staged(f, mb);
+            let staged = crate::quant::choose::staged(f, mb);
             // Stacked launches exist only as the streamed kernel (below).
             let direct = if mode == Mode::Stack {
                 vec![]
@@ -257,7 +257,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                     acc: false,
                 };
                 // The integer-dot form where it applies (Q8_0 / Q4_0, staged, not down).
-                if staged.is_some() && crate::quant::gemv::dp4a_applies(f, mode, k) {
+                if staged.is_some() && crate::quant::choose::dp4a_applies(f, mode, k) {
                     srcs.push(
                         GemvConfig {
                             dp4a: true,
@@ -359,7 +359,7 @@ fn scratch_compile() {
 /// kernel for block formats only, and its modules named apart.
 #[test]
 fn gemv_configuration_follows_the_shape_and_format() {
-    use crate::quant::gemv::{config, staged};
+    use crate::quant::choose::{config, staged};
     use crate::quant::Staged;
     if std::env::var("FLEXKERN_GEMV_ROWS").is_ok() || std::env::var("FLEXKERN_GEMV_STAGED").is_ok()
     {
@@ -446,7 +446,7 @@ fn stream_plan_fits_its_blocks_per_sm() {
         rows: 1,
         mode: Mode::Plain,
         xvec: true,
-        staged: crate::quant::gemv::staged(Format::Q4_0, 1),
+        staged: crate::quant::choose::staged(Format::Q4_0, 1),
         dp4a: true,
         stream: Stream::plan(Format::Q4_0, 4096, 1, true, h100),
         acc: false,

@@ -555,8 +555,8 @@ mod tests {
             let mut left = c.m;
             while left > 0 {
                 let mm = left.min(crate::quant::MAX_M);
-                let mut cfg = crate::quant::gemv::config(132, c.mode, &unit, c.n, c.k, mm);
-                cfg.staged = crate::quant::gemv::staged(c.format, cfg.mb);
+                let mut cfg = crate::quant::choose::config(132, c.mode, &unit, c.n, c.k, mm);
+                cfg.staged = crate::quant::choose::staged(c.format, cfg.mb);
                 modules.insert(cfg.source().name);
                 left -= mm;
             }

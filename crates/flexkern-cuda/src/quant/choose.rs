@@ -1,0 +1,272 @@
+//! Which GEMV kernel serves a call: direct, staged or streamed, rows per warp, the integer
+//! path, the streamed kernel's plan. Decided on the host from the matrix, the batch and the
+//! device (planned here, launched in `gemv.rs`), so the choice is testable without a GPU.
+
+use super::gemv::DeviceMatrix;
+use super::{unit_elems, GemvConfig, Mode, Staged, MAX_M};
+use crate::runtime::{Device, DeviceBuf};
+use flexkern_quant::Format;
+
+/// Activation rows per launch for a batch of `m` (a power of two, at most `MAX_M`).
+pub(super) fn batch_rows(m: usize) -> usize {
+    m.clamp(1, MAX_M).next_power_of_two()
+}
+
+/// The kernel configuration for a GEMV of `m` rows on `a` with `dev_sms` SMs.
+pub fn config_for(
+    dev_sms: usize,
+    smem_per_sm: usize,
+    mode: Mode,
+    a: &DeviceMatrix,
+    m: usize,
+) -> GemvConfig {
+    let mut c = config(dev_sms, mode, &a.unit, a.n, a.k, m);
+    c.staged = staged(a.format, c.mb);
+    // Batches only: at M 1 the extra quantizing launch cost more than the integer dot saved
+    // (H100, 14336 x 4096 Q8_0: 60 % of copy against 63 %); at M 16 it is 1.7-2x faster.
+    // `FLEXKERN_GEMV_DP4A=1` takes it for single rows too (A/B runs).
+    let single = knobs().dp4a == Some(true);
+    c.dp4a = c.staged.is_some()
+        && (c.mb > 1 || single)
+        && a.quantized_acts
+        && dp4a_applies(a.format, mode, a.k);
+    // Single rows of block formats stream (plain and gate/up): activations quantized in the
+    // kernel where the format has the integer dot (StreamActs), else f32.
+    if c.staged.is_some() && c.mb == 1 && mode != Mode::DownSwiglu && stream_enabled() {
+        c.stream = Stream::plan(a.format, a.k, c.matrices(), a.quantized_acts, smem_per_sm);
+        if let Some(st) = c.stream {
+            c.dp4a = st.acts != StreamActs::F32;
+            c.rows = 1;
+        }
+    }
+    // The staged and streamed kernels read 16-byte windows around each row's blocks: the last
+    // one may end up to 15 bytes past the weights, inside the allocation's size class.
+    if a.buf.capacity() < a.bytes().next_multiple_of(16) {
+        c.staged = None;
+        c.stream = None;
+        c.dp4a = false;
+    }
+    // The direct kernel (plain floats, MLX) keeps one row per warp below 64 rows per SM: two
+    // cost F16 a tenth at 4096 x 4096 on the H100 (2200-2300 -> 2000 GB/s).
+    if c.staged.is_none() && a.n < 64 * dev_sms.max(1) && forced_rows().is_none() {
+        c.rows = 1;
+    }
+    c
+}
+
+/// Whether `gemv` can add a single-row `mode` GEMV on `a` into its output with activations at
+/// `x` (the streamed kernel's epilogue); else the caller adds separately.
+pub fn accumulates(dev: &Device, mode: Mode, a: &DeviceMatrix, m: usize, x: &DeviceBuf) -> bool {
+    m == 1
+        && x.ptr().is_multiple_of(16)
+        && config_for(dev.props.sms, dev.props.smem_per_sm, mode, a, 1)
+            .stream
+            .is_some()
+}
+
+/// The staged kernel's constants for `f` at `mb` activation rows, when it serves `f`: block
+/// formats (weights decoded from shared memory); plain floats and MLX keep the direct kernel.
+/// `FLEXKERN_GEMV_STAGED=0` turns it off (A/B runs).
+pub fn staged(f: Format, mb: usize) -> Option<Staged> {
+    if knobs().staged_off {
+        return None;
+    }
+    match f {
+        Format::F32 | Format::F16 | Format::BF16 | Format::MlxAffine { .. } => None,
+        f => Some(Staged::new(f.block_bytes(), mb, unit_elems(f))),
+    }
+}
+
+/// `FLEXKERN_GEMV_STREAM=0` turns the streamed single-row kernel off (A/B runs).
+fn stream_enabled() -> bool {
+    !knobs().stream_off
+}
+
+/// The GEMV's A/B switches, read once: a decode step launches hundreds of GEMVs, and each
+/// environment lookup takes a lock and walks the environment.
+struct Knobs {
+    staged_off: bool,
+    stream_off: bool,
+    /// `FLEXKERN_GEMV_DP4A`: Some(true) `=1`, Some(false) `=0`.
+    dp4a: Option<bool>,
+    rows: Option<usize>,
+}
+
+fn knobs() -> &'static Knobs {
+    static K: std::sync::OnceLock<Knobs> = std::sync::OnceLock::new();
+    K.get_or_init(|| {
+        let var = |n: &str| std::env::var(n).ok();
+        let zero = |n: &str| var(n).is_some_and(|v| v == "0");
+        Knobs {
+            staged_off: zero("FLEXKERN_GEMV_STAGED"),
+            stream_off: zero("FLEXKERN_GEMV_STREAM"),
+            dp4a: match var("FLEXKERN_GEMV_DP4A").as_deref() {
+                Some("1") => Some(true),
+                Some("0") => Some(false),
+                _ => None,
+            },
+            rows: var("FLEXKERN_GEMV_ROWS")
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|r| matches!(r, 1 | 2 | 4)),
+        }
+    })
+}
+
+/// The integer-dot path (Q8_0 activations, dp4a): Q8_0 and Q4_0 weights, k whole 32-blocks,
+/// not the down projection that forms its input on load. `FLEXKERN_GEMV_DP4A=0` turns it off
+/// (`=1` takes it for single rows too).
+pub fn dp4a_applies(f: Format, mode: Mode, k: usize) -> bool {
+    knobs().dp4a != Some(false)
+        && matches!(f, Format::Q8_0 | Format::Q4_0)
+        && mode != Mode::DownSwiglu
+        && k.is_multiple_of(32)
+}
+
+/// `FLEXKERN_GEMV_ROWS=1|2|4`: the rows per warp of single-row plain GEMVs, forced (A/B runs;
+/// 4 only for formats whose staged window fits: Q4_0, Q8_0 and the like).
+fn forced_rows() -> Option<usize> {
+    knobs().rows
+}
+
+/// Two rows per warp for single-row plain GEMVs with enough rows to give every SM several
+/// blocks, else one.
+pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usize) -> GemvConfig {
+    let mb = batch_rows(m);
+    let single = mb == 1 && mode == Mode::Plain;
+    let rows = match forced_rows() {
+        Some(r) if single => r,
+        // Two rows per warp from 16 per SM (H100: A/B at 4096 and 14336 rows, 8B decode
+        // 154 -> 167 tok/s); fewer rows keep one per warp, which fills more SMs.
+        _ if single && n >= 16 * dev_sms.max(1) => 2,
+        _ => 1,
+    };
+    GemvConfig {
+        unit: unit.to_string(),
+        mb,
+        rows,
+        mode,
+        xvec: k.is_multiple_of(4),
+        staged: None,
+        dp4a: false,
+        stream: None,
+        acc: false,
+    }
+}
+
+/// The streamed GEMV's constants (kernels/gemv_stream.cu): the format's block bytes and
+/// weights, weights per chunk, ring stages per warp, warps per block, and the blocks per SM the
+/// shared memory and register budget (`__launch_bounds__`) are planned for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Stream {
+    /// What the weights are dotted with.
+    pub acts: StreamActs,
+    pub block_bytes: usize,
+    pub block_elems: usize,
+    pub chunk: usize,
+    pub stages: usize,
+    pub warps: usize,
+    pub blocks: usize,
+}
+
+/// The streamed kernel's activations (`FK_DP4A`): f32, or quantized in the kernel as the CPU's
+/// default precision quantizes them for the format's integer dot (Q8_0 for Q4_0 and Q8_0,
+/// Q8_K for Q4_K and Q6_K) and dotted with dp4a.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamActs {
+    F32 = 0,
+    Q8_0 = 1,
+    Q8K = 2,
+}
+
+impl StreamActs {
+    /// The integer dot the streamed kernel has for `f` (None: f32 activations).
+    pub fn for_format(f: Format) -> Option<StreamActs> {
+        match f {
+            Format::Q4_0 | Format::Q8_0 => Some(StreamActs::Q8_0),
+            Format::Q4K | Format::Q6K => Some(StreamActs::Q8K),
+            _ => None,
+        }
+    }
+
+    /// Shared memory for an activation row of `k`.
+    fn bytes(self, k: usize) -> usize {
+        match self {
+            StreamActs::F32 => 4 * k,
+            StreamActs::Q8_0 => k + k / 32 * 8,
+            StreamActs::Q8K => k + k / 256 * 4 + k / 16 * 4,
+        }
+    }
+}
+
+impl Stream {
+    /// For `f` (a block format) with rows of `k`, `matrices` (1, or 2 for gate and up) and
+    /// activations quantized when `quantized` (and the format has the integer dot), on a device with `smem_per_sm` bytes of shared memory per
+    /// SM. Each warp's chain of instructions sets the pace (ncu, H100: 12 cycles per issued
+    /// instruction at 16 warps per SM), so the integer-dot path, light on registers, plans
+    /// three blocks of 8 warps per SM and the f32 path two. Within that, the largest chunk (at
+    /// most 4 KB of weights a stage) and deepest ring (4 to 2 stages) that fit: 2-3 stages in
+    /// flight per warp, 60-110 KB per SM, above the ~40 KB an H100 needs at full bandwidth.
+    /// Chunks split k evenly in rounds of one unit per lane. None when nothing fits (very long
+    /// rows of f32 activations): the staged kernel serves those.
+    pub fn plan(
+        f: Format,
+        k: usize,
+        matrices: usize,
+        quantized: bool,
+        smem_per_sm: usize,
+    ) -> Option<Stream> {
+        let acts = StreamActs::for_format(f)
+            .filter(|_| quantized)
+            .unwrap_or(StreamActs::F32);
+        let (bb, qk, ue) = (f.block_bytes(), f.block_elems(), unit_elems(f));
+        let round = 32 * ue;
+        if !round.is_multiple_of(qk) || !k.is_multiple_of(qk) || k == 0 {
+            return None;
+        }
+        let round_bytes = round / qk * bb * matrices.max(1);
+        let rounds = k.div_ceil(round);
+        let blocks: &[usize] = if acts != StreamActs::F32 {
+            &[3, 2]
+        } else {
+            &[2]
+        };
+        blocks.iter().find_map(|&blocks| {
+            // The driver reserves 1 KB of shared memory per block.
+            let limit = smem_per_sm.saturating_sub(1024 * blocks) / blocks;
+            [
+                (4096, 4),
+                (4096, 3),
+                (2048, 4),
+                (2048, 3),
+                (1024, 3),
+                (1024, 2),
+            ]
+            .into_iter()
+            .map(|(budget, stages)| {
+                let per = (budget / round_bytes).max(1);
+                let chunks = rounds.div_ceil(per);
+                Stream {
+                    acts,
+                    block_bytes: bb,
+                    block_elems: qk,
+                    chunk: rounds.div_ceil(chunks) * round,
+                    stages,
+                    warps: 8,
+                    blocks,
+                }
+            })
+            .find(|s| s.smem_bytes(matrices, k) <= limit)
+        })
+    }
+
+    /// One matrix's stage: the chunk's blocks plus the 16-byte alignment slack.
+    pub fn window(&self) -> usize {
+        (self.chunk / self.block_elems * self.block_bytes).next_multiple_of(16) + 16
+    }
+
+    /// Dynamic shared memory of a launch: the warps' rings, then the activation row (Q8_0
+    /// codes and their (scale, sum) pairs, or floats).
+    pub fn smem_bytes(&self, matrices: usize, k: usize) -> usize {
+        self.warps * self.stages * matrices * self.window() + self.acts.bytes(k)
+    }
+}
