@@ -12,6 +12,20 @@ pub(super) fn batch_rows(m: usize) -> usize {
     m.clamp(1, MAX_M).next_power_of_two()
 }
 
+/// What the kernel choice reads of a weight matrix.
+#[derive(Clone, Debug)]
+pub struct MatrixTraits<'a> {
+    pub format: Format,
+    /// Its unit type (`unit_type`).
+    pub unit: &'a str,
+    pub n: usize,
+    pub k: usize,
+    /// Activations quantized first (the default precision).
+    pub quantized_acts: bool,
+    /// Its allocation holds 16 bytes past the last block's 16-byte window start.
+    pub slack: bool,
+}
+
 /// The kernel configuration for a GEMV of `m` rows on `a` with `dev_sms` SMs.
 pub fn config_for(
     dev_sms: usize,
@@ -20,18 +34,29 @@ pub fn config_for(
     a: &DeviceMatrix,
     m: usize,
 ) -> GemvConfig {
-    let mut c = config(dev_sms, mode, &a.unit, a.n, a.k, m);
+    choose(dev_sms, smem_per_sm, mode, &a.traits(), m)
+}
+
+/// `config_for` on a matrix's traits (no device needed).
+pub fn choose(
+    dev_sms: usize,
+    smem_per_sm: usize,
+    mode: Mode,
+    a: &MatrixTraits,
+    m: usize,
+) -> GemvConfig {
+    let mut c = config(dev_sms, mode, a.unit, a.n, a.k, m);
     c.staged = staged(a.format, c.mb);
-    // Batches only: at M 1 the extra quantizing launch cost more than the integer dot saved
-    // (H100, 14336 x 4096 Q8_0: 60 % of copy against 63 %); at M 16 it is 1.7-2x faster.
-    // `FLEXKERN_GEMV_DP4A=1` takes it for single rows too (A/B runs).
+    // The staged kernel's integer path serves batches; single rows stream (below), and
+    // `FLEXKERN_GEMV_DP4A=1` takes it for the staged single rows too (A/B runs with
+    // `FLEXKERN_GEMV_STREAM=0`).
     let single = knobs().dp4a == Some(true);
     c.dp4a = c.staged.is_some()
         && (c.mb > 1 || single)
         && a.quantized_acts
         && dp4a_applies(a.format, mode, a.k);
-    // Single rows of block formats stream (plain and gate/up): activations quantized in the
-    // kernel where the format has the integer dot (StreamActs), else f32.
+    // Single rows of block formats stream (plain, gate/up, stacked): activations quantized in
+    // the kernel where the format has the integer dot (StreamActs), else f32.
     if c.staged.is_some() && c.mb == 1 && mode != Mode::DownSwiglu && stream_enabled() {
         c.stream = Stream::plan(a.format, a.k, c.matrices(), a.quantized_acts, smem_per_sm);
         if let Some(st) = c.stream {
@@ -41,7 +66,7 @@ pub fn config_for(
     }
     // The staged and streamed kernels read 16-byte windows around each row's blocks: the last
     // one may end up to 15 bytes past the weights, inside the allocation's size class.
-    if a.buf.capacity() < a.bytes().next_multiple_of(16) {
+    if !a.slack {
         c.staged = None;
         c.stream = None;
         c.dp4a = false;

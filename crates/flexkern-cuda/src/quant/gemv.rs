@@ -46,7 +46,7 @@ pub struct DeviceMatrix {
     pub format: Format,
     pub n: usize,
     pub k: usize,
-    pub(super) unit: String,
+    unit: String,
     /// Activations are quantized to the format's integer dot type first, as the CPU's default
     /// precision does (false: f32 activations, the precise path).
     pub quantized_acts: bool,
@@ -190,6 +190,18 @@ impl DeviceMatrix {
     }
 
     /// Bytes of weights (what one GEMV reads).
+    /// What the kernel choice reads of this matrix.
+    pub fn traits(&self) -> super::choose::MatrixTraits<'_> {
+        super::choose::MatrixTraits {
+            format: self.format,
+            unit: &self.unit,
+            n: self.n,
+            k: self.k,
+            quantized_acts: self.quantized_acts,
+            slack: self.buf.capacity() >= self.bytes().next_multiple_of(16),
+        }
+    }
+
     pub fn bytes(&self) -> usize {
         self.format.tensor_bytes(self.n, self.k).unwrap_or(0)
     }
@@ -438,7 +450,7 @@ pub fn gemv_stacked(
         w.format != a.format
             || w.k != a.k
             || w.quantized_acts != a.quantized_acts
-            || w.buf.capacity() < w.bytes().next_multiple_of(16)
+            || !w.traits().slack
     }) || !x.ptr().is_multiple_of(16)
     {
         return Ok(false);

@@ -457,3 +457,64 @@ fn stream_plan_fits_its_blocks_per_sm() {
         "#define FK_STREAM 1\n#define FK_BB 18\n#define FK_CW 4096\n#define FK_SS 3\n#define FK_SNW 8\n#define FK_SMINB 3\n#define FK_DP4A 1\n#define FK_ACC 0\n"
     ));
 }
+
+/// Which kernel serves a call (H100: 132 SMs, 228 KB of shared memory per SM): single rows of
+/// block formats stream, with Q8_0 or Q8_K activations in the default precision and f32 in
+/// the precise one; batches, the down projection with SwiGLU formed on load, plain floats and
+/// matrices without 16 bytes of slack do not.
+#[test]
+fn single_rows_of_block_formats_stream() {
+    use crate::quant::choose::{choose, MatrixTraits};
+    use crate::quant::StreamActs;
+    if [
+        "FLEXKERN_GEMV_STREAM",
+        "FLEXKERN_GEMV_STAGED",
+        "FLEXKERN_GEMV_DP4A",
+        "FLEXKERN_GEMV_ROWS",
+    ]
+    .iter()
+    .any(|v| std::env::var(v).is_ok())
+    {
+        eprintln!("skipped: a FLEXKERN_GEMV_* switch is set");
+        return;
+    }
+    let (sms, smem) = (132, 233472);
+    let pick = |f: Format, n, k, m, mode, quantized_acts, slack| {
+        let unit = unit_type(f, k).unwrap();
+        let t = MatrixTraits {
+            format: f,
+            unit: &unit,
+            n,
+            k,
+            quantized_acts,
+            slack,
+        };
+        choose(sms, smem, mode, &t, m)
+    };
+    let acts = |c: &GemvConfig| c.stream.map(|s| s.acts);
+    let q = |f, mode| pick(f, 4096, 4096, 1, mode, true, true);
+    assert_eq!(acts(&q(Format::Q4_0, Mode::Plain)), Some(StreamActs::Q8_0));
+    assert_eq!(acts(&q(Format::Q8_0, Mode::GateUp)), Some(StreamActs::Q8_0));
+    assert_eq!(acts(&q(Format::Q4K, Mode::Stack)), Some(StreamActs::Q8K));
+    assert_eq!(acts(&q(Format::Q6K, Mode::Plain)), Some(StreamActs::Q8K));
+    assert_eq!(acts(&q(Format::Q5K, Mode::Plain)), Some(StreamActs::F32));
+    assert!(q(Format::Q4_0, Mode::Plain).dp4a && !q(Format::Q5K, Mode::Plain).dp4a);
+    assert_eq!(q(Format::Q4_0, Mode::Plain).rows, 1);
+    // Precise: f32 activations, streamed all the same.
+    let precise = pick(Format::Q4_0, 4096, 4096, 1, Mode::Plain, false, true);
+    assert_eq!(acts(&precise), Some(StreamActs::F32));
+    assert!(!precise.dp4a);
+    // Not streamed: batches (staged, integer path), SwiGLU formed on load, plain floats, MLX,
+    // no slack past the blocks (nor staged then).
+    let batch = pick(Format::Q4_0, 4096, 4096, 5, Mode::Plain, true, true);
+    assert!(batch.stream.is_none() && batch.staged.is_some() && batch.dp4a);
+    assert!(q(Format::Q4_0, Mode::DownSwiglu).stream.is_none());
+    assert!(q(Format::F16, Mode::Plain).stream.is_none());
+    let mlx = Format::mlx(4, 64, flexkern_quant::MlxScale::F16).unwrap();
+    assert!(q(mlx, Mode::Plain).stream.is_none());
+    let tight = pick(Format::Q4_0, 4096, 4096, 1, Mode::Plain, true, false);
+    assert!(tight.stream.is_none() && tight.staged.is_none() && !tight.dp4a);
+    // Rows of f32 activations too long for shared memory fall back to the staged kernel.
+    let long = pick(Format::Q4_0, 64, 65536, 1, Mode::Plain, false, true);
+    assert!(long.stream.is_none() && long.staged.is_some());
+}
