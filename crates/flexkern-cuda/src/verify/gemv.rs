@@ -451,6 +451,28 @@ fn bad_input(dev: &Arc<Device>) -> Result<f64> {
             return Err(invalid("bad input", format!("{what}: no typed error")));
         }
     }
+    // Adding into y is the streamed kernel's alone: a batch asking for it is refused.
+    let x2 = dev.alloc(2 * 64 * 4)?;
+    let y2 = dev.alloc(2 * 8 * 4)?;
+    let batch_acc = GemvCall {
+        accumulate: true,
+        ..call(Mode::Plain, None, &x2, &y2, 2)
+    };
+    if !matches!(gemv(dev, &batch_acc), Err(crate::CudaError::Invalid { .. })) {
+        return Err(invalid("bad input", "accumulating batch: no typed error"));
+    }
+    // Stacked: a short output is a typed error; matrices of other formats are declined
+    // (Ok(false): the caller launches them one by one).
+    if !matches!(
+        gemv_stacked(dev, &[&a, &b], &x, &[&y, &small]),
+        Err(crate::CudaError::Invalid { .. })
+    ) {
+        return Err(invalid("bad input", "stacked short output: no typed error"));
+    }
+    let (f16m, _) = matrix(dev, &mut rng, Format::F16, 8, 64)?;
+    if gemv_stacked(dev, &[&a, &f16m], &x, &[&y, &y])? {
+        return Err(invalid("bad input", "stacked mixed formats were launched"));
+    }
     let bytes = vec![0u8; Format::Q8K.tensor_bytes(1, 256).unwrap_or(0)];
     if DeviceMatrix::upload(dev, Format::Q8K, 1, 256, &bytes).is_ok()
         || DeviceMatrix::upload(dev, Format::Q4_0, 1, 48, &[0u8; 27]).is_ok()

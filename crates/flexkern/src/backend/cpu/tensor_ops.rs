@@ -378,4 +378,43 @@ mod tests {
             }
         }
     }
+
+    /// The default `matmul_add` is `matmul` then `add`, bit for bit; a short accumulator or
+    /// scratch is a typed error and leaves the accumulator as it was.
+    #[test]
+    fn matmul_add_is_matmul_then_add_and_rejects_short_buffers() {
+        use flexkern_quant::{quantize, Format};
+        let b = CpuBackend;
+        let (n, k, m) = (7, 64, 3);
+        let val = |i: usize| ((i * 7919 % 997) as f32 / 498.0) - 1.0;
+        let wb = quantize(Format::Q8_0, &(0..n * k).map(val).collect::<Vec<_>>(), n, k).unwrap();
+        let w = b
+            .prepare_weight(QuantMatrix::new(Format::Q8_0, n, k, &wb).unwrap())
+            .unwrap();
+        let x = buf(&(0..m * k).map(|i| val(i + 5)).collect::<Vec<_>>());
+        let acc0: Vec<f32> = (0..m * n).map(|i| val(i + 99)).collect();
+        let mut acc = buf(&acc0);
+        let mut scratch = buf(&vec![f32::NAN; m * n]);
+        b.matmul_add(&w, &x, m, &mut acc, &mut scratch).unwrap();
+        let mut y = buf(&vec![f32::NAN; m * n]);
+        b.matmul(&w, &x, m, &mut y).unwrap();
+        let mut want = buf(&acc0);
+        b.add(&mut want, &y, m * n).unwrap();
+        let (g, w2) = (
+            to_host::<_, f32>(&b, &acc).unwrap(),
+            to_host::<_, f32>(&b, &want).unwrap(),
+        );
+        assert!(g.iter().zip(&w2).all(|(g, w)| g.to_bits() == w.to_bits()));
+        let mut short = buf(&vec![0.0; m * n - 1]);
+        let mut acc = buf(&acc0);
+        assert!(is_invalid(b.matmul_add(&w, &x, m, &mut acc, &mut short)));
+        assert!(is_invalid(b.matmul_add(
+            &w,
+            &x,
+            m,
+            &mut short,
+            &mut scratch
+        )));
+        assert_eq!(to_host::<_, f32>(&b, &acc).unwrap(), acc0);
+    }
 }
