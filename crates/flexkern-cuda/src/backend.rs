@@ -22,9 +22,11 @@ const KV_WRITE: &str = include_str!("../kernels/kv_write.cu");
 pub struct CudaBackend {
     pub dev: Arc<Device>,
     /// The last attention plan: the model's layers of one step share it.
-    attn_plan: attention::PlanMemo,
+    pub(crate) attn_plan: attention::PlanMemo,
     /// Per-op host and GPU time (`FLEXKERN_CUDA_PROFILE=1`), printed on drop.
     pub(crate) prof: crate::runtime::profile::Profile,
+    /// Recorded step graphs (`graphs.rs`).
+    pub(crate) graphs: std::sync::Mutex<crate::graphs::Graphs>,
 }
 
 impl Drop for CudaBackend {
@@ -47,6 +49,7 @@ impl CudaBackend {
             dev,
             attn_plan: attention::PlanMemo::default(),
             prof: crate::runtime::profile::Profile::from_env(),
+            graphs: Default::default(),
         }
     }
 }
@@ -235,116 +238,10 @@ impl Backend for CudaBackend {
 
     fn attention(&self, p: &Problem, _plan: &Plan, io: AttnIo<'_, CudaBuffer>) -> Result<()> {
         let _p = self.prof.scope(&self.dev, "attention");
-        let q = QInput {
-            buf: &io.q.buf,
-            dtype: p.q.dtype,
-            seq_base: &p.q.seq_base,
-            tok_stride: p.q.tok_stride,
-            head_stride: p.q.head_stride,
-        };
-        let (kv, ks, vs) = match (&p.kv, &io.kv) {
-            (KvLayout::Strided { k, v }, KvBufs::Strided { k: kb, v: vb }) => {
-                let ((kb, kl), (vb, vl)) = ((kb, k), (vb, v));
-                (
-                    KvInput::Strided {
-                        k: KvOperand {
-                            buf: &kb.buf,
-                            dtype: kl.dtype,
-                            seq_base: &kl.seq_base,
-                            tok_stride: kl.tok_stride,
-                            head_stride: kl.head_stride,
-                        },
-                        v: KvOperand {
-                            buf: &vb.buf,
-                            dtype: vl.dtype,
-                            seq_base: &vl.seq_base,
-                            tok_stride: vl.tok_stride,
-                            head_stride: vl.head_stride,
-                        },
-                    },
-                    &[][..],
-                    &[][..],
-                )
-            }
-            (
-                KvLayout::Paged(l),
-                KvBufs::Paged {
-                    k,
-                    v,
-                    cu_pages,
-                    first_page,
-                    page_indices,
-                },
-            ) => {
-                for (arg, sl) in [
-                    ("cu_pages", cu_pages),
-                    ("first_page", first_page),
-                    ("page_indices", page_indices),
-                ] {
-                    if sl.buf.dtype != DType::U32 {
-                        return Err(flexkern::Error::InvalidArgument {
-                            arg,
-                            msg: "expected a u32 buffer".into(),
-                        });
-                    }
-                    check_range(arg, sl.start, sl.len, sl.buf.len)?;
-                }
-                let n = p.lens.num_seqs();
-                if cu_pages.len != n + 1 || first_page.len != n {
-                    return Err(flexkern::Error::InvalidArgument {
-                        arg: "cu_pages",
-                        msg: format!(
-                            "{} / {} entries for {n} sequences",
-                            cu_pages.len, first_page.len
-                        ),
-                    });
-                }
-                let t = DeviceTables {
-                    cu_pages: cu_pages.buf.ptr_at(cu_pages.start),
-                    first_page: first_page.buf.ptr_at(first_page.start),
-                    page_indices: page_indices.buf.ptr_at(page_indices.start),
-                    page_indices_len: page_indices.len,
-                };
-                (
-                    KvInput::Paged(PagedKv {
-                        k: &k.buf,
-                        v: &v.buf,
-                        k_dtype: l.k_dtype,
-                        v_dtype: l.v_dtype,
-                        page_size: l.page_size,
-                        num_pages: l.num_pages,
-                        cu_pages: &[],
-                        first_page: &[],
-                        page_indices: &[],
-                        device_tables: Some(t),
-                    }),
-                    l.k_scales.as_slice(),
-                    l.v_scales.as_slice(),
-                )
-            }
-            _ => {
-                return Err(flexkern::Error::InvalidArgument {
-                    arg: "kv",
-                    msg: "buffers do not match the problem's KV layout".into(),
-                })
-            }
-        };
-        let call = AttnCall {
-            lens: &p.lens,
-            num_q_heads: p.num_q_heads,
-            num_kv_heads: p.num_kv_heads,
-            head_dim: p.head_dim,
-            head_dim_v: p.head_dim_v,
-            scale: p.scale,
-            variant: &p.variant,
-            q,
-            kv,
-            k_scales: ks,
-            v_scales: vs,
-            out: &io.out.buf,
-            lse: io.lse.map(|l| &l.buf),
-            deterministic: false,
-        };
+        let call = attn_call(p, &io)?;
+        if self.dev.capturing() {
+            self.graphs.lock().expect("graphs lock").note_attention();
+        }
         attention::attention_memo(&self.dev, &call, &self.attn_plan).map_err(err)
     }
 
@@ -453,4 +350,121 @@ impl Backend for CudaBackend {
         drop(scales);
         Ok(())
     }
+}
+
+/// The crate's attention call for the trait's problem and buffers (checked like the CPU's).
+pub(crate) fn attn_call<'a>(
+    p: &'a Problem,
+    io: &'a AttnIo<'_, CudaBuffer>,
+) -> Result<AttnCall<'a>> {
+    let q = QInput {
+        buf: &io.q.buf,
+        dtype: p.q.dtype,
+        seq_base: &p.q.seq_base,
+        tok_stride: p.q.tok_stride,
+        head_stride: p.q.head_stride,
+    };
+    let (kv, ks, vs) = match (&p.kv, &io.kv) {
+        (KvLayout::Strided { k, v }, KvBufs::Strided { k: kb, v: vb }) => {
+            let ((kb, kl), (vb, vl)) = ((kb, k), (vb, v));
+            (
+                KvInput::Strided {
+                    k: KvOperand {
+                        buf: &kb.buf,
+                        dtype: kl.dtype,
+                        seq_base: &kl.seq_base,
+                        tok_stride: kl.tok_stride,
+                        head_stride: kl.head_stride,
+                    },
+                    v: KvOperand {
+                        buf: &vb.buf,
+                        dtype: vl.dtype,
+                        seq_base: &vl.seq_base,
+                        tok_stride: vl.tok_stride,
+                        head_stride: vl.head_stride,
+                    },
+                },
+                &[][..],
+                &[][..],
+            )
+        }
+        (
+            KvLayout::Paged(l),
+            KvBufs::Paged {
+                k,
+                v,
+                cu_pages,
+                first_page,
+                page_indices,
+            },
+        ) => {
+            for (arg, sl) in [
+                ("cu_pages", cu_pages),
+                ("first_page", first_page),
+                ("page_indices", page_indices),
+            ] {
+                if sl.buf.dtype != DType::U32 {
+                    return Err(flexkern::Error::InvalidArgument {
+                        arg,
+                        msg: "expected a u32 buffer".into(),
+                    });
+                }
+                check_range(arg, sl.start, sl.len, sl.buf.len)?;
+            }
+            let n = p.lens.num_seqs();
+            if cu_pages.len != n + 1 || first_page.len != n {
+                return Err(flexkern::Error::InvalidArgument {
+                    arg: "cu_pages",
+                    msg: format!(
+                        "{} / {} entries for {n} sequences",
+                        cu_pages.len, first_page.len
+                    ),
+                });
+            }
+            let t = DeviceTables {
+                cu_pages: cu_pages.buf.ptr_at(cu_pages.start),
+                first_page: first_page.buf.ptr_at(first_page.start),
+                page_indices: page_indices.buf.ptr_at(page_indices.start),
+                page_indices_len: page_indices.len,
+            };
+            (
+                KvInput::Paged(PagedKv {
+                    k: &k.buf,
+                    v: &v.buf,
+                    k_dtype: l.k_dtype,
+                    v_dtype: l.v_dtype,
+                    page_size: l.page_size,
+                    num_pages: l.num_pages,
+                    cu_pages: &[],
+                    first_page: &[],
+                    page_indices: &[],
+                    device_tables: Some(t),
+                }),
+                l.k_scales.as_slice(),
+                l.v_scales.as_slice(),
+            )
+        }
+        _ => {
+            return Err(flexkern::Error::InvalidArgument {
+                arg: "kv",
+                msg: "buffers do not match the problem's KV layout".into(),
+            })
+        }
+    };
+    Ok(AttnCall {
+        lens: &p.lens,
+        num_q_heads: p.num_q_heads,
+        num_kv_heads: p.num_kv_heads,
+        head_dim: p.head_dim,
+        head_dim_v: p.head_dim_v,
+        scale: p.scale,
+        variant: &p.variant,
+        q,
+        kv,
+        k_scales: ks,
+        v_scales: vs,
+        out: &io.out.buf,
+        lse: io.lse.as_ref().map(|l| &l.buf),
+        deterministic: false,
+    })
 }

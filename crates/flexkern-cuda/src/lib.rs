@@ -10,6 +10,7 @@ pub mod backend;
 pub mod bench;
 pub mod codegen;
 pub mod error;
+mod graphs;
 pub mod host;
 pub mod plan;
 pub mod quant;

@@ -10,8 +10,10 @@ use crate::quant::Mode;
 use crate::runtime::compile::{KernelSource, Module};
 use crate::runtime::Device;
 use cudarc::driver::sys::CUfunction;
-use flexkern::backend::tensor_ops::{Rope, RopeStyle, TensorOps};
-use flexkern::backend::{check_range, Buffer, Slice};
+use flexkern::attention::plan::Plan;
+use flexkern::attention::problem::Problem;
+use flexkern::backend::tensor_ops::{GraphId, Rope, RopeStyle, TensorOps};
+use flexkern::backend::{check_range, AttnIo, Buffer, Slice};
 use flexkern::error::{Error, Result};
 use flexkern::DType;
 use flexkern_quant::QuantMatrix;
@@ -380,6 +382,22 @@ impl TensorOps for CudaBackend {
             (&mut d32 as *mut i32).cast(),
         ];
         self.ops_launch("fk_add_bias", (n.div_ceil(256), 256), &mut p)
+    }
+
+    fn record_begin(&self) -> Result<bool> {
+        self.graph_begin()
+    }
+
+    fn record_end(&self) -> Result<GraphId> {
+        self.graph_end()
+    }
+
+    fn replay(&self, id: GraphId, attn: (&Problem, &Plan, AttnIo<'_, CudaBuffer>)) -> Result<bool> {
+        self.graph_replay(id, attn)
+    }
+
+    fn graph_free(&self, id: GraphId) {
+        CudaBackend::graph_free(self, id)
     }
 }
 

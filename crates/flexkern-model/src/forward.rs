@@ -6,6 +6,7 @@
 //! attention call; `forward` is the one-sequence case.
 
 use crate::config::Config;
+use crate::decode_graph::DecodeGraph;
 use crate::error::{ModelError, Result};
 use crate::kv::KvCache;
 use crate::prepared::{Prepared, PreparedLayer};
@@ -38,6 +39,8 @@ pub struct Model<'a, B: TensorOps + 'a> {
     rope: Rope,
     inv_freq: B::Buffer,
     causal: Variant,
+    /// The recorded decode step (`decode_graph.rs`).
+    pub(crate) graph: std::sync::Mutex<Option<DecodeGraph<B::Buffer>>>,
 }
 
 /// One sequence's part of a batched step: the tokens it appends.
@@ -48,24 +51,24 @@ pub struct SeqTokens<'t> {
 }
 
 /// Activation buffers of one forward call (`m` rows each).
-struct Scratch<Buf> {
-    x: Buf,
-    h: Buf,
-    q: Buf,
-    k: Buf,
-    v: Buf,
-    att: Buf,
-    proj: Buf,
-    ff: Buf,
+pub(crate) struct Scratch<Buf> {
+    pub(crate) x: Buf,
+    pub(crate) h: Buf,
+    pub(crate) q: Buf,
+    pub(crate) k: Buf,
+    pub(crate) v: Buf,
+    pub(crate) att: Buf,
+    pub(crate) proj: Buf,
+    pub(crate) ff: Buf,
 }
 
 /// The packed step upload: where each array sits.
-struct Step {
-    m: usize,
-    tokens: usize,
-    positions: usize,
-    slots: usize,
-    tables: usize,
+pub(crate) struct Step {
+    pub(crate) m: usize,
+    pub(crate) tokens: usize,
+    pub(crate) positions: usize,
+    pub(crate) slots: usize,
+    pub(crate) tables: usize,
 }
 
 impl<'a, B: TensorOps + 'a> Model<'a, B> {
@@ -124,6 +127,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             rope,
             inv_freq,
             causal: Variant::full().mask(builtins::causal()),
+            graph: Default::default(),
         })
     }
 
@@ -250,7 +254,11 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                     cache.store_mut(i).copy_slots(&self.backend, src, dst, n)?;
                 }
             }
-            self.run(cache, batch, &olds, &writes.slots, &tables, which)
+            let slots = &writes.slots;
+            match self.decode_graph_step(cache, batch, &olds, slots, &tables, which)? {
+                Some(out) => Ok(out),
+                None => self.run(cache, batch, &olds, slots, &tables, which),
+            }
         })();
         match &r {
             Ok(_) if calibrating => cache.calibrated(),
@@ -261,13 +269,12 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
     }
 
     /// The step's one upload: `tokens ++ positions ++ slots ++ packed page tables`.
-    fn upload_step(
-        &self,
+    pub(crate) fn step_words(
         batch: &[SeqTokens<'_>],
         olds: &[(SeqId, usize)],
         slots: &[u32],
         tables: &PageTables,
-    ) -> Result<(B::Buffer, Step)> {
+    ) -> (Vec<u32>, Step) {
         let m = slots.len();
         let mut words = Vec::with_capacity(3 * m + tables.offsets().len);
         for st in batch {
@@ -285,7 +292,50 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             slots: 2 * m,
             tables: 3 * m,
         };
-        Ok((to_device(&self.backend, &words)?, step))
+        (words, step)
+    }
+
+    /// Activation buffers for `m` rows.
+    pub(crate) fn scratch(&self, m: usize) -> Result<Scratch<B::Buffer>> {
+        let (c, b) = (&self.config, &self.backend);
+        let (d, qd, kvd) = (c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
+        let f32s = |n: usize| b.alloc(DType::F32, n);
+        Ok(Scratch {
+            x: f32s(m * d)?,
+            h: f32s(m * d)?,
+            q: f32s(m * qd)?,
+            k: f32s(m * kvd)?,
+            v: f32s(m * kvd)?,
+            att: f32s(m * qd)?,
+            proj: f32s(m * d)?,
+            ff: f32s(m * c.n_ff)?,
+        })
+    }
+
+    /// The step's attention problem (every layer's: same layout and tables) and its plan.
+    pub(crate) fn attn_problem(
+        &self,
+        cache: &KvCache<B>,
+        batch: &[SeqTokens<'_>],
+        tables: &PageTables,
+    ) -> Result<(Problem, Plan<'static>)> {
+        let layout = cache.store(0).layout.clone();
+        let mut cu_q = Vec::with_capacity(batch.len() + 1);
+        cu_q.push(0u64);
+        for t in batch {
+            cu_q.push(cu_q[cu_q.len() - 1] + t.tokens.len() as u64);
+        }
+        let p = prepare_buffers(
+            DType::F32,
+            self.config.n_head,
+            &cu_q,
+            &layout,
+            tables,
+            None,
+            &self.causal,
+        )?;
+        let pl = plan(&p, &self.backend.caps(), None)?;
+        Ok((p, pl))
     }
 
     fn run(
@@ -297,50 +347,67 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         tables: &PageTables,
         which: Logits,
     ) -> Result<Vec<f32>> {
-        let (c, b, w) = (&self.config, &self.backend, &self.prepared);
-        let m = slots.len();
-        let (d, qd, kvd) = (c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
-        let (words, st) = self.upload_step(batch, olds, slots, tables)?;
-        let f32s = |n: usize| b.alloc(DType::F32, n);
-        let mut s = Scratch {
-            x: f32s(m * d)?,
-            h: f32s(m * d)?,
-            q: f32s(m * qd)?,
-            k: f32s(m * kvd)?,
-            v: f32s(m * kvd)?,
-            att: f32s(m * qd)?,
-            proj: f32s(m * d)?,
-            ff: f32s(m * c.n_ff)?,
+        let b = &self.backend;
+        let (words, st) = Self::step_words(batch, olds, slots, tables);
+        let words = to_device(b, &words)?;
+        let mut s = self.scratch(st.m)?;
+        let rows = match which {
+            Logits::Last => batch.len(),
+            Logits::All => st.m,
         };
-        b.embedding(&w.tok_embd, slice(&words, st.tokens, m), &mut s.x)?;
-        // Every layer's cache has the same layout and tables: one problem, one plan per step.
-        let layout = cache.store(0).layout.clone();
-        let mut cu_q = Vec::with_capacity(batch.len() + 1);
-        cu_q.push(0u64);
-        for t in batch {
-            cu_q.push(cu_q[cu_q.len() - 1] + t.tokens.len() as u64);
-        }
-        let p = prepare_buffers(
-            DType::F32,
-            c.n_head,
-            &cu_q,
-            &layout,
+        let mut logits = b.alloc(DType::F32, rows * self.config.vocab)?;
+        let pp = self.attn_problem(cache, batch, tables)?;
+        self.queue_step(
+            cache,
+            &words,
+            &st,
             tables,
-            None,
-            &self.causal,
+            (&pp.0, &pp.1),
+            which,
+            &mut s,
+            &mut logits,
         )?;
-        let pl = plan(&p, &b.caps(), None)?;
+        self.read_logits(&logits, rows)
+    }
+
+    /// Downloads the first `rows` rows of logits.
+    pub(crate) fn read_logits(&self, logits: &B::Buffer, rows: usize) -> Result<Vec<f32>> {
+        let mut out = vec![0f32; rows * self.config.vocab];
+        self.backend
+            .download(logits, 0, bytemuck::cast_slice_mut(&mut out))?;
+        Ok(out)
+    }
+
+    /// Queues the whole step (embedding, every layer, the output norm and projection) on the
+    /// backend, from the uploaded `words` into `logits`; reads nothing back.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn queue_step(
+        &self,
+        cache: &mut KvCache<B>,
+        words: &B::Buffer,
+        st: &Step,
+        tables: &PageTables,
+        pp: (&Problem, &Plan),
+        which: Logits,
+        s: &mut Scratch<B::Buffer>,
+        logits: &mut B::Buffer,
+    ) -> Result<()> {
+        let (c, b, w) = (&self.config, &self.backend, &self.prepared);
+        let (m, d) = (st.m, c.n_embd);
+        b.embedding(&w.tok_embd, slice(words, st.tokens, m), &mut s.x)?;
         for (i, layer) in w.layers.iter().enumerate() {
-            self.attention_block(i, layer, cache, &words, &st, tables, (&p, &pl), &mut s)?;
-            self.ffn_block(layer, m, &mut s)?;
+            self.attention_block(i, layer, cache, words, st, tables, pp, s)?;
+            self.ffn_block(layer, m, s)?;
         }
         let rows = match which {
             Logits::Last => {
                 // Each sequence's last row, gathered in batch order.
-                for (r, end) in cu_q[1..].iter().enumerate() {
-                    b.copy(&s.x, (*end as usize - 1) * d, &mut s.h, r * d, d)?;
+                let lens = &pp.0.lens;
+                for r in 0..lens.num_seqs() {
+                    let end = lens.q_start(r) + lens.q_len(r);
+                    b.copy(&s.x, (end - 1) * d, &mut s.h, r * d, d)?;
                 }
-                batch.len()
+                lens.num_seqs()
             }
             Logits::All => {
                 b.copy(&s.x, 0, &mut s.h, 0, m * d)?;
@@ -348,11 +415,8 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             }
         };
         b.rms_norm(&s.h, rows, &w.output_norm, c.rms_eps, &mut s.proj)?;
-        let mut logits = f32s(rows * c.vocab)?;
-        b.matmul(w.output(), &s.proj, rows, &mut logits)?;
-        let mut out = vec![0f32; rows * c.vocab];
-        b.download(&logits, 0, bytemuck::cast_slice_mut(&mut out))?;
-        Ok(out)
+        b.matmul(w.output(), &s.proj, rows, logits)?;
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -24,6 +24,8 @@ use flexkern::DType;
 /// Tokens per page.
 const PAGE: usize = 16;
 
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// Range kept above the prompt's largest |K| / |V| per head: fp8 keeps its relative precision
 /// across the range, so 4x costs it nothing; int8 trades a bit of resolution for 2x.
 fn headroom(dtype: DType) -> f32 {
@@ -44,6 +46,8 @@ pub struct KvCache<B: Backend> {
     max_len: usize,
     /// Quantized and not yet calibrated (nothing stored yet).
     uncalibrated: bool,
+    /// Unique per cache: a recorded step graph names the pools of one cache.
+    id: u64,
 }
 
 impl<B: Backend> KvCache<B> {
@@ -90,7 +94,21 @@ impl<B: Backend> KvCache<B> {
             stores,
             max_len,
             uncalibrated,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
+    }
+
+    /// This cache's unique id.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether any layer dequantizes with its own scales (then each layer's attention problem
+    /// differs, and a recorded step cannot share one plan across them).
+    pub(crate) fn scaled(&self) -> bool {
+        self.stores
+            .iter()
+            .any(|s| !s.layout.k_scales.is_empty() || !s.layout.v_scales.is_empty())
     }
 
     /// Whether the next step must calibrate the scales (a quantized cache, nothing stored).

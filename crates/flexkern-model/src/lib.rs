@@ -10,6 +10,7 @@
 pub mod batch;
 pub mod check;
 pub mod config;
+mod decode_graph;
 pub mod error;
 pub mod forward;
 pub mod generate;

@@ -9,7 +9,7 @@ use super::*;
 /// arrival counters, which the kernel resets.
 #[derive(Default)]
 pub struct PlanMemo {
-    last: std::sync::Mutex<Option<(u64, Prepared)>>,
+    pub(super) last: std::sync::Mutex<Option<(u64, Prepared)>>,
     /// Calls that reused the last plan.
     pub hits: std::sync::atomic::AtomicUsize,
 }
@@ -21,26 +21,40 @@ pub fn attention_memo(dev: &Arc<Device>, c: &AttnCall, memo: &PlanMemo) -> Resul
     if *OFF.get_or_init(|| std::env::var("FLEXKERN_CUDA_PLAN_MEMO").is_ok_and(|v| v == "0")) {
         return attention(dev, c);
     }
-    validate(c)?;
-    let hooks = codegen::generate(c.variant);
-    let key = plan_key(c, &hooks);
-    // The plan is taken out while in use, so the lock is never held across planning (other
-    // threads' compiles must not queue behind it); a thread finding it out plans its own.
-    let last = memo.last.lock().expect("plan memo lock").take();
-    let p = match last {
-        Some((k, mut p)) if k == key => {
-            p.rebind(c);
-            memo.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            p
-        }
-        _ => match prepare_with(dev, c, hooks)? {
-            Some(p) => p,
-            None => return Ok(()),
-        },
-    };
-    let launched = p.launch();
-    *memo.last.lock().expect("plan memo lock") = Some((key, p));
-    launched
+    memo.with(dev, c, |p| p.launch()).map(|_| ())
+}
+
+impl PlanMemo {
+    /// Runs `f` on the plan of `c`: the last one when only buffers differ (re-pointed at
+    /// `c`'s), else a new one that replaces it. `Ok(None)`: nothing to compute.
+    pub(super) fn with<R>(
+        &self,
+        dev: &Arc<Device>,
+        c: &AttnCall,
+        f: impl FnOnce(&Prepared) -> Result<R>,
+    ) -> Result<Option<R>> {
+        validate(c)?;
+        let hooks = codegen::generate(c.variant);
+        let key = plan_key(c, &hooks);
+        // The plan is taken out while in use, so the lock is never held across planning
+        // (other threads' compiles must not queue behind it); a thread finding it out plans
+        // its own.
+        let last = self.last.lock().expect("plan memo lock").take();
+        let p = match last {
+            Some((k, mut p)) if k == key => {
+                p.rebind(c);
+                self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                p
+            }
+            _ => match prepare_with(dev, c, hooks)? {
+                Some(p) => p,
+                None => return Ok(None),
+            },
+        };
+        let r = f(&p);
+        *self.last.lock().expect("plan memo lock") = Some((key, p));
+        r.map(Some)
+    }
 }
 
 /// Everything a plan and its step buffer depend on: all of the call but its buffers' addresses.

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 mod kernel;
 mod memo;
+mod nodes;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -23,6 +24,7 @@ mod validate;
 pub use kernel::{async_shape, warps, KernelConfig};
 use kernel::{config, function_local_bytes, function_regs, load_kernel};
 pub use memo::{attention_memo, PlanMemo};
+pub use nodes::{NodeParams, RecordedNode};
 use validate::validate;
 
 /// Most partitions per row tile that the tensor-core kernel joins itself (its last block of

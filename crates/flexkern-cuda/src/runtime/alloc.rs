@@ -125,6 +125,12 @@ impl Device {
             return Ok(());
         }
         assert!(at + n <= dst.bytes, "write past the buffer (caller checks)");
+        if self.capturing() {
+            return Err(crate::error::invalid(
+                "graph",
+                "an upload inside a graph capture would replay stale bytes",
+            ));
+        }
         self.bind()?;
         // SAFETY: reinterprets `src`'s initialized elements as bytes.
         let bytes = unsafe { std::slice::from_raw_parts(src.as_ptr().cast::<u8>(), n) };
@@ -159,6 +165,12 @@ impl Device {
             return Ok(());
         }
         assert!(at + n <= src.bytes, "read past the buffer (caller checks)");
+        if self.capturing() {
+            return Err(crate::error::invalid(
+                "graph",
+                "a download cannot be captured in a graph",
+            ));
+        }
         self.bind()?;
         // SAFETY: the range lies inside `src`; we synchronize before `dst` is used.
         unsafe { result::memcpy_dtoh_async(dst, src.ptr + at as u64, self.stream()) }

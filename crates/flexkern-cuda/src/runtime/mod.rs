@@ -5,6 +5,7 @@
 pub mod alloc;
 pub mod compile;
 pub mod event;
+pub mod graph;
 pub mod profile;
 mod staging;
 
@@ -61,6 +62,8 @@ pub struct Device {
     tuned: Mutex<crate::plan::TunedTiles>,
     /// Kernels that take it launch with programmatic dependent launch (see `launch`).
     pdl: bool,
+    /// The stream is being captured into a graph (`graph.rs`): uploads refuse.
+    capturing: std::sync::atomic::AtomicBool,
 }
 
 /// Whether libcuda can be loaded at all (cudarc panics on first use otherwise).
@@ -149,6 +152,7 @@ impl Device {
             pdl: props.compute_capability.0 >= 9
                 && !std::env::var("FLEXKERN_CUDA_PDL").is_ok_and(|v| v == "0"),
             props,
+            capturing: Default::default(),
         }))
     }
 

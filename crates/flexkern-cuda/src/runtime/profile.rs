@@ -42,6 +42,11 @@ impl Profile {
         }
     }
 
+    /// Whether this run is being profiled.
+    pub fn on(&self) -> bool {
+        self.on
+    }
+
     pub fn scope<'a>(&'a self, dev: &'a Device, name: &'static str) -> Scope<'a> {
         let start = self.on.then(|| {
             let e = Event::new(dev).ok();

@@ -2,7 +2,7 @@
 //! (uploads and downloads, calls and bytes). Tests use it to prove how much a caller moves,
 //! e.g. that a model's decode step makes one upload and one download.
 
-use super::tensor_ops::{Rope, TensorOps};
+use super::tensor_ops::{GraphId, Rope, TensorOps};
 use super::{AttnIo, Backend, Pages, Slice};
 use crate::attention::plan::Plan;
 use crate::attention::problem::Problem;
@@ -187,5 +187,17 @@ impl<B: TensorOps> TensorOps for Counting<B> {
     }
     fn add_bias(&self, x: &mut B::Buffer, rows: usize, bias: &B::Buffer) -> Result<()> {
         self.inner.add_bias(x, rows, bias)
+    }
+    fn record_begin(&self) -> Result<bool> {
+        self.inner.record_begin()
+    }
+    fn record_end(&self) -> Result<GraphId> {
+        self.inner.record_end()
+    }
+    fn replay(&self, id: GraphId, attn: (&Problem, &Plan, AttnIo<'_, B::Buffer>)) -> Result<bool> {
+        self.inner.replay(id, attn)
+    }
+    fn graph_free(&self, id: GraphId) {
+        self.inner.graph_free(id)
     }
 }

@@ -7,7 +7,9 @@
 //! against `B: TensorOps` never calls a CPU function directly and never touches host memory
 //! inside a step, so a device backend plugs in by implementing the traits.
 
-use super::{Backend, Slice};
+use super::{AttnIo, Backend, Slice};
+use crate::attention::plan::Plan;
+use crate::attention::problem::Problem;
 use crate::error::{invalid, Result};
 use flexkern_quant::QuantMatrix;
 
@@ -217,7 +219,43 @@ pub trait TensorOps: Backend {
 
     /// Adds `bias` to each of the first `rows` rows of `x` (rows of `bias.len()` elements).
     fn add_bias(&self, x: &mut Self::Buffer, rows: usize, bias: &Self::Buffer) -> Result<()>;
+
+    /// Starts recording the ops this backend queues (until `record_end`) into a graph that
+    /// `replay` runs again without the host's per-op work (CUDA graphs). Recording queues
+    /// nothing: the recorded ops do not run. `Ok(false)`: this backend does not record (the
+    /// default) and nothing changed.
+    fn record_begin(&self) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Ends the recording `record_begin` started: the graph's id. An op that failed or could
+    /// not be recorded makes this an error (the graph is discarded; run eagerly instead).
+    fn record_end(&self) -> Result<GraphId> {
+        Err(invalid("record_end", "this backend does not record graphs"))
+    }
+
+    /// Runs graph `id` again with its attention calls re-planned for `attn`: the recorded
+    /// calls all had the problem and buffers of `attn` but their K/V pools (the layers of one
+    /// model step), and `attn` gives this step's lengths and page tables. Returns `Ok(false)`,
+    /// having run nothing, when the graph cannot serve `attn` (record a new one).
+    fn replay(
+        &self,
+        id: GraphId,
+        attn: (&Problem, &Plan, AttnIo<'_, Self::Buffer>),
+    ) -> Result<bool> {
+        let _ = (id, attn);
+        Ok(false)
+    }
+
+    /// Frees graph `id` (unknown ids are ignored).
+    fn graph_free(&self, id: GraphId) {
+        let _ = id;
+    }
 }
+
+/// A graph recorded by `TensorOps::record_end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GraphId(pub u64);
 
 #[cfg(test)]
 mod tests {

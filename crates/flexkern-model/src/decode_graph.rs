@@ -1,0 +1,129 @@
+//! The decode step as a recorded graph (CUDA graphs, through `TensorOps::record_begin`): a
+//! step of one sequence and one token runs a few hundred small kernels, and on the GPU the
+//! host's work per launch, not the kernels, set its pace. The first such step of a cache runs
+//! eagerly on buffers kept at fixed addresses and is then recorded; later steps upload their
+//! token, position, slot and page table into the same buffer and replay the graph, its
+//! attention re-planned for the new length. Backends that do not record run every step eagerly.
+
+use crate::error::Result;
+use crate::forward::{Logits, Model, Scratch, SeqTokens};
+use crate::kv::KvCache;
+use flexkern::attention::paged::paged_bufs;
+use flexkern::backend::tensor_ops::{GraphId, TensorOps};
+use flexkern::backend::{AttnIo, Buffer};
+use flexkern::kv_cache::{PageTables, SeqId};
+use flexkern::DType;
+
+/// The buffers a recorded step reads and writes, for one cache.
+pub(crate) struct DecodeGraph<Buf> {
+    cache: u64,
+    /// The step upload, sized for the cache's longest sequence.
+    words: Buf,
+    s: Scratch<Buf>,
+    logits: Buf,
+    id: Option<GraphId>,
+    /// Recording failed for this cache: its steps run eagerly.
+    eager: bool,
+}
+
+impl<'a, B: TensorOps + 'a> Model<'a, B> {
+    /// Runs a decode step through the recorded graph where one serves it: `Ok(None)` when the
+    /// step is not a single token of a single sequence on an unscaled cache, or the backend
+    /// does not record (run it eagerly). On error the caller aborts the step as usual.
+    /// `which` does not matter: the step has one row.
+    pub(crate) fn decode_graph_step(
+        &self,
+        cache: &mut KvCache<B>,
+        batch: &[SeqTokens<'_>],
+        olds: &[(SeqId, usize)],
+        slots: &[u32],
+        tables: &PageTables,
+        which: Logits,
+    ) -> Result<Option<Vec<f32>>> {
+        // One row: its logits are the last row's whichever `which` asks for.
+        let _ = which;
+        let which = Logits::Last;
+        let single = batch.len() == 1 && slots.len() == 1;
+        if !single || cache.scaled() || cache.needs_scales() {
+            return Ok(None);
+        }
+        let b = self.backend();
+        let mut guard = self.graph.lock().expect("graph lock");
+        if guard.as_ref().map(|g| g.cache) != Some(cache.id()) {
+            if let Some(id) = guard.take().and_then(|g| g.id) {
+                b.graph_free(id);
+            }
+            let c = &self.config;
+            // tokens, positions, slots (one each), then cu_pages (2), first_page (1) and the
+            // page indices of the longest sequence.
+            let words = 3 + 3 + KvCache::<B>::pages_for(cache.max_len());
+            *guard = Some(DecodeGraph {
+                cache: cache.id(),
+                words: b.alloc(DType::U32, words)?,
+                s: self.scratch(1)?,
+                logits: b.alloc(DType::F32, c.vocab)?,
+                id: None,
+                eager: false,
+            });
+        }
+        let g = guard.as_mut().expect("set above");
+        if g.eager {
+            return Ok(None);
+        }
+        let (words, st) = Self::step_words(batch, olds, slots, tables);
+        if words.len() > g.words.len() {
+            return Ok(None);
+        }
+        b.upload(&mut g.words, 0, bytemuck::cast_slice(&words))?;
+        let (p, pl) = self.attn_problem(cache, batch, tables)?;
+        if let Some(id) = g.id {
+            let store = cache.store(0);
+            let io = AttnIo {
+                q: &g.s.q,
+                kv: paged_bufs(tables, &store.k, &store.v, &g.words, st.tables),
+                out: &mut g.s.att,
+                lse: None,
+            };
+            if b.replay(id, (&p, &pl, io))? {
+                return self.read_logits(&g.logits, 1).map(Some);
+            }
+            b.graph_free(id);
+            g.id = None;
+        }
+        // Eagerly on the fixed buffers, then the same step recorded for the next ones (the
+        // recording runs nothing: this step's K/V is written once).
+        let pp = (&p, &pl);
+        self.queue_step(
+            cache,
+            &g.words,
+            &st,
+            tables,
+            pp,
+            which,
+            &mut g.s,
+            &mut g.logits,
+        )?;
+        let out = self.read_logits(&g.logits, 1)?;
+        if b.record_begin()? {
+            let queued = self.queue_step(
+                cache,
+                &g.words,
+                &st,
+                tables,
+                pp,
+                which,
+                &mut g.s,
+                &mut g.logits,
+            );
+            match (queued, b.record_end()) {
+                (Ok(()), Ok(id)) => g.id = Some(id),
+                (_, Ok(id)) => {
+                    b.graph_free(id);
+                    g.eager = true;
+                }
+                _ => g.eager = true,
+            }
+        }
+        Ok(Some(out))
+    }
+}
