@@ -207,15 +207,33 @@ __device__ __forceinline__ void fk_write_partial(const FkArgs& a, FkAcc& acc, fl
     __syncthreads();
   }
   const u64 base = ((u64)item * a.num_kv_heads + kvh) * FK_ROWS;
+  // The only partition of its rows and no sinks: the merge would copy it (weight 1, total 1),
+  // so it goes straight to `out` and the host launches no merge.
+  const uint4 it = ((const uint4*)(a.step + a.off_items))[item];
+  const bool sole = ((it.y >> 30) & 1u) && !a.has_sinks;
+  const FkSeq sq = fk_seq(a, it.x);
+  const i64 G = a.group, hq = a.num_kv_heads * G;
   for (int i = threadIdx.x; i < FK_ROWS * FK_DV; i += FK_NWARPS * 32) {
     const int r = i / FK_DV, d = i % FK_DV;
     const float l = s_l[r];
-    a.part_o[(base + r) * FK_DV + d] = l > 0.f ? red[r * FK_DV + d] * vscale / l : (l != l ? l : 0.f);
+    const float o = l > 0.f ? red[r * FK_DV + d] * vscale / l : (l != l ? l : 0.f);
+    if (!sole) {
+      a.part_o[(base + r) * FK_DV + d] = o;
+      continue;
+    }
+    const i64 R = (i64)(it.y & FK_ROW_TILE_BITS) * FK_ROWS + r, qi = R / G;
+    if (qi < sq.q_len) a.out[((sq.q_start + qi) * hq + kvh * G + R % G) * FK_DV + d] = o;
   }
   if (threadIdx.x < FK_ROWS) {
-    const float l = s_l[threadIdx.x];
+    const int r = threadIdx.x;
+    const float l = s_l[r];
     // A kept NaN (or +inf) score leaves the running sum NaN: the row's O and LSE are NaN.
-    a.part_lse[base + threadIdx.x] = l > 0.f ? s_m[threadIdx.x] + logf(l) : (l != l ? l : FK_NEG_INF);
+    const float lse = l > 0.f ? s_m[r] + logf(l) : (l != l ? l : FK_NEG_INF);
+    const i64 R = (i64)(it.y & FK_ROW_TILE_BITS) * FK_ROWS + r, qi = R / G;
+    if (!sole)
+      a.part_lse[base + r] = lse;
+    else if (qi < sq.q_len && a.has_lse)
+      a.lse[(sq.q_start + qi) * hq + kvh * G + R % G] = lse;
   }
 }
 
@@ -405,10 +423,8 @@ extern "C" __global__ void __launch_bounds__(FK_MERGE_WARPS * 32) fk_merge(const
   if (qi >= sq.q_len) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const u32 parts = t.w;
-#if FK_MMA
-  // The tensor-core kernel wrote a sole partition's rows straight to `out`.
+  // The attention kernel wrote a sole partition's rows straight to `out`.
   if (parts == 1 && !a.has_sinks) return;
-#endif
   const float* sinks = (const float*)(a.step + a.off_sinks);
   const float sink = a.has_sinks ? sinks[head] : FK_NEG_INF;
   auto row = [&](u32 p) { return ((u64)(t.z + p) * a.num_kv_heads + kvh) * FK_ROWS + r; };

@@ -14,6 +14,8 @@
 // (programmatic dependent launch).
 //
 // FK_ACC adds the result into Y (the residual add, fused: one launch fewer per projection).
+// NW (not null) normalizes the activation row first, RMSNorm with weights NW (ops.cu's
+// fk_rms_norm formula): the norm's own launch goes, each block reading the row once more from L2.
 //
 // Shared memory (dynamic): the rings [FK_SNW][FK_SS][matrices][FK_SWB] bytes, then the
 // activations: FK_DP4A 1: Q8_0 codes [k] and (scale, code sum) [k / 32]; 2: Q8_K codes [k],
@@ -88,12 +90,48 @@ __device__ __forceinline__ void fk_sissue(const u8* w0, const u8* w1, i64 row_by
   asm volatile("cp.async.commit_group;");
 }
 
+// RMSNorm's scale of the row X (ops.cu's fk_rms_norm: the sum of squares in f64), computed by
+// the whole block; 1 when NW is null.
+__device__ __forceinline__ float fk_snorm_scale(const float* __restrict__ X, const float* NW, i64 k, float eps) {
+  if (NW == nullptr) return 1.f;
+  __shared__ double part[FK_SNW];
+  double ss = 0.0;
+#pragma unroll 4
+  for (i64 f = threadIdx.x; f < k / 4; f += FK_SNW * 32) {
+    const float4 x = *(const float4*)(X + 4 * f);
+    ss += (double)x.x * (double)x.x + (double)x.y * (double)x.y + (double)x.z * (double)x.z +
+          (double)x.w * (double)x.w;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  double tot = 0.0;
+#pragma unroll
+  for (int w = 0; w < FK_SNW; ++w) tot += part[w];
+  return (float)(1.0 / sqrt(tot / (double)k + (double)eps));
+}
+
+// Four activations from element `at` (a multiple of 4), normalized when NW is not null: x *
+// scale * w, rounded as fk_rms_norm rounds.
+__device__ __forceinline__ float4 fk_sx4(const float* __restrict__ X, const float* NW, float scale, i64 at) {
+  float4 x = *(const float4*)(X + at);
+  if (NW != nullptr) {
+    const float4 w = *(const float4*)(NW + at);
+    x.x = __fmul_rn(__fmul_rn(x.x, scale), w.x);
+    x.y = __fmul_rn(__fmul_rn(x.y, scale), w.y);
+    x.z = __fmul_rn(__fmul_rn(x.z, scale), w.z);
+    x.w = __fmul_rn(__fmul_rn(x.w, scale), w.w);
+  }
+  return x;
+}
+
 #if FK_DP4A == 1
 // Activations to Q8_0 codes, bit for bit as fk_quant_q8 (the CPU's default rounding): eight
 // lanes of four elements per 32-element block, four blocks per warp-step; four steps' loads go
 // out together (the loads are L2 hits whose latency, paid once per step, set the prologue).
-__device__ __forceinline__ void fk_squant(const float* __restrict__ X, signed char* xq, float2* xd, i64 k,
-                                          int warp, int lane) {
+__device__ __forceinline__ void fk_squant(const float* __restrict__ X, const float* NW, float ns,
+                                          signed char* xq, float2* xd, i64 k, int warp, int lane) {
   const i64 nb = k / 32;
   constexpr int STEP = 4 * FK_SNW, U = 4;
   for (i64 g0 = 4 * warp + lane / 8; g0 - lane / 8 < nb; g0 += U * STEP) {  // warp-uniform
@@ -102,7 +140,7 @@ __device__ __forceinline__ void fk_squant(const float* __restrict__ X, signed ch
 #pragma unroll
     for (int j = 0; j < U; ++j) {
       const i64 g = g0 + j * STEP;
-      x[j] = g < nb ? *(const float4*)(X + g * 32 + e) : make_float4(0.f, 0.f, 0.f, 0.f);
+      x[j] = g < nb ? fk_sx4(X, NW, ns, g * 32 + e) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
 #pragma unroll
     for (int j = 0; j < U; ++j) {
@@ -135,12 +173,12 @@ __device__ __forceinline__ void fk_squant(const float* __restrict__ X, signed ch
 // magnitude sets iscale = -127 / max, codes min(round-half-even(iscale * x), 127), d =
 // 1 / iscale; an all-zero block stays zero. A warp per block, eight elements per lane; also
 // each 16 codes' sum.
-__device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, signed char* xq, float* xd, int* xs16,
-                                            i64 k, int warp, int lane) {
+__device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, const float* NW, float ns,
+                                            signed char* xq, float* xd, int* xs16, i64 k, int warp, int lane) {
   const i64 nb = k / 256;
   for (i64 g = warp; g < nb; g += FK_SNW) {  // warp-uniform
-    const float4 a = *(const float4*)(X + g * 256 + 8 * lane);
-    const float4 b = *(const float4*)(X + g * 256 + 8 * lane + 4);
+    const float4 a = fk_sx4(X, NW, ns, g * 256 + 8 * lane);
+    const float4 b = fk_sx4(X, NW, ns, g * 256 + 8 * lane + 4);
     const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
     float am = 0.f, bv = 0.f;
     int bi = 0x7fffffff;
@@ -172,7 +210,7 @@ __device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, signed 
 
 extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
     fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2, float* __restrict__ Y,
-            int m, i64 n, i64 k, FkStack st) {
+            int m, i64 n, i64 k, FkStack st, const float* __restrict__ NW, float eps) {
   using F = FK_FMT;
   extern __shared__ __align__(16) u8 fk_sm[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -203,20 +241,21 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
 #endif
 
   u8* const acts = fk_sm + FK_SNW * FK_RING;
+  const float ns = fk_snorm_scale(X, NW, k, eps);
 #if FK_DP4A == 1
   signed char* const xq = (signed char*)acts;
   float2* const xd = (float2*)(acts + k);
-  fk_squant(X, xq, xd, k, warp, lane);
+  fk_squant(X, NW, ns, xq, xd, k, warp, lane);
 #elif FK_DP4A == 2
   signed char* const xq = (signed char*)acts;
   float* const xd = (float*)(acts + k);
   int* const xs16 = (int*)(acts + k + k / 64);
-  fk_squant_k(X, xq, xd, xs16, k, warp, lane);
+  fk_squant_k(X, NW, ns, xq, xd, xs16, k, warp, lane);
 #else
   float* const xs = (float*)acts;
 #pragma unroll 4
   for (i64 f = threadIdx.x; f < k / 4; f += FK_SNW * 32)
-    *(float4*)(xs + 4 * fk_xswz<F>((int)f)) = *(const float4*)(X + 4 * f);
+    *(float4*)(xs + 4 * fk_xswz<F>((int)f)) = fk_sx4(X, NW, ns, 4 * f);
 #endif
   __syncthreads();
 

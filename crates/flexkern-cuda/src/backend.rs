@@ -27,6 +27,9 @@ pub struct CudaBackend {
     pub(crate) prof: crate::runtime::profile::Profile,
     /// Recorded step graphs (`graphs.rs`).
     pub(crate) graphs: std::sync::Mutex<crate::graphs::Graphs>,
+    /// KV scales on the device by value: a step's KV writes upload nothing (and so can be
+    /// recorded in a graph).
+    kv_scales: std::sync::Mutex<Vec<(Vec<u32>, Arc<DeviceBuf>)>>,
 }
 
 impl Drop for CudaBackend {
@@ -50,7 +53,129 @@ impl CudaBackend {
             attn_plan: attention::PlanMemo::default(),
             prof: crate::runtime::profile::Profile::from_env(),
             graphs: Default::default(),
+            kv_scales: Default::default(),
         }
+    }
+}
+
+/// A checked KV write: slot pointer and count, the stores, their codes and scales (K's heads,
+/// then V's, on the device).
+pub(crate) struct KvWriteArgs {
+    pub slots: u64,
+    pub m: usize,
+    pub k: u64,
+    pub v: u64,
+    pub codes: (i32, i32),
+    pub scales: Arc<DeviceBuf>,
+    heads: usize,
+    module: Arc<crate::runtime::compile::Module>,
+}
+
+impl KvWriteArgs {
+    pub fn v_scales(&self) -> u64 {
+        self.scales.ptr() + (self.heads * 4) as u64
+    }
+    pub fn function(&self, name: &str) -> Result<cudarc::driver::sys::CUfunction> {
+        self.module.function(name).map_err(err)
+    }
+}
+
+impl CudaBackend {
+    /// `scales` on the device, uploaded once per distinct value (a few per cache: one per
+    /// layer for quantized stores).
+    fn kv_scales(&self, scales: &[f32]) -> Result<Arc<DeviceBuf>> {
+        let key: Vec<u32> = scales.iter().map(|f| f.to_bits()).collect();
+        let mut c = self.kv_scales.lock().expect("kv scales lock");
+        if let Some((_, b)) = c.iter().find(|(k, _)| *k == key) {
+            return Ok(b.clone());
+        }
+        if c.len() >= 256 {
+            c.clear();
+        }
+        let b = Arc::new(self.dev.upload(scales).map_err(err)?);
+        c.push((key, b.clone()));
+        Ok(b)
+    }
+
+    /// `kv_write`'s checks (before anything is launched): u32 slots inside the pool (read on
+    /// the host, from the mirror where there is one), f32 K/V rows enough for them, KV
+    /// dtypes. `None`: nothing to write.
+    pub(crate) fn kv_write_args(
+        &self,
+        pages: &Pages<'_, CudaBuffer>,
+        slots: &Slice<'_, CudaBuffer>,
+        k: &CudaBuffer,
+        v: &CudaBuffer,
+    ) -> Result<Option<KvWriteArgs>> {
+        let l = pages.layout;
+        if slots.buf.dtype != DType::U32 || k.dtype != DType::F32 || v.dtype != DType::F32 {
+            return Err(flexkern::Error::InvalidArgument {
+                arg: "slots",
+                msg: "expected u32 slots and f32 K/V rows".into(),
+            });
+        }
+        check_range("slots", slots.start, slots.len, slots.buf.len)?;
+        let m = slots.len;
+        let (kr, vr) = (l.num_kv_heads * l.head_dim, l.num_kv_heads * l.head_dim_v);
+        if k.len < m * kr || v.len < m * vr {
+            return Err(flexkern::Error::Mismatch {
+                a: "k",
+                b: "slots",
+                msg: format!("{m} slots need {} K and {} V elements", m * kr, m * vr),
+            });
+        }
+        // The slots are checked against the pool on the host (a small download), so a bad
+        // entry is a typed error and nothing is written.
+        let host = match slots.buf.mirrored_u32(slots.start, m) {
+            Some(h) => h,
+            None => {
+                let mut bytes = vec![0u8; m * 4];
+                self.download(slots.buf, slots.start, &mut bytes)?;
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+                    .collect()
+            }
+        };
+        let cap = (l.num_pages * l.page_size) as u32;
+        if let Some(i) = host.iter().position(|&s| s >= cap) {
+            return Err(flexkern::Error::InvalidArgument {
+                arg: "slots",
+                msg: format!("entry {i} is outside the {cap} slots"),
+            });
+        }
+        if m == 0 {
+            return Ok(None);
+        }
+        let code = |d: &CudaBuffer| {
+            kv_code(d.dtype).ok_or_else(|| flexkern::Error::InvalidArgument {
+                arg: "pages",
+                msg: format!("{} is not a KV dtype", d.dtype.name()),
+            })
+        };
+        let codes = (code(pages.k)?, code(pages.v)?);
+        let module = self
+            .dev
+            .module_keyed("kv_write", || KernelSource {
+                name: "kv_write".into(),
+                source: format!("{}\n{KV_WRITE}", COMMON.replace("#pragma once", "")),
+            })
+            .map_err(err)?;
+        // Scales: ones for unscaled stores (the kernels read them only for fp8 / int8).
+        let mut sc = [l.k_scales.as_slice(), l.v_scales.as_slice()].concat();
+        if sc.len() != 2 * l.num_kv_heads {
+            sc = vec![1.0; 2 * l.num_kv_heads];
+        }
+        Ok(Some(KvWriteArgs {
+            slots: slots.buf.ptr_at(slots.start),
+            m,
+            k: pages.k.buf.ptr(),
+            v: pages.v.buf.ptr(),
+            codes,
+            scales: self.kv_scales(&sc)?,
+            heads: l.num_kv_heads,
+            module,
+        }))
     }
 }
 
@@ -253,73 +378,23 @@ impl Backend for CudaBackend {
         v: &CudaBuffer,
     ) -> Result<()> {
         let _p = self.prof.scope(&self.dev, "kv_write");
-        let l = pages.layout.clone();
-        if slots.buf.dtype != DType::U32 || k.dtype != DType::F32 || v.dtype != DType::F32 {
-            return Err(flexkern::Error::InvalidArgument {
-                arg: "slots",
-                msg: "expected u32 slots and f32 K/V rows".into(),
-            });
-        }
-        check_range("slots", slots.start, slots.len, slots.buf.len)?;
-        let m = slots.len;
-        let (kr, vr) = (l.num_kv_heads * l.head_dim, l.num_kv_heads * l.head_dim_v);
-        if k.len < m * kr || v.len < m * vr {
-            return Err(flexkern::Error::Mismatch {
-                a: "k",
-                b: "slots",
-                msg: format!("{m} slots need {} K and {} V elements", m * kr, m * vr),
-            });
-        }
-        // The slots are checked against the pool on the host (a small download), so a bad
-        // entry is a typed error and nothing is written.
-        let host = match slots.buf.mirrored_u32(slots.start, m) {
-            Some(h) => h,
-            None => {
-                let mut bytes = vec![0u8; m * 4];
-                self.download(slots.buf, slots.start, &mut bytes)?;
-                bytes
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-                    .collect()
-            }
-        };
-        let cap = (l.num_pages * l.page_size) as u32;
-        if let Some(i) = host.iter().position(|&s| s >= cap) {
-            return Err(flexkern::Error::InvalidArgument {
-                arg: "slots",
-                msg: format!("entry {i} is outside the {cap} slots"),
-            });
-        }
-        if m == 0 {
+        let Some(w) = self.kv_write_args(&pages, &slots, k, v)? else {
             return Ok(());
-        }
+        };
         let dev = &self.dev;
-        let f = dev
-            .module_keyed("kv_write", || KernelSource {
-                name: "kv_write".into(),
-                source: format!("{}\n{KV_WRITE}", COMMON.replace("#pragma once", "")),
-            })
-            .map_err(err)?
-            .function("fk_kv_write")
-            .map_err(err)?;
-        let scales = dev
-            .upload(&[l.k_scales.as_slice(), l.v_scales.as_slice()].concat())
-            .map_err(err)?;
-        for (is_v, src_buf, dst) in [(false, k, &*pages.k), (true, v, &*pages.v)] {
-            let code = kv_code(dst.dtype).ok_or_else(|| flexkern::Error::InvalidArgument {
-                arg: "pages",
-                msg: format!("{} is not a KV dtype", dst.dtype.name()),
-            })?;
+        let f = w.function("fk_kv_write")?;
+        let l = pages.layout;
+        for (is_v, src_buf) in [(false, k), (true, v)] {
             let dim = if is_v { l.head_dim_v } else { l.head_dim };
             let (mut sp, mut m64, mut s, mut d, mut code, mut heads, mut dim, mut sc) = (
-                slots.buf.ptr_at(slots.start),
-                m as u64,
+                w.slots,
+                w.m as u64,
                 src_buf.buf.ptr(),
-                dst.buf.ptr(),
-                code,
+                if is_v { w.v } else { w.k },
+                if is_v { w.codes.1 } else { w.codes.0 },
                 l.num_kv_heads as i32,
                 dim as i32,
-                scales.ptr() + if is_v { (l.num_kv_heads * 4) as u64 } else { 0 },
+                if is_v { w.v_scales() } else { w.scales.ptr() },
             );
             let mut params: [*mut c_void; 8] = [
                 (&mut sp as *mut u64).cast(),
@@ -331,10 +406,10 @@ impl Backend for CudaBackend {
                 (&mut dim as *mut i32).cast(),
                 (&mut sc as *mut u64).cast(),
             ];
-            let n = m * l.num_kv_heads * dim as usize;
+            let n = w.m * l.num_kv_heads * dim as usize;
             dev.bind().map_err(err)?;
             // SAFETY: fk_kv_write(const u32*, u64, const float*, u8*, int, int, int, const float*)
-            // writes slot rows inside the store (slots checked above) from `m` rows of `src`.
+            // writes slot rows inside the store (slots checked) from `m` rows of `src`.
             unsafe {
                 crate::runtime::launch(
                     f,
@@ -347,7 +422,6 @@ impl Backend for CudaBackend {
             .map_err(err)?;
         }
         // Scales are in stream order behind the kernels; the pool keeps the block alive.
-        drop(scales);
         Ok(())
     }
 }

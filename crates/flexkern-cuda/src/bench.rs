@@ -317,6 +317,7 @@ pub fn gemv(
                 dev,
                 &GemvCall {
                     accumulate: false,
+                    norm: None,
                     mode: crate::quant::Mode::Plain,
                     a,
                     b: None,

@@ -86,14 +86,17 @@ impl CudaBackend {
         id: GraphId,
         (p, _plan, io): (&Problem, &Plan, AttnIo<'_, CudaBuffer>),
     ) -> Result<bool> {
-        let g = self.graphs.lock().expect("graphs lock");
-        let Some(r) = g.live.get(&id.0) else {
+        let mut g = self.graphs.lock().expect("graphs lock");
+        let Some(r) = g.live.get_mut(&id.0) else {
             return Ok(false);
         };
         if !r.nodes.is_empty() {
             let call = attn_call(p, &io)?;
             let fs = (r.fs.0 as CUfunction, r.fs.1 as CUfunction);
-            let Some(params) = self.attn_plan.retarget(&self.dev, &call, fs, &r.nodes)? else {
+            let Some(params) = self
+                .attn_plan
+                .retarget(&self.dev, &call, fs, &mut r.nodes)?
+            else {
                 return Ok(false);
             };
             set_nodes(&r.graph, params)?;

@@ -4,16 +4,16 @@
 //! like the CPU's (typed errors naming the argument, before any launch).
 
 use crate::backend::{CudaBackend, CudaBuffer, COMMON};
-use crate::quant::choose::accumulates;
-use crate::quant::gemv::{embedding, gemv, gemv_stacked, DeviceMatrix, GemvCall};
+use crate::quant::choose::streams;
+use crate::quant::gemv::{embedding, gemv, gemv_stacked, DeviceMatrix, GemvCall, GemvNorm};
 use crate::quant::Mode;
 use crate::runtime::compile::{KernelSource, Module};
 use crate::runtime::Device;
 use cudarc::driver::sys::CUfunction;
 use flexkern::attention::plan::Plan;
 use flexkern::attention::problem::Problem;
-use flexkern::backend::tensor_ops::{GraphId, Rope, RopeStyle, TensorOps};
-use flexkern::backend::{check_range, AttnIo, Buffer, Slice};
+use flexkern::backend::tensor_ops::{GraphId, Norm, Rope, RopeStyle, TensorOps};
+use flexkern::backend::{check_range, AttnIo, Buffer, Pages, Slice};
 use flexkern::error::{Error, Result};
 use flexkern::DType;
 use flexkern_quant::QuantMatrix;
@@ -44,6 +44,31 @@ fn f32_rows(arg: &'static str, b: &CudaBuffer, need: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// `FkRopeKv` of kv_write.cu (same order).
+#[repr(C)]
+struct RopeKv {
+    q: u64,
+    k: u64,
+    v: u64,
+    pos: u64,
+    slots: u64,
+    inv_freq: u64,
+    kdst: u64,
+    vdst: u64,
+    kscales: u64,
+    vscales: u64,
+    tokens: i64,
+    hq: i32,
+    hkv: i32,
+    dim: i32,
+    dim_v: i32,
+    half: i32,
+    neox: i32,
+    kcode: i32,
+    vcode: i32,
+    mscale: f32,
 }
 
 fn size(arg: &'static str, a: usize, b: usize) -> Result<usize> {
@@ -100,7 +125,8 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// One GEMV (`accumulate`: added into `y`; the caller checked `accumulates`).
+    /// One GEMV (`accumulate`: added into `y`; `norm`: x normalized first; the caller checked
+    /// `streams` for either).
     #[allow(clippy::too_many_arguments)]
     fn run_gemv(
         &self,
@@ -111,11 +137,13 @@ impl CudaBackend {
         m: usize,
         y: &CudaBuffer,
         accumulate: bool,
+        norm: Option<GemvNorm<'_>>,
     ) -> Result<()> {
         f32_rows("x", x, size("x", m, a.k)?)?;
         f32_rows("y", y, size("y", m, a.n)?)?;
         let call = GemvCall {
             accumulate,
+            norm,
             mode,
             a,
             b,
@@ -125,6 +153,60 @@ impl CudaBackend {
             m,
         };
         Ok(gemv(&self.dev, &call)?)
+    }
+}
+
+/// `rope`'s checks: u32 positions, the rotated dims and frequencies, x holding the rows.
+/// Returns the number of rotated pairs per head.
+fn rope_check(
+    x: &CudaBuffer,
+    heads: usize,
+    head_dim: usize,
+    positions: &Slice<'_, CudaBuffer>,
+    rope: &Rope,
+    inv_freq: &CudaBuffer,
+) -> Result<usize> {
+    u32_slice("positions", positions)?;
+    if rope.n_rot > head_dim
+        || !rope.n_rot.is_multiple_of(2)
+        || inv_freq.len() != rope.n_rot / 2
+        || inv_freq.dtype() != DType::F32
+    {
+        return Err(invalid(
+            "rope",
+            format!(
+                "n_rot {} with {} frequencies for head_dim {head_dim}",
+                rope.n_rot,
+                inv_freq.len()
+            ),
+        ));
+    }
+    if head_dim > i32::MAX as usize || heads > i32::MAX as usize {
+        return Err(invalid("head_dim", "larger than i32::MAX"));
+    }
+    let row = size("x", heads, head_dim)?;
+    f32_rows("x", x, size("x", positions.len, row)?)?;
+    Ok(rope.n_rot / 2)
+}
+
+impl CudaBackend {
+    /// A fused norm's weights, checked as `rms_norm` checks them (`k` f32 values).
+    fn gemv_norm<'b>(&self, norm: Norm<'b, CudaBuffer>, k: usize) -> Result<GemvNorm<'b>> {
+        let w = norm.weight;
+        if w.dtype() != DType::F32 || w.len() != k {
+            return Err(invalid(
+                "weight",
+                format!(
+                    "the norm needs {k} f32 weights, got {} {}",
+                    w.len(),
+                    w.dtype().name()
+                ),
+            ));
+        }
+        Ok(GemvNorm {
+            weight: w.device_buf(),
+            eps: norm.eps,
+        })
     }
 }
 
@@ -152,7 +234,7 @@ impl TensorOps for CudaBackend {
 
     fn matmul(&self, w: &DeviceMatrix, x: &CudaBuffer, m: usize, y: &mut CudaBuffer) -> Result<()> {
         let _p = self.prof.scope(&self.dev, "matmul");
-        self.run_gemv(Mode::Plain, w, None, x, m, y, false)
+        self.run_gemv(Mode::Plain, w, None, x, m, y, false, None)
     }
 
     fn matmul_add(
@@ -165,10 +247,10 @@ impl TensorOps for CudaBackend {
     ) -> Result<()> {
         let _p = self.prof.scope(&self.dev, "matmul_add");
         // Decode: the streamed GEMV adds in its epilogue (one launch, no scratch round trip).
-        if accumulates(&self.dev, Mode::Plain, w, m, x.device_buf()) {
-            return self.run_gemv(Mode::Plain, w, None, x, m, acc, true);
+        if streams(&self.dev, Mode::Plain, w, m, x.device_buf()) {
+            return self.run_gemv(Mode::Plain, w, None, x, m, acc, true, None);
         }
-        self.run_gemv(Mode::Plain, w, None, x, m, scratch, false)?;
+        self.run_gemv(Mode::Plain, w, None, x, m, scratch, false, None)?;
         self.add(acc, scratch, m * w.n)
     }
 
@@ -199,14 +281,60 @@ impl TensorOps for CudaBackend {
         if m == 1 {
             f32_rows("x", x, ws.first().map_or(0, |w| w.k))?;
             let outs: Vec<_> = ys.iter().map(|y| y.device_buf()).collect();
-            if gemv_stacked(&self.dev, ws, x.device_buf(), &outs)? {
+            if gemv_stacked(&self.dev, ws, x.device_buf(), None, &outs)? {
                 return Ok(());
             }
         }
         for (w, y) in ws.iter().zip(ys.iter()) {
-            self.run_gemv(Mode::Plain, w, None, x, m, y, false)?;
+            self.run_gemv(Mode::Plain, w, None, x, m, y, false, None)?;
         }
         Ok(())
+    }
+
+    fn norm_matmul_many(
+        &self,
+        norm: Norm<'_, CudaBuffer>,
+        ws: &[&DeviceMatrix],
+        x: &CudaBuffer,
+        m: usize,
+        h: &mut CudaBuffer,
+        ys: &mut [&mut CudaBuffer],
+    ) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "norm_matmul_many");
+        let k = ws.first().map_or(0, |w| w.k);
+        // Decode: Q, K and V as one streamed launch that normalizes x itself.
+        if m == 1 && ws.iter().all(|w| w.k == k) && ys.len() == ws.len() {
+            let nm = self.gemv_norm(norm, k)?;
+            f32_rows("x", x, k)?;
+            for (w, y) in ws.iter().zip(ys.iter()) {
+                f32_rows("ys", y, w.n)?;
+            }
+            let outs: Vec<_> = ys.iter().map(|y| y.device_buf()).collect();
+            if gemv_stacked(&self.dev, ws, x.device_buf(), Some(nm), &outs)? {
+                return Ok(());
+            }
+        }
+        self.rms_norm(x, m, norm.weight, norm.eps, h)?;
+        self.matmul_many(ws, h, m, ys)
+    }
+
+    fn norm_swiglu(
+        &self,
+        norm: Norm<'_, CudaBuffer>,
+        gate: &DeviceMatrix,
+        up: &DeviceMatrix,
+        x: &CudaBuffer,
+        m: usize,
+        h: &mut CudaBuffer,
+        out: &mut CudaBuffer,
+    ) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "norm_swiglu");
+        if streams(&self.dev, Mode::GateUp, gate, m, x.device_buf()) {
+            let nm = self.gemv_norm(norm, gate.k)?;
+            return self.run_gemv(Mode::GateUp, gate, Some(up), x, m, out, false, Some(nm));
+        }
+        self.rms_norm(x, m, norm.weight, norm.eps, h)?;
+        self.swiglu(gate, up, h, m, out)
     }
 
     fn swiglu(
@@ -218,7 +346,7 @@ impl TensorOps for CudaBackend {
         out: &mut CudaBuffer,
     ) -> Result<()> {
         let _p = self.prof.scope(&self.dev, "swiglu");
-        self.run_gemv(Mode::GateUp, gate, Some(up), x, m, out, false)
+        self.run_gemv(Mode::GateUp, gate, Some(up), x, m, out, false, None)
     }
 
     fn embedding(
@@ -290,27 +418,7 @@ impl TensorOps for CudaBackend {
         inv_freq: &CudaBuffer,
     ) -> Result<()> {
         let _p = self.prof.scope(&self.dev, "rope");
-        u32_slice("positions", &positions)?;
-        if rope.n_rot > head_dim
-            || !rope.n_rot.is_multiple_of(2)
-            || inv_freq.len() != rope.n_rot / 2
-            || inv_freq.dtype() != DType::F32
-        {
-            return Err(invalid(
-                "rope",
-                format!(
-                    "n_rot {} with {} frequencies for head_dim {head_dim}",
-                    rope.n_rot,
-                    inv_freq.len()
-                ),
-            ));
-        }
-        if head_dim > i32::MAX as usize || heads > i32::MAX as usize {
-            return Err(invalid("head_dim", "larger than i32::MAX"));
-        }
-        let row = size("x", heads, head_dim)?;
-        f32_rows("x", x, size("x", positions.len, row)?)?;
-        let half = rope.n_rot / 2;
+        let half = rope_check(x, heads, head_dim, &positions, rope, inv_freq)?;
         let total = positions.len * heads * half;
         if total == 0 {
             return Ok(());
@@ -340,6 +448,76 @@ impl TensorOps for CudaBackend {
             (&mut ms as *mut f32).cast(),
         ];
         self.ops_launch("fk_rope", (total.div_ceil(256), 256), &mut p)
+    }
+
+    fn rope_kv_write(
+        &self,
+        q: &mut CudaBuffer,
+        k: &mut CudaBuffer,
+        v: &CudaBuffer,
+        (hq, hkv): (usize, usize),
+        head_dim: usize,
+        positions: Slice<'_, CudaBuffer>,
+        rope: &Rope,
+        inv_freq: &CudaBuffer,
+        pages: Pages<'_, CudaBuffer>,
+        slots: Slice<'_, CudaBuffer>,
+    ) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "rope_kv_write");
+        let l = pages.layout;
+        let half = rope_check(q, hq, head_dim, &positions, rope, inv_freq)?;
+        rope_check(k, hkv, head_dim, &positions, rope, inv_freq)?;
+        if l.head_dim != head_dim || l.num_kv_heads != hkv || slots.len != positions.len {
+            return Err(invalid(
+                "pages",
+                format!(
+                    "a store of {} heads of {} for {hkv} heads of {head_dim}, {} slots for {} positions",
+                    l.num_kv_heads, l.head_dim, slots.len, positions.len
+                ),
+            ));
+        }
+        let Some(w) = self.kv_write_args(&pages, &slots, k, v)? else {
+            return Ok(());
+        };
+        let f = w.function("fk_rope_kv_write")?;
+        let t = positions.len;
+        let mut a = RopeKv {
+            q: q.device_buf().ptr(),
+            k: k.device_buf().ptr(),
+            v: v.device_buf().ptr(),
+            pos: positions.buf.ptr_at(positions.start),
+            slots: w.slots,
+            inv_freq: inv_freq.device_buf().ptr(),
+            kdst: w.k,
+            vdst: w.v,
+            kscales: w.scales.ptr(),
+            vscales: w.v_scales(),
+            tokens: t as i64,
+            hq: hq as i32,
+            hkv: hkv as i32,
+            dim: head_dim as i32,
+            dim_v: l.head_dim_v as i32,
+            half: half as i32,
+            neox: (rope.style == RopeStyle::Neox) as i32,
+            kcode: w.codes.0,
+            vcode: w.codes.1,
+            mscale: rope.mscale,
+        };
+        let total = t * (hq * half + hkv * (head_dim - half) + hkv * l.head_dim_v);
+        let mut p: [*mut c_void; 1] = [(&mut a as *mut RopeKv).cast()];
+        self.dev.bind()?;
+        // SAFETY: fk_rope_kv_write(FkRopeKv) (same layout) rotates `t` rows of q and k (checked
+        // by rope_check) and writes K / V rows at slots inside the pool (kv_write_args).
+        unsafe {
+            crate::runtime::launch(
+                f,
+                ((total.div_ceil(256)).clamp(1, 65535) as u32, 256, 0),
+                self.dev.stream(),
+                &mut p,
+                self.dev.pdl(),
+            )
+        }?;
+        Ok(())
     }
 
     fn add(&self, acc: &mut CudaBuffer, x: &CudaBuffer, len: usize) -> Result<()> {

@@ -84,8 +84,15 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                 out: &mut g.s.att,
                 lse: None,
             };
-            if b.replay(id, (&p, &pl, io))? {
-                return self.read_logits(&g.logits, 1).map(Some);
+            match b.replay(id, (&p, &pl, io)) {
+                Ok(true) => return self.read_logits(&g.logits, 1).map(Some),
+                Ok(false) => {}
+                Err(e) => {
+                    // A graph that failed part-way is not trusted again.
+                    b.graph_free(id);
+                    (g.id, g.eager) = (None, true);
+                    return Err(e.into());
+                }
             }
             b.graph_free(id);
             g.id = None;

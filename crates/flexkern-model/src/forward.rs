@@ -14,7 +14,7 @@ use crate::weights::Weights;
 use flexkern::attention::paged::{paged_bufs, prepare_buffers};
 use flexkern::attention::plan::{plan, Plan};
 use flexkern::attention::problem::{KvLayout, Problem};
-use flexkern::backend::tensor_ops::{Rope, TensorOps};
+use flexkern::backend::tensor_ops::{Norm, Rope, TensorOps};
 use flexkern::backend::{to_device, to_host, AttnIo, Buffer, Slice};
 use flexkern::kv_cache::{PageTables, SeqId};
 use flexkern::{builtins, DType, Variant};
@@ -433,11 +433,16 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
     ) -> Result<()> {
         let (c, b) = (&self.config, &self.backend);
         let m = st.m;
-        b.rms_norm(&s.x, m, &l.attn_norm, c.rms_eps, &mut s.h)?;
-        b.matmul_many(
+        let norm = Norm {
+            weight: &l.attn_norm,
+            eps: c.rms_eps,
+        };
+        b.norm_matmul_many(
+            norm,
             &[&l.wq, &l.wk, &l.wv],
-            &s.h,
+            &s.x,
             m,
+            &mut s.h,
             &mut [&mut s.q, &mut s.k, &mut s.v],
         )?;
         for (y, bias) in [(&mut s.q, &l.bq), (&mut s.k, &l.bk), (&mut s.v, &l.bv)] {
@@ -446,33 +451,48 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             }
         }
         let positions = slice(words, st.positions, m);
-        b.rope(
-            &mut s.q,
-            c.n_head,
-            c.head_dim,
-            positions,
-            &self.rope,
-            &self.inv_freq,
-        )?;
-        b.rope(
-            &mut s.k,
-            c.n_head_kv,
-            c.head_dim,
-            positions,
-            &self.rope,
-            &self.inv_freq,
-        )?;
+        let heads = (c.n_head, c.n_head_kv);
         if cache.needs_scales() {
+            // Calibration reads the rotated K and V before anything is stored.
+            b.rope(
+                &mut s.q,
+                heads.0,
+                c.head_dim,
+                positions.clone(),
+                &self.rope,
+                &self.inv_freq,
+            )?;
+            b.rope(
+                &mut s.k,
+                heads.1,
+                c.head_dim,
+                positions,
+                &self.rope,
+                &self.inv_freq,
+            )?;
             let (k, v) = (to_host::<B, f32>(b, &s.k)?, to_host::<B, f32>(b, &s.v)?);
             let n = m * c.n_head_kv * c.head_dim;
             cache.calibrate(i, &k[..n], &v[..n])?;
+            b.kv_write(
+                cache.store_mut(i).pages(),
+                slice(words, st.slots, m),
+                &s.k,
+                &s.v,
+            )?;
+        } else {
+            b.rope_kv_write(
+                &mut s.q,
+                &mut s.k,
+                &s.v,
+                heads,
+                c.head_dim,
+                positions,
+                &self.rope,
+                &self.inv_freq,
+                cache.store_mut(i).pages(),
+                slice(words, st.slots, m),
+            )?;
         }
-        b.kv_write(
-            cache.store_mut(i).pages(),
-            slice(words, st.slots, m),
-            &s.k,
-            &s.v,
-        )?;
         let store = cache.store(i);
         // Quantized caches carry each layer's own scales.
         let own;
@@ -503,8 +523,11 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         s: &mut Scratch<B::Buffer>,
     ) -> Result<()> {
         let (c, b) = (&self.config, &self.backend);
-        b.rms_norm(&s.x, m, &l.ffn_norm, c.rms_eps, &mut s.h)?;
-        b.swiglu(&l.gate, &l.up, &s.h, m, &mut s.ff)?;
+        let norm = Norm {
+            weight: &l.ffn_norm,
+            eps: c.rms_eps,
+        };
+        b.norm_swiglu(norm, &l.gate, &l.up, &s.x, m, &mut s.h, &mut s.ff)?;
         b.matmul_add(&l.down, &s.ff, m, &mut s.x, &mut s.proj)?;
         Ok(())
     }

@@ -46,7 +46,7 @@ impl PlanMemo {
                 self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 p
             }
-            _ => match prepare_with(dev, c, hooks)? {
+            old => match prepare_with(dev, c, hooks, old.map(|(_, p)| p._bufs))? {
                 Some(p) => p,
                 None => return Ok(None),
             },

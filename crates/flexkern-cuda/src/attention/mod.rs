@@ -101,7 +101,7 @@ pub struct AttnCall<'a> {
 
 /// The kernel parameter block (`FkArgs` in attention.cu; same order, all 8-byte fields).
 #[repr(C)]
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, PartialEq)]
 struct FkArgs {
     q: u64,
     k: u64,
@@ -168,7 +168,8 @@ pub struct Prepared {
     _module: Arc<crate::runtime::compile::Module>,
     f_attn: cudarc::driver::sys::CUfunction,
     f_merge: cudarc::driver::sys::CUfunction,
-    /// The attention kernel joins the partitions itself (no merge launch).
+    /// The attention kernel joins the partitions itself (tensor-core self-join, or every row
+    /// tile has one partition and there are no sinks): no merge launch.
     self_join: bool,
     args: FkArgs,
     smem_attn: u32,
@@ -229,7 +230,7 @@ impl Prepared {
             &mut args,
         )?;
         if self.self_join {
-            return Ok(()); // the tensor-core kernel joined the partitions
+            return Ok(()); // the attention kernel joined (or wrote) the partitions
         }
         launch(
             &self.dev,
@@ -246,13 +247,17 @@ impl Prepared {
 /// there is nothing to compute.
 pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
     validate(c)?;
-    prepare_with(dev, c, codegen::generate(c.variant))
+    prepare_with(dev, c, codegen::generate(c.variant), None)
 }
 
+/// `reuse`: the previous plan's step buffer and partition workspace, kept where they are large
+/// enough, so a step's launches keep their arguments (a recorded graph's nodes then need no
+/// update).
 fn prepare_with(
     dev: &Arc<Device>,
     c: &AttnCall,
     hooks: codegen::VariantCode,
+    reuse: Option<[DeviceBuf; 3]>,
 ) -> Result<Option<Prepared>> {
     let (hq, hkv, dk, dv) = (c.num_q_heads, c.num_kv_heads, c.head_dim, c.head_dim_v);
     let group = hq / hkv;
@@ -386,8 +391,10 @@ fn prepare_with(
     args.off[6] = step.push(c.variant.sinks.as_deref().map_or(&[][..], |s| s.as_slice()));
     args.off[9] = step.push(&plan.full);
     let max_parts = plan.tiles.iter().map(|t| t[3]).max().unwrap_or(0);
-    let self_join = cfg.mma.is_some() && max_parts <= SELF_JOIN_PARTS;
-    if self_join {
+    let counters = cfg.mma.is_some() && max_parts <= SELF_JOIN_PARTS;
+    // A sole partition (and no sinks) is written to `out` by the attention kernel itself.
+    let self_join = counters || (max_parts <= 1 && c.variant.sinks.is_none());
+    if counters {
         // Each item's row tile and one zeroed arrival counter per (row tile, KV head): the
         // tensor-core kernel's last block of a row tile joins it.
         let mut item_tiles = vec![0u32; plan.items.len()];
@@ -424,7 +431,16 @@ fn prepare_with(
             }
         }
     }
-    let step_buf = dev.alloc(step.bytes.len())?;
+    let parts = plan.items.len() * hkv * rows;
+    let sizes = [step.bytes.len(), parts * dv * 4, parts * 4];
+    let [step_buf, part_o, part_lse] = match reuse {
+        Some(b) if b.iter().zip(sizes).all(|(b, n)| b.bytes() >= n) => b,
+        _ => [
+            dev.alloc(sizes[0])?,
+            dev.alloc(sizes[1])?,
+            dev.alloc(sizes[2])?,
+        ],
+    };
     if let Some((a, b, d)) = host_tables {
         let base = step_buf.ptr();
         (args.cu_pages, args.first_page, args.pages) = (base + a, base + b, base + d);
@@ -438,9 +454,6 @@ fn prepare_with(
     );
     dev.write(&step_buf, 0, &step.bytes)?;
 
-    let parts = plan.items.len() * hkv * rows;
-    let part_o = dev.alloc(parts * dv * 4)?;
-    let part_lse = dev.alloc(parts * 4)?;
     args.q = c.q.buf.ptr();
     args.part_o = part_o.ptr();
     args.part_lse = part_lse.ptr();

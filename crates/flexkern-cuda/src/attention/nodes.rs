@@ -10,6 +10,8 @@ use cudarc::driver::sys::{CUfunction, CUgraphNode, CUDA_KERNEL_NODE_PARAMS};
 pub struct RecordedNode {
     pub node: CUgraphNode,
     merge: bool,
+    /// The node's grid and arguments as last set.
+    grid: (u32, u32, u32),
     args: FkArgs,
 }
 
@@ -25,15 +27,16 @@ impl PlanMemo {
     }
 
     /// Node parameters that run `c`'s plan (through the memo, so one plan serves a step's
-    /// layers) in place of each recorded node of `nodes`, each keeping its own K/V pools.
-    /// `Ok(None)`: the plan launches other kernels than the recording (record again), or
-    /// there is nothing to compute.
+    /// layers) in place of each recorded node of `nodes`, each keeping its own K/V pools: only
+    /// for the nodes whose grid or arguments change (the plan reuses its buffers, so mostly
+    /// none), which are updated to them. `Ok(None)`: the plan launches other kernels than the
+    /// recording (record again), or there is nothing to compute.
     pub fn retarget(
         &self,
         dev: &Arc<Device>,
         c: &AttnCall,
         recorded: (CUfunction, CUfunction),
-        nodes: &[RecordedNode],
+        nodes: &mut [RecordedNode],
     ) -> Result<Option<Vec<NodeParams>>> {
         let r = self.with(dev, c, |p| {
             let has_merge = nodes.iter().any(|n| n.merge);
@@ -41,28 +44,29 @@ impl PlanMemo {
                 return Ok(None);
             }
             let threads = p.config.threads() as u32;
-            Ok(Some(
-                nodes
-                    .iter()
-                    .map(|n| {
-                        let mut args = p.args;
-                        (args.k, args.v) = (n.args.k, n.args.v);
-                        let (f, grid, block, smem) = if n.merge {
-                            (p.f_merge, p.grid_merge, MERGE_THREADS, 0)
-                        } else {
-                            (p.f_attn, p.grid_attn, threads, p.smem_attn)
-                        };
-                        NodeParams {
-                            node: n.node,
-                            f,
-                            grid,
-                            block,
-                            smem,
-                            args: Box::new(args),
-                        }
-                    })
-                    .collect(),
-            ))
+            let mut out = Vec::new();
+            for n in nodes.iter_mut() {
+                let mut args = p.args;
+                (args.k, args.v) = (n.args.k, n.args.v);
+                let (f, grid, block, smem) = if n.merge {
+                    (p.f_merge, p.grid_merge, MERGE_THREADS, 0)
+                } else {
+                    (p.f_attn, p.grid_attn, threads, p.smem_attn)
+                };
+                if grid == n.grid && args == n.args {
+                    continue;
+                }
+                (n.grid, n.args) = (grid, args);
+                out.push(NodeParams {
+                    node: n.node,
+                    f,
+                    grid,
+                    block,
+                    smem,
+                    args: Box::new(args),
+                });
+            }
+            Ok(Some(out))
         })?;
         Ok(r.flatten())
     }
@@ -92,7 +96,13 @@ impl RecordedNode {
         };
         // SAFETY: both kernels take one `FkArgs` by value; the graph owns the copy.
         let args = unsafe { std::ptr::read_unaligned(*p.kernelParams as *const FkArgs) };
-        Some(RecordedNode { node, merge, args })
+        let grid = (p.gridDimX, p.gridDimY, p.gridDimZ);
+        Some(RecordedNode {
+            node,
+            merge,
+            grid,
+            args,
+        })
     }
 }
 

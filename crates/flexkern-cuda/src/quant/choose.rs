@@ -79,9 +79,10 @@ pub fn choose(
     c
 }
 
-/// Whether `gemv` can add a single-row `mode` GEMV on `a` into its output with activations at
-/// `x` (the streamed kernel's epilogue); else the caller adds separately.
-pub fn accumulates(dev: &Device, mode: Mode, a: &DeviceMatrix, m: usize, x: &DeviceBuf) -> bool {
+/// Whether the streamed kernel serves a single-row `mode` GEMV on `a` with activations at
+/// `x`: then `gemv` can add the product into its output (`accumulate`) and normalize the
+/// activations first (`norm`); else the caller runs those as separate ops.
+pub fn streams(dev: &Device, mode: Mode, a: &DeviceMatrix, m: usize, x: &DeviceBuf) -> bool {
     m == 1
         && x.ptr().is_multiple_of(16)
         && config_for(dev.props.sms, dev.props.smem_per_sm, mode, a, 1)

@@ -239,6 +239,9 @@ impl DeviceMatrix {
 /// `accumulates`).
 pub struct GemvCall<'a> {
     pub accumulate: bool,
+    /// RMSNorm of each activation row first, in the kernel (the streamed kernel only: see
+    /// `streams`).
+    pub norm: Option<GemvNorm<'a>>,
     pub mode: Mode,
     pub a: &'a DeviceMatrix,
     pub b: Option<&'a DeviceMatrix>,
@@ -246,6 +249,26 @@ pub struct GemvCall<'a> {
     pub x2: Option<&'a DeviceBuf>,
     pub y: &'a DeviceBuf,
     pub m: usize,
+}
+
+/// RMSNorm weights (`k` f32) and epsilon: `x / sqrt(mean(x²) + eps) * weight`.
+#[derive(Clone, Copy)]
+pub struct GemvNorm<'a> {
+    pub weight: &'a DeviceBuf,
+    pub eps: f32,
+}
+
+impl GemvNorm<'_> {
+    fn check(&self, k: usize) -> Result<()> {
+        need("norm", self.weight, k, "norm weights (k)")?;
+        if !self.weight.ptr().is_multiple_of(16) || !self.eps.is_finite() || self.eps < 0.0 {
+            return Err(invalid(
+                "norm",
+                "weights must be 16-byte aligned and eps finite and non-negative",
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn need(arg: &'static str, buf: &DeviceBuf, elems: usize, what: &str) -> Result<()> {
@@ -287,7 +310,8 @@ fn validate(c: &GemvCall) -> Result<()> {
         need("x2", x2, mk, "activation elements (m * k)")?;
     }
     let mn = m.checked_mul(n).ok_or_else(|| invalid("m", "overflows"))?;
-    need("y", c.y, mn, "output elements (m * n)")
+    need("y", c.y, mn, "output elements (m * n)")?;
+    c.norm.map_or(Ok(()), |nm| nm.check(k))
 }
 
 /// Queues the GEMV on `dev`'s stream (batches of more than `MAX_M` rows as several launches).
@@ -308,15 +332,13 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
         if c.m > 1 || !c.x.ptr().is_multiple_of(16) {
             cfg.stream = None;
         }
-        if c.accumulate {
-            if cfg.stream.is_none() {
-                return Err(invalid(
-                    "accumulate",
-                    "only the streamed single-row kernel adds into y (see `accumulates`)",
-                ));
-            }
-            cfg.acc = true;
+        if cfg.stream.is_none() && (c.accumulate || c.norm.is_some()) {
+            return Err(invalid(
+                if c.accumulate { "accumulate" } else { "norm" },
+                "only the streamed single-row kernel adds into y and normalizes x (see `streams`)",
+            ));
         }
+        cfg.acc = c.accumulate;
         if c.m > 1 && cfg.staged.is_some() && c.a.quantized_acts {
             cfg.dp4a = dp4a_applies(c.a.format, c.mode, k);
         }
@@ -361,6 +383,7 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
             (f, resident),
             (a, b, FkStack::default()),
             (x, x2, y),
+            c.norm,
             mm,
             n,
             k,
@@ -379,13 +402,15 @@ fn launch_gemv(
     (f, resident): (CUfunction, usize),
     (mut a, mut b, mut st): (FkMat, FkMat, FkStack),
     (mut x, mut x2, mut y): (u64, u64, u64),
+    norm: Option<GemvNorm<'_>>,
     m: usize,
     n: usize,
     k: usize,
 ) -> Result<()> {
     {
         let (mut m32, mut n64, mut k64) = (m as i32, n as i64, k as i64);
-        let mut params: [*mut c_void; 9] = [
+        let (mut nw, mut eps) = norm.map_or((0, 0.0), |nm| (nm.weight.ptr(), nm.eps));
+        let mut params: [*mut c_void; 11] = [
             (&mut a as *mut FkMat).cast(),
             (&mut b as *mut FkMat).cast(),
             (&mut x as *mut u64).cast(),
@@ -395,9 +420,11 @@ fn launch_gemv(
             (&mut n64 as *mut i64).cast(),
             (&mut k64 as *mut i64).cast(),
             (&mut st as *mut FkStack).cast(),
+            (&mut nw as *mut u64).cast(),
+            (&mut eps as *mut f32).cast(),
         ];
-        // The streamed kernel takes the stack as a ninth parameter; the others take eight.
-        let np = if cfg.stream.is_some() { 9 } else { 8 };
+        // The streamed kernel also takes the stack and the norm; the others take eight.
+        let np = if cfg.stream.is_some() { 11 } else { 8 };
         let (grid, threads, smem) = match cfg.stream {
             // Resident blocks only: every warp owns n / warps consecutive rows, give or take one.
             Some(st) => (
@@ -415,7 +442,7 @@ fn launch_gemv(
         dev.bind()?;
         let pdl = cfg.stream.is_some() && dev.pdl();
         // SAFETY: fk_gemv(FkMat, FkMat, const float*, const float*, float*, int, i64, i64
-        // [, FkStack]) reads rows < n of the matrices (sized by `upload`) and m * k
+        // [, FkStack, const float*, float]) reads k norm weights (checked), rows < n of the matrices (sized by `upload`) and m * k
         // activations, writes m * n outputs: all checked by the callers (`validate`,
         // `gemv_stacked`). Under PDL the kernel reads the activations and writes only after
         // `griddepcontrol.wait` (the previous kernel complete).
@@ -440,6 +467,7 @@ pub fn gemv_stacked(
     dev: &Arc<Device>,
     ws: &[&DeviceMatrix],
     x: &DeviceBuf,
+    norm: Option<GemvNorm<'_>>,
     ys: &[&DeviceBuf],
 ) -> Result<bool> {
     if !(2..=3).contains(&ws.len()) || ys.len() != ws.len() {
@@ -456,6 +484,9 @@ pub fn gemv_stacked(
         return Ok(false);
     }
     need("x", x, a.k, "activation elements (k)")?;
+    if let Some(nm) = norm {
+        nm.check(a.k)?;
+    }
     for (w, y) in ws.iter().zip(ys) {
         need("ys", y, w.n, "output elements (n)")?;
     }
@@ -479,6 +510,7 @@ pub fn gemv_stacked(
         (f, resident),
         mats,
         (x.ptr(), 0, ys[0].ptr()),
+        norm,
         1,
         n,
         a.k,

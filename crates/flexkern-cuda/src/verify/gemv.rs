@@ -12,7 +12,7 @@
 
 use super::outcome;
 use crate::error::{invalid, Result};
-use crate::quant::gemv::{embedding, gemv, gemv_stacked, DeviceMatrix, GemvCall};
+use crate::quant::gemv::{embedding, gemv, gemv_stacked, DeviceMatrix, GemvCall, GemvNorm};
 use crate::quant::{gpu_formats, unit_elems, Mode};
 use crate::runtime::Device;
 use flexkern::verify::{Outcome, Rng};
@@ -34,6 +34,9 @@ pub struct GemvCase {
     pub quantized: bool,
     /// The result is added into a random `y` (the streamed kernel's residual epilogue).
     pub accumulate: bool,
+    /// The activation row is RMS-normalized in the kernel first (the streamed kernel's fused
+    /// norm); the oracle normalizes as `rms_norm` does, then quantizes as the case says.
+    pub norm: bool,
 }
 
 impl GemvCase {
@@ -46,8 +49,9 @@ impl GemvCase {
         };
         let q8 = if self.quantized { " q8" } else { "" };
         let acc = if self.accumulate { " y+=" } else { "" };
+        let norm = if self.norm { " rmsnorm(x)" } else { "" };
         format!(
-            "{mode} {} N{} K{} M{}{q8}{acc}",
+            "{mode} {} N{} K{} M{}{q8}{acc}{norm}",
             self.format, self.n, self.k, self.m
         )
     }
@@ -85,6 +89,7 @@ pub fn gemv_cases() -> Vec<GemvCase> {
         mode,
         quantized: false,
         accumulate: false,
+        norm: false,
     };
     let mut v = Vec::new();
     let modes = mode_formats();
@@ -173,6 +178,19 @@ pub fn gemv_cases() -> Vec<GemvCase> {
             });
         }
     }
+    // The fused RMSNorm (decode's Q/K/V and gate/up): plain, gate/up and stacked, with f32 and
+    // quantized activations.
+    for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {
+        for quantized in [false, true] {
+            for (n, mode) in [(131, Mode::Plain), (67, Mode::GateUp), (131, Mode::Stack)] {
+                v.push(GemvCase {
+                    quantized,
+                    norm: true,
+                    ..c(f, n, 1536, 1, mode)
+                });
+            }
+        }
+    }
     // The integer-dot path (batches of 2 or more rows): plain and gate/up, a large N.
     for f in [Format::Q8_0, Format::Q4_0] {
         for (n, k, m, mode) in [
@@ -241,6 +259,26 @@ fn dotted(c: &GemvCase, x: &[f32], m: usize) -> Result<Vec<f32>> {
     flexkern_quant::dequantize(dot, &q, m, c.k).map_err(|e| invalid("x", e.to_string()))
 }
 
+/// Random RMSNorm weights for `k` elements (positive and negative, as trained norms can be).
+fn norm_weights(rng: &mut Rng, k: usize) -> Vec<f32> {
+    (0..k).map(|_| rng.uniform() * 1.5 - 0.25).collect()
+}
+
+/// `x` (`m` rows of `k`) normalized as `rms_norm` computes it: the sum of squares in f64, the
+/// scale rounded to f32, then `x * scale * w`, each product rounded.
+fn rms_rows(x: &[f32], w: &[f32], k: usize, eps: f32) -> Vec<f32> {
+    x.chunks_exact(k)
+        .flat_map(|r| {
+            let ss: f64 = r.iter().map(|&v| v as f64 * v as f64).sum();
+            let scale = (1.0 / (ss / k as f64 + eps as f64).sqrt()) as f32;
+            r.iter().zip(w).map(move |(&v, &g)| v * scale * g)
+        })
+        .collect()
+}
+
+/// The eps the norm cases use (Llama's).
+const NORM_EPS: f32 = 1e-5;
+
 /// |got - want| over the row's natural scale; a NaN or infinity never passes.
 fn rel_err(got: f32, want: f64, scale: f64) -> f64 {
     let g = got as f64;
@@ -262,8 +300,19 @@ fn stacked_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> {
         mats.push((m.with_quantized_activations(c.quantized), w));
     }
     let x = random(&mut rng, c.k, 1.0);
-    let xr: Vec<f64> = dotted(c, &x, 1)?.iter().map(|&v| v as f64).collect();
+    let nw = norm_weights(&mut rng, c.k);
+    let xn = if c.norm {
+        rms_rows(&x, &nw, c.k, NORM_EPS)
+    } else {
+        x.clone()
+    };
+    let xr: Vec<f64> = dotted(c, &xn, 1)?.iter().map(|&v| v as f64).collect();
     let xd = dev.upload(&x)?;
+    let nwd = dev.upload(&nw)?;
+    let norm = c.norm.then_some(GemvNorm {
+        weight: &nwd,
+        eps: NORM_EPS,
+    });
     let ys = ns
         .iter()
         .map(|&n| {
@@ -273,7 +322,7 @@ fn stacked_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> {
         })
         .collect::<Result<Vec<_>>>()?;
     let ws: Vec<&DeviceMatrix> = mats.iter().map(|(m, _)| m).collect();
-    if !gemv_stacked(dev, &ws, &xd, &ys.iter().collect::<Vec<_>>())? {
+    if !gemv_stacked(dev, &ws, &xd, norm, &ys.iter().collect::<Vec<_>>())? {
         return Err(invalid(
             "ws",
             "the stacked launch did not take these matrices",
@@ -307,10 +356,16 @@ pub fn run_gemv_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> 
         None
     };
     let x = random(&mut rng, m * k, 1.0);
-    let xq = dotted(c, &x, m)?;
+    let nw = norm_weights(&mut rng, k);
+    let xq = if c.norm {
+        dotted(c, &rms_rows(&x, &nw, k, NORM_EPS), m)?
+    } else {
+        dotted(c, &x, m)?
+    };
     let x2 = random(&mut rng, m * k, 1.0);
     let xd = dev.upload(&x)?;
     let x2d = dev.upload(&x2)?;
+    let nwd = dev.upload(&nw)?;
     // Accumulating: y starts random (and its old values are part of the expected result);
     // else poisoned.
     let y0 = random(&mut rng, m * n, 4.0);
@@ -325,6 +380,10 @@ pub fn run_gemv_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> 
         dev,
         &GemvCall {
             accumulate: c.accumulate,
+            norm: c.norm.then_some(GemvNorm {
+                weight: &nwd,
+                eps: NORM_EPS,
+            }),
             mode: c.mode,
             a: &a,
             b: b.as_ref().map(|b| &b.0),
@@ -422,6 +481,7 @@ fn bad_input(dev: &Arc<Device>) -> Result<f64> {
     ) -> GemvCall<'a> {
         GemvCall {
             accumulate: false,
+            norm: None,
             mode,
             a,
             b,
@@ -461,16 +521,47 @@ fn bad_input(dev: &Arc<Device>) -> Result<f64> {
     if !matches!(gemv(dev, &batch_acc), Err(crate::CudaError::Invalid { .. })) {
         return Err(invalid("bad input", "accumulating batch: no typed error"));
     }
+    // The fused norm: short weights, a batch (not streamed) and a bad eps are refused.
+    let w63 = dev.alloc(63 * 4)?;
+    let w64 = dev.alloc(64 * 4)?;
+    fn with_norm<'a>(
+        weight: &'a crate::runtime::DeviceBuf,
+        eps: f32,
+        c: GemvCall<'a>,
+    ) -> GemvCall<'a> {
+        GemvCall {
+            norm: Some(GemvNorm { weight, eps }),
+            ..c
+        }
+    }
+    for (what, c) in [
+        (
+            "short norm weights",
+            with_norm(&w63, 1e-5, call(Mode::Plain, None, &x, &y, 1)),
+        ),
+        (
+            "norm in a batch",
+            with_norm(&w64, 1e-5, call(Mode::Plain, None, &x2, &y2, 2)),
+        ),
+        (
+            "NaN eps",
+            with_norm(&w64, f32::NAN, call(Mode::Plain, None, &x, &y, 1)),
+        ),
+    ] {
+        if !matches!(gemv(dev, &c), Err(crate::CudaError::Invalid { .. })) {
+            return Err(invalid("bad input", format!("{what}: no typed error")));
+        }
+    }
     // Stacked: a short output is a typed error; matrices of other formats are declined
     // (Ok(false): the caller launches them one by one).
     if !matches!(
-        gemv_stacked(dev, &[&a, &b], &x, &[&y, &small]),
+        gemv_stacked(dev, &[&a, &b], &x, None, &[&y, &small]),
         Err(crate::CudaError::Invalid { .. })
     ) {
         return Err(invalid("bad input", "stacked short output: no typed error"));
     }
     let (f16m, _) = matrix(dev, &mut rng, Format::F16, 8, 64)?;
-    if gemv_stacked(dev, &[&a, &f16m], &x, &[&y, &y])? {
+    if gemv_stacked(dev, &[&a, &f16m], &x, None, &[&y, &y])? {
         return Err(invalid("bad input", "stacked mixed formats were launched"));
     }
     let bytes = vec![0u8; Format::Q8K.tensor_bytes(1, 256).unwrap_or(0)];

@@ -7,7 +7,7 @@
 use crate::backend::{CudaBackend, CudaBuffer};
 use crate::error::{invalid, Result};
 use flexkern::backend::tensor_ops::{Rope, RopeStyle, TensorOps, Yarn};
-use flexkern::backend::{to_device, to_host, Backend, Slice};
+use flexkern::backend::{to_device, to_host, Backend, Buffer, Slice};
 use flexkern::verify::{Outcome, Rng};
 use flexkern::DType;
 use flexkern_quant::{Format, MlxScale, QuantMatrix};
@@ -134,6 +134,68 @@ fn ropes(b: &CudaBackend, rng: &mut Rng) -> Vec<(String, Result<f64>)> {
     v
 }
 
+/// `rope_kv_write` (one fused launch) against `rope`, `rope`, `kv_write` on a copy: the same
+/// bits in Q, K and both stores, for a store of `dtype`, partial rotation (`n_rot` < head
+/// size) and a slot per token anywhere in the pool.
+fn rope_kv_fused(b: &CudaBackend, rng: &mut Rng, style: RopeStyle, dtype: DType) -> Result<f64> {
+    use flexkern::kv_cache::quant::Scales;
+    use flexkern::kv_cache::{CacheConfig, PageStore};
+    let (hq, hkv, hd, t) = (6, 2, 64, 3);
+    let rope = Rope::new(style, 48, 10_000.0, 1.0);
+    let mut cfg = CacheConfig::new(5, 16, hkv, hd);
+    (cfg.k_dtype, cfg.v_dtype) = (dtype, dtype);
+    if dtype == DType::I8 || dtype == DType::Fp8E4M3 {
+        cfg.k_scales = Some(Scales::PerHead(vec![0.03, 0.05]));
+        cfg.v_scales = Some(Scales::PerHead(vec![0.02, 0.04]));
+    }
+    let (q, k, v) = (
+        random(rng, t * hq * hd),
+        random(rng, t * hkv * hd),
+        random(rng, t * hkv * hd),
+    );
+    let pos = to_device(b, &[0u32, 77, 4095])?;
+    let slots = to_device(b, &[79u32, 3, 40])?;
+    let freqs = up(b, &rope.inv_freq)?;
+    let mut got = Vec::new();
+    for fused in [true, false] {
+        let mut store = PageStore::new(b, &cfg)?;
+        let (mut qd, mut kd, vd) = (up(b, &q)?, up(b, &k)?, up(b, &v)?);
+        if fused {
+            b.rope_kv_write(
+                &mut qd,
+                &mut kd,
+                &vd,
+                (hq, hkv),
+                hd,
+                Slice::all(&pos),
+                &rope,
+                &freqs,
+                store.pages(),
+                Slice::all(&slots),
+            )?;
+        } else {
+            b.rope(&mut qd, hq, hd, Slice::all(&pos), &rope, &freqs)?;
+            b.rope(&mut kd, hkv, hd, Slice::all(&pos), &rope, &freqs)?;
+            b.kv_write(store.pages(), Slice::all(&slots), &kd, &vd)?;
+        }
+        let bytes = |buf: &CudaBuffer| -> Result<Vec<u8>> {
+            let mut out = vec![0u8; buf.len() * buf.dtype().size()];
+            b.download(buf, 0, &mut out)?;
+            Ok(out)
+        };
+        got.push([bytes(&qd)?, bytes(&kd)?, bytes(&store.k)?, bytes(&store.v)?]);
+    }
+    for (i, what) in ["q", "k", "k store", "v store"].iter().enumerate() {
+        if got[0][i] != got[1][i] {
+            return Err(invalid(
+                "rope_kv_write",
+                format!("{what} differs from the separate ops"),
+            ));
+        }
+    }
+    Ok(0.0)
+}
+
 fn adds(b: &CudaBackend, rng: &mut Rng) -> Result<f64> {
     let (rows, d) = (7, 333);
     let a = random(rng, rows * d);
@@ -219,6 +281,24 @@ pub fn ops_checks(dev: &Arc<crate::runtime::Device>, seed: u64) -> Vec<Outcome> 
     ];
     for (name, r) in ropes(&b, &mut rng) {
         v.push(row(name, 2e-6, r));
+    }
+    for style in [RopeStyle::Normal, RopeStyle::Neox] {
+        for dtype in [
+            DType::F16,
+            DType::BF16,
+            DType::F32,
+            DType::I8,
+            DType::Fp8E4M3,
+        ] {
+            v.push(row(
+                format!(
+                    "rope_kv_write {style:?} {} store (bit-exact with rope + kv_write)",
+                    dtype.name()
+                ),
+                0.0,
+                rope_kv_fused(&b, &mut rng, style, dtype),
+            ));
+        }
     }
     for f in [
         Format::Q4K,

@@ -2,7 +2,7 @@
 //! (uploads and downloads, calls and bytes). Tests use it to prove how much a caller moves,
 //! e.g. that a model's decode step makes one upload and one download.
 
-use super::tensor_ops::{GraphId, Rope, TensorOps};
+use super::tensor_ops::{GraphId, Norm, Rope, TensorOps};
 use super::{AttnIo, Backend, Pages, Slice};
 use crate::attention::plan::Plan;
 use crate::attention::problem::Problem;
@@ -187,6 +187,46 @@ impl<B: TensorOps> TensorOps for Counting<B> {
     }
     fn add_bias(&self, x: &mut B::Buffer, rows: usize, bias: &B::Buffer) -> Result<()> {
         self.inner.add_bias(x, rows, bias)
+    }
+    fn norm_matmul_many(
+        &self,
+        norm: Norm<'_, B::Buffer>,
+        ws: &[&B::Weight<'_>],
+        x: &B::Buffer,
+        m: usize,
+        h: &mut B::Buffer,
+        ys: &mut [&mut B::Buffer],
+    ) -> Result<()> {
+        self.inner.norm_matmul_many(norm, ws, x, m, h, ys)
+    }
+    fn norm_swiglu(
+        &self,
+        norm: Norm<'_, B::Buffer>,
+        gate: &B::Weight<'_>,
+        up: &B::Weight<'_>,
+        x: &B::Buffer,
+        m: usize,
+        h: &mut B::Buffer,
+        out: &mut B::Buffer,
+    ) -> Result<()> {
+        self.inner.norm_swiglu(norm, gate, up, x, m, h, out)
+    }
+    fn rope_kv_write(
+        &self,
+        q: &mut B::Buffer,
+        k: &mut B::Buffer,
+        v: &B::Buffer,
+        heads: (usize, usize),
+        head_dim: usize,
+        positions: Slice<'_, B::Buffer>,
+        rope: &Rope,
+        inv_freq: &B::Buffer,
+        pages: Pages<'_, B::Buffer>,
+        slots: Slice<'_, B::Buffer>,
+    ) -> Result<()> {
+        self.inner.rope_kv_write(
+            q, k, v, heads, head_dim, positions, rope, inv_freq, pages, slots,
+        )
     }
     fn record_begin(&self) -> Result<bool> {
         self.inner.record_begin()

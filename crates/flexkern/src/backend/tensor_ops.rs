@@ -7,7 +7,7 @@
 //! against `B: TensorOps` never calls a CPU function directly and never touches host memory
 //! inside a step, so a device backend plugs in by implementing the traits.
 
-use super::{AttnIo, Backend, Slice};
+use super::{AttnIo, Backend, Pages, Slice};
 use crate::attention::plan::Plan;
 use crate::attention::problem::Problem;
 use crate::error::{invalid, Result};
@@ -165,6 +165,40 @@ pub trait TensorOps: Backend {
         self.add(acc, scratch, m * Self::weight_shape(w).0)
     }
 
+    /// `ys[i] = rms_norm(x) · ws[i]ᵀ` (the attention block's input norm and Q, K, V), with
+    /// `h` (at least `m * k` elements) free for the normalized rows. By default `rms_norm` into
+    /// `h`, then `matmul_many`; a backend may normalize inside the product (the CUDA decode
+    /// GEMV: one launch fewer).
+    fn norm_matmul_many(
+        &self,
+        norm: Norm<'_, Self::Buffer>,
+        ws: &[&Self::Weight<'_>],
+        x: &Self::Buffer,
+        m: usize,
+        h: &mut Self::Buffer,
+        ys: &mut [&mut Self::Buffer],
+    ) -> Result<()> {
+        self.rms_norm(x, m, norm.weight, norm.eps, h)?;
+        self.matmul_many(ws, h, m, ys)
+    }
+
+    /// `out = swiglu(rms_norm(x))` (the feed-forward block's norm, gate and up), `h` as in
+    /// `norm_matmul_many`.
+    #[allow(clippy::too_many_arguments)]
+    fn norm_swiglu(
+        &self,
+        norm: Norm<'_, Self::Buffer>,
+        gate: &Self::Weight<'_>,
+        up: &Self::Weight<'_>,
+        x: &Self::Buffer,
+        m: usize,
+        h: &mut Self::Buffer,
+        out: &mut Self::Buffer,
+    ) -> Result<()> {
+        self.rms_norm(x, m, norm.weight, norm.eps, h)?;
+        self.swiglu(gate, up, h, m, out)
+    }
+
     /// `ys[i] = x · ws[i]ᵀ` for matrices sharing `k` (Q, K, V): one scheduling round / launch.
     fn matmul_many(
         &self,
@@ -214,6 +248,28 @@ pub trait TensorOps: Backend {
         inv_freq: &Self::Buffer,
     ) -> Result<()>;
 
+    /// RoPE on `q` (`heads.0` heads) and `k` (`heads.1`), as `rope` does to each, then K and
+    /// V stored at `slots` of `pages` (`kv_write`). By default those three calls; a backend
+    /// may fuse them (the CUDA decode step: one launch instead of four).
+    #[allow(clippy::too_many_arguments)]
+    fn rope_kv_write(
+        &self,
+        q: &mut Self::Buffer,
+        k: &mut Self::Buffer,
+        v: &Self::Buffer,
+        heads: (usize, usize),
+        head_dim: usize,
+        positions: Slice<'_, Self::Buffer>,
+        rope: &Rope,
+        inv_freq: &Self::Buffer,
+        pages: Pages<'_, Self::Buffer>,
+        slots: Slice<'_, Self::Buffer>,
+    ) -> Result<()> {
+        self.rope(q, heads.0, head_dim, positions.clone(), rope, inv_freq)?;
+        self.rope(k, heads.1, head_dim, positions, rope, inv_freq)?;
+        self.kv_write(pages, slots, k, v)
+    }
+
     /// `acc[..len] += x[..len]`.
     fn add(&self, acc: &mut Self::Buffer, x: &Self::Buffer, len: usize) -> Result<()>;
 
@@ -252,6 +308,21 @@ pub trait TensorOps: Backend {
         let _ = id;
     }
 }
+
+/// An RMSNorm fused into a product: rows become `x / sqrt(mean(x²) + eps) * weight`, exactly
+/// as `TensorOps::rms_norm` computes them.
+pub struct Norm<'a, B> {
+    pub weight: &'a B,
+    pub eps: f32,
+}
+
+// By hand: derived impls would ask `B: Copy`.
+impl<B> Clone for Norm<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<B> Copy for Norm<'_, B> {}
 
 /// A graph recorded by `TensorOps::record_end`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
