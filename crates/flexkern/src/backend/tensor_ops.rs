@@ -265,7 +265,7 @@ pub trait TensorOps: Backend {
         pages: Pages<'_, Self::Buffer>,
         slots: Slice<'_, Self::Buffer>,
     ) -> Result<()> {
-        self.rope(q, heads.0, head_dim, positions.clone(), rope, inv_freq)?;
+        self.rope(q, heads.0, head_dim, positions, rope, inv_freq)?;
         self.rope(k, heads.1, head_dim, positions, rope, inv_freq)?;
         self.kv_write(pages, slots, k, v)
     }
