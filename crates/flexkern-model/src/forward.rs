@@ -458,7 +458,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                 &mut s.q,
                 heads.0,
                 c.head_dim,
-                positions.clone(),
+                positions,
                 &self.rope,
                 &self.inv_freq,
             )?;
