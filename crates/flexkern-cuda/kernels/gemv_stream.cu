@@ -91,10 +91,11 @@ __device__ __forceinline__ void fk_sissue(const u8* w0, const u8* w1, i64 row_by
 }
 
 // RMSNorm's scale of the row X (ops.cu's fk_rms_norm: the sum of squares in f64), computed by
-// the whole block; 1 when NW is null.
-__device__ __forceinline__ float fk_snorm_scale(const float* __restrict__ X, const float* NW, i64 k, float eps) {
+// the whole block; 1 when NW is null. `part` (FK_SNW doubles of the activation area) is free
+// again when this returns: no static shared memory, which the plan's budget does not count.
+__device__ __forceinline__ float fk_snorm_scale(const float* __restrict__ X, const float* NW, i64 k, float eps,
+                                                double* part) {
   if (NW == nullptr) return 1.f;
-  __shared__ double part[FK_SNW];
   double ss = 0.0;
 #pragma unroll 4
   for (i64 f = threadIdx.x; f < k / 4; f += FK_SNW * 32) {
@@ -109,6 +110,7 @@ __device__ __forceinline__ float fk_snorm_scale(const float* __restrict__ X, con
   double tot = 0.0;
 #pragma unroll
   for (int w = 0; w < FK_SNW; ++w) tot += part[w];
+  __syncthreads();  // every warp has read `part` before the activations overwrite it
   return (float)(1.0 / sqrt(tot / (double)k + (double)eps));
 }
 
@@ -241,7 +243,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
 #endif
 
   u8* const acts = fk_sm + FK_SNW * FK_RING;
-  const float ns = fk_snorm_scale(X, NW, k, eps);
+  const float ns = fk_snorm_scale(X, NW, k, eps, (double*)acts);
 #if FK_DP4A == 1
   signed char* const xq = (signed char*)acts;
   float2* const xd = (float2*)(acts + k);

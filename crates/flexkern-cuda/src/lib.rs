@@ -16,6 +16,7 @@ pub mod plan;
 pub mod quant;
 pub mod runtime;
 pub mod tensor_ops;
+mod top_k;
 pub mod verify;
 
 pub use error::{CudaError, Result};

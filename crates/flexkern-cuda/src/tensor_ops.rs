@@ -562,6 +562,11 @@ impl TensorOps for CudaBackend {
         self.ops_launch("fk_add_bias", (n.div_ceil(256), 256), &mut p)
     }
 
+    fn largest(&self, x: &CudaBuffer, n: usize, k: usize) -> Result<Option<Vec<(u32, f32)>>> {
+        let _p = self.prof.scope(&self.dev, "largest");
+        self.top_k(x, n, k)
+    }
+
     fn record_begin(&self) -> Result<bool> {
         self.graph_begin()
     }

@@ -6,7 +6,7 @@
 //! attention re-planned for the new length. Backends that do not record run every step eagerly.
 
 use crate::error::Result;
-use crate::forward::{Logits, Model, Scratch, SeqTokens};
+use crate::forward::{Logits, Model, Readback, Scratch, SeqTokens, StepOut};
 use crate::kv::KvCache;
 use flexkern::attention::paged::paged_bufs;
 use flexkern::backend::tensor_ops::{GraphId, TensorOps};
@@ -30,7 +30,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
     /// Runs a decode step through the recorded graph where one serves it: `Ok(None)` when the
     /// step is not a single token of a single sequence on an unscaled cache, or the backend
     /// does not record (run it eagerly). On error the caller aborts the step as usual.
-    /// `which` does not matter: the step has one row.
+    /// `rb` says what comes back.
     pub(crate) fn decode_graph_step(
         &self,
         cache: &mut KvCache<B>,
@@ -38,10 +38,9 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         olds: &[(SeqId, usize)],
         slots: &[u32],
         tables: &PageTables,
-        which: Logits,
-    ) -> Result<Option<Vec<f32>>> {
-        // One row: its logits are the last row's whichever `which` asks for.
-        let _ = which;
+        rb: Readback,
+    ) -> Result<Option<StepOut>> {
+        // One row: its logits are the last row's whichever `Logits` the caller asked for.
         let which = Logits::Last;
         let single = batch.len() == 1 && slots.len() == 1;
         if !single || cache.scaled() || cache.needs_scales() {
@@ -85,7 +84,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                 lse: None,
             };
             match b.replay(id, (&p, &pl, io)) {
-                Ok(true) => return self.read_logits(&g.logits, 1).map(Some),
+                Ok(true) => return self.read_out(&g.logits, 1, rb).map(Some),
                 Ok(false) => {}
                 Err(e) => {
                     // A graph that failed part-way is not trusted again.
@@ -110,7 +109,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             &mut g.s,
             &mut g.logits,
         )?;
-        let out = self.read_logits(&g.logits, 1)?;
+        let out = self.read_out(&g.logits, 1, rb)?;
         if b.record_begin()? {
             let queued = self.queue_step(
                 cache,

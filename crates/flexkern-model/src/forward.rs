@@ -192,6 +192,24 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         self.forward_batch(cache, &[SeqTokens { seq, tokens }], which)
     }
 
+    /// As `forward` with `Logits::Last`, returning only the `k` largest logits (0: all) as
+    /// `(token id, logit)`, largest first, equal logits by lower id (`sampler::largest`): on
+    /// a device backend they are found there and only they come back (sampling on the device;
+    /// `Sampler::sample_from` takes them). NaN logits are an error.
+    pub fn forward_largest(
+        &self,
+        cache: &mut KvCache<B>,
+        tokens: &[u32],
+        k: usize,
+    ) -> Result<Vec<(u32, f32)>> {
+        let seq = cache.default_seq();
+        let batch = [SeqTokens { seq, tokens }];
+        match self.step(cache, &batch, Logits::Last, Readback::Largest(k))? {
+            StepOut::Largest(c) => Ok(c),
+            StepOut::Logits(l) => Ok(largest_checked(&l, k)?),
+        }
+    }
+
     /// One step over several sequences of `cache`: each contributes its new tokens (a prompt
     /// chunk or one decode token); all of them go through the batched GEMVs and one ragged
     /// paged attention call. Returns logits of each sequence's last token (`[seqs, vocab]`,
@@ -204,6 +222,22 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         batch: &[SeqTokens<'_>],
         which: Logits,
     ) -> Result<Vec<f32>> {
+        match self.step(cache, batch, which, Readback::Logits)? {
+            StepOut::Logits(l) => Ok(l),
+            StepOut::Largest(_) => Err(ModelError::InvalidArgument {
+                arg: "which",
+                msg: "a logits step returned candidates".into(),
+            }),
+        }
+    }
+
+    fn step(
+        &self,
+        cache: &mut KvCache<B>,
+        batch: &[SeqTokens<'_>],
+        which: Logits,
+        rb: Readback,
+    ) -> Result<StepOut> {
         let c = &self.config;
         if batch.is_empty() {
             return Err(ModelError::InvalidArgument {
@@ -255,9 +289,9 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                 }
             }
             let slots = &writes.slots;
-            match self.decode_graph_step(cache, batch, &olds, slots, &tables, which)? {
+            match self.decode_graph_step(cache, batch, &olds, slots, &tables, rb)? {
                 Some(out) => Ok(out),
-                None => self.run(cache, batch, &olds, slots, &tables, which),
+                None => self.run(cache, batch, &olds, slots, &tables, (which, rb)),
             }
         })();
         match &r {
@@ -345,8 +379,8 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         olds: &[(SeqId, usize)],
         slots: &[u32],
         tables: &PageTables,
-        which: Logits,
-    ) -> Result<Vec<f32>> {
+        (which, rb): (Logits, Readback),
+    ) -> Result<StepOut> {
         let b = &self.backend;
         let (words, st) = Self::step_words(batch, olds, slots, tables);
         let words = to_device(b, &words)?;
@@ -367,15 +401,27 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             &mut s,
             &mut logits,
         )?;
-        self.read_logits(&logits, rows)
+        self.read_out(&logits, rows, rb)
     }
 
-    /// Downloads the first `rows` rows of logits.
-    pub(crate) fn read_logits(&self, logits: &B::Buffer, rows: usize) -> Result<Vec<f32>> {
-        let mut out = vec![0f32; rows * self.config.vocab];
+    /// What the step brings back of its `rows` rows of logits: all of them, or one row's
+    /// largest (found by the backend where it can).
+    pub(crate) fn read_out(
+        &self,
+        logits: &B::Buffer,
+        rows: usize,
+        rb: Readback,
+    ) -> Result<StepOut> {
+        let vocab = self.config.vocab;
+        if let (Readback::Largest(k), 1) = (rb, rows) {
+            if let Some(c) = self.backend.largest(logits, vocab, k)? {
+                return Ok(StepOut::Largest(c));
+            }
+        }
+        let mut out = vec![0f32; rows * vocab];
         self.backend
             .download(logits, 0, bytemuck::cast_slice_mut(&mut out))?;
-        Ok(out)
+        Ok(StepOut::Logits(out))
     }
 
     /// Queues the whole step (embedding, every layer, the output norm and projection) on the
@@ -531,6 +577,30 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         b.matmul_add(&l.down, &s.ff, m, &mut s.x, &mut s.proj)?;
         Ok(())
     }
+}
+
+/// What a step brings back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Readback {
+    Logits,
+    /// The `k` largest logits of the step's one row (0: all).
+    Largest(usize),
+}
+
+pub(crate) enum StepOut {
+    Logits(Vec<f32>),
+    Largest(Vec<(u32, f32)>),
+}
+
+/// `sampler::largest` of host logits, refusing NaN as the device does.
+fn largest_checked(l: &[f32], k: usize) -> Result<Vec<(u32, f32)>> {
+    if l.iter().any(|x| x.is_nan()) {
+        return Err(ModelError::InvalidArgument {
+            arg: "logits",
+            msg: "contain NaN".into(),
+        });
+    }
+    Ok(crate::sampler::largest(l, k))
 }
 
 fn slice<Buf: Buffer>(buf: &Buf, start: usize, len: usize) -> Slice<'_, Buf> {

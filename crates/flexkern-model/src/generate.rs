@@ -2,7 +2,7 @@
 //! handing each new token to a callback as soon as it is sampled.
 
 use crate::error::Result;
-use crate::forward::{Logits, Model};
+use crate::forward::Model;
 use crate::kv::KvCache;
 use crate::sampler::Sampler;
 use flexkern::backend::tensor_ops::TensorOps;
@@ -51,19 +51,21 @@ pub fn generate<B: TensorOps>(
         return Ok((out, stats));
     }
     let t0 = Instant::now();
-    let logits = model.forward(cache, prompt, Logits::Last)?;
+    // Only the sampler's candidates come back (on a GPU: found there, not the whole vocab).
+    let k = sampler.candidates();
+    let cand = model.forward_largest(cache, prompt, k)?;
     stats.prefill_secs = t0.elapsed().as_secs_f64();
     stats.prefill_tokens = prompt.len();
-    let mut next = sampler.sample(&logits)?;
+    let mut next = sampler.sample_from(&cand)?;
     let t1 = Instant::now();
     loop {
         out.push(next);
         if on_token(next) == Flow::Stop || out.len() >= max_new || cache.len() >= cache.max_len() {
             break;
         }
-        let logits = model.forward(cache, &[next], Logits::Last)?;
+        let cand = model.forward_largest(cache, &[next], k)?;
         stats.decode_tokens += 1;
-        next = sampler.sample(&logits)?;
+        next = sampler.sample_from(&cand)?;
     }
     stats.decode_secs = t1.elapsed().as_secs_f64();
     Ok((out, stats))

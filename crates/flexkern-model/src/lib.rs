@@ -30,5 +30,5 @@ pub use flexkern_quant::Precision;
 pub use forward::{Logits, Model, SeqTokens};
 pub use generate::{generate, Flow, GenStats};
 pub use kv::KvCache;
-pub use sampler::{argmax, Sampler, SamplerConfig};
+pub use sampler::{argmax, largest, Sampler, SamplerConfig};
 pub use weights::Weights;

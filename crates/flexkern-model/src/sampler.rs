@@ -55,6 +55,17 @@ impl Sampler {
         Ok(Sampler { cfg, rng })
     }
 
+    /// How many of the largest logits `sample_from` needs (0: every one): 1 for greedy,
+    /// `top_k` otherwise. A device backend finds them where the logits are, and only they
+    /// come back.
+    pub fn candidates(&self) -> usize {
+        if self.cfg.temperature <= 0.0 {
+            1
+        } else {
+            self.cfg.top_k
+        }
+    }
+
     /// Picks the next token from `logits`.
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32> {
         if logits.is_empty() {
@@ -63,18 +74,30 @@ impl Sampler {
         if logits.iter().any(|x| x.is_nan()) {
             return Err(bad("logits", "contain NaN"));
         }
+        let cand = largest(logits, self.candidates());
+        self.sample_from(&cand)
+    }
+
+    /// Picks the next token from `cand`: `(id, logit)` of the `candidates()` largest logits
+    /// (or all of them), largest first, equal logits by lower id, as `largest` orders them.
+    pub fn sample_from(&mut self, cand: &[(u32, f32)]) -> Result<u32> {
+        let Some(&(best, _)) = cand.first() else {
+            return Err(bad("logits", "empty"));
+        };
+        if cand.iter().any(|c| c.1.is_nan()) {
+            return Err(bad("logits", "contain NaN"));
+        }
         if self.cfg.temperature <= 0.0 {
-            return Ok(argmax(logits) as u32);
+            return Ok(best);
         }
-        let mut cand: Vec<(u32, f32)> = logits
+        let keep = match self.cfg.top_k {
+            0 => cand.len(),
+            k => k.min(cand.len()),
+        };
+        let mut cand: Vec<(u32, f32)> = cand[..keep]
             .iter()
-            .enumerate()
-            .map(|(i, &x)| (i as u32, x / self.cfg.temperature))
+            .map(|&(i, x)| (i, x / self.cfg.temperature))
             .collect();
-        cand.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
-        if self.cfg.top_k > 0 {
-            cand.truncate(self.cfg.top_k);
-        }
         let max = cand[0].1;
         let mut sum = 0.0f64;
         for c in cand.iter_mut() {
@@ -102,6 +125,28 @@ impl Sampler {
         }
         Ok(cand[cand.len() - 1].0)
     }
+}
+
+/// The `k` largest of `logits` (every one for 0) as `(id, logit)`, largest first, equal logits
+/// (-0 equal to +0) by lower id: greedy's pick is the first maximum. No NaN (callers check).
+pub fn largest(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let order = |a: &(u32, f32), b: &(u32, f32)| {
+        b.1.partial_cmp(&a.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.0.cmp(&b.0))
+    };
+    let mut c: Vec<(u32, f32)> = logits
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| (i as u32, x))
+        .collect();
+    let k = if k == 0 { c.len() } else { k.min(c.len()) };
+    if k > 0 && k < c.len() {
+        c.select_nth_unstable_by(k - 1, order);
+        c.truncate(k);
+    }
+    c.sort_unstable_by(order);
+    c
 }
 
 fn bad(arg: &'static str, msg: &str) -> ModelError {
@@ -164,5 +209,38 @@ mod tests {
         let mut s = Sampler::new(SamplerConfig::default()).unwrap();
         assert!(s.sample(&[]).is_err());
         assert!(s.sample(&[f32::NAN, 1.0]).is_err());
+        assert!(s.sample_from(&[]).is_err());
+        assert!(s.sample_from(&[(3, f32::NAN)]).is_err());
+    }
+
+    #[test]
+    fn largest_orders_by_logit_then_id_and_sampling_from_them_matches() {
+        let logits = [0.5, 2.0, -0.0, 2.0, 0.0, -1.0, 0.5];
+        assert_eq!(
+            largest(&logits, 4),
+            vec![(1, 2.0), (3, 2.0), (0, 0.5), (6, 0.5)]
+        );
+        assert_eq!(largest(&logits, 0).len(), logits.len());
+        // -0 and +0 tie: the lower id first.
+        assert_eq!(largest(&logits, 6)[4], (2, -0.0));
+        assert_eq!(argmax(&logits), largest(&logits, 1)[0].0 as usize);
+        // Sampling from the candidates a device would return draws what sampling from the
+        // whole vector draws, for the same seed.
+        for (t, k, p) in [(0.0, 40, 1.0), (0.8, 3, 0.95), (1.3, 5, 0.5), (1.0, 0, 1.0)] {
+            let cfg = SamplerConfig {
+                temperature: t,
+                top_k: k,
+                top_p: p,
+                seed: 11,
+            };
+            let (mut a, mut b) = (
+                Sampler::new(cfg.clone()).unwrap(),
+                Sampler::new(cfg).unwrap(),
+            );
+            for _ in 0..40 {
+                let cand = largest(&logits, b.candidates());
+                assert_eq!(a.sample(&logits).unwrap(), b.sample_from(&cand).unwrap());
+            }
+        }
     }
 }

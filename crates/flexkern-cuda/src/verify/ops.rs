@@ -196,6 +196,68 @@ fn rope_kv_fused(b: &CudaBackend, rng: &mut Rng, style: RopeStyle, dtype: DType)
     Ok(0.0)
 }
 
+/// `largest` (the device's top k) against the host's order on rows with ties, signed zeros
+/// and -inf: the same ids and bits. NaN is a typed error; a row of one repeated value (more
+/// ties than the kernel ranks) falls back (`None`) or is still right.
+fn top_k(b: &CudaBackend, rng: &mut Rng) -> Result<f64> {
+    let order = |a: &(u32, f32), c: &(u32, f32)| {
+        c.1.partial_cmp(&a.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.0.cmp(&c.0))
+    };
+    for (n, k) in [
+        (49152, 1),
+        (49152, 40),
+        (128_256, 64),
+        (100, 7),
+        (64, 64),
+        (5000, 3),
+    ] {
+        // Coarse values: many exact ties.
+        let mut x: Vec<f32> = (0..n)
+            .map(|_| ((rng.uniform() * 64.0).floor() - 32.0) / 4.0)
+            .collect();
+        x[n / 3] = -0.0;
+        x[n / 2] = f32::NEG_INFINITY;
+        let mut want: Vec<(u32, f32)> = x.iter().enumerate().map(|(i, &v)| (i as u32, v)).collect();
+        want.sort_by(order);
+        want.truncate(k);
+        let got = b
+            .largest(&up(b, &x)?, n, k)?
+            .ok_or_else(|| invalid("largest", format!("n {n} k {k}: not found on the device")))?;
+        let same = got.len() == k
+            && got
+                .iter()
+                .zip(&want)
+                .all(|(g, w)| g.0 == w.0 && g.1.to_bits() == w.1.to_bits());
+        if !same {
+            return Err(invalid(
+                "largest",
+                format!(
+                    "n {n} k {k}: {:?} vs {:?}",
+                    &got[..got.len().min(4)],
+                    &want[..4.min(k)]
+                ),
+            ));
+        }
+    }
+    let mut x = random(rng, 1000);
+    x[617] = f32::NAN;
+    if !matches!(
+        b.largest(&up(b, &x)?, 1000, 5),
+        Err(flexkern::Error::InvalidArgument { .. })
+    ) {
+        return Err(invalid("largest", "NaN logits: no typed error"));
+    }
+    let flat = vec![1.5f32; 10_000];
+    if let Some(got) = b.largest(&up(b, &flat)?, 10_000, 3)? {
+        if got != vec![(0, 1.5), (1, 1.5), (2, 1.5)] {
+            return Err(invalid("largest", format!("a flat row gave {got:?}")));
+        }
+    }
+    Ok(0.0)
+}
+
 fn adds(b: &CudaBackend, rng: &mut Rng) -> Result<f64> {
     let (rows, d) = (7, 333);
     let a = random(rng, rows * d);
@@ -278,6 +340,11 @@ pub fn ops_checks(dev: &Arc<crate::runtime::Device>, seed: u64) -> Vec<Outcome> 
             rms_norm(&b, &mut rng, 3, 1001),
         ),
         row("add + add_bias (bit-exact)".into(), 0.0, adds(&b, &mut rng)),
+        row(
+            "largest: the device's top k, ids and bits as the host orders them".into(),
+            0.0,
+            top_k(&b, &mut rng),
+        ),
     ];
     for (name, r) in ropes(&b, &mut rng) {
         v.push(row(name, 2e-6, r));

@@ -228,6 +228,9 @@ impl<B: TensorOps> TensorOps for Counting<B> {
             q, k, v, heads, head_dim, positions, rope, inv_freq, pages, slots,
         )
     }
+    fn largest(&self, x: &B::Buffer, n: usize, k: usize) -> Result<Option<Vec<(u32, f32)>>> {
+        self.inner.largest(x, n, k)
+    }
     fn record_begin(&self) -> Result<bool> {
         self.inner.record_begin()
     }

@@ -276,6 +276,15 @@ pub trait TensorOps: Backend {
     /// Adds `bias` to each of the first `rows` rows of `x` (rows of `bias.len()` elements).
     fn add_bias(&self, x: &mut Self::Buffer, rows: usize, bias: &Self::Buffer) -> Result<()>;
 
+    /// The `k` largest of `x[..n]` (f32; `k` 0: all) as `(index, value)`, largest first,
+    /// equal values (-0 equal to +0) by lower index, found where `x` lives so that only they
+    /// come back (sampling on the device). NaN in `x` is an error. `Ok(None)`: not found here
+    /// (the default); the caller downloads `x`.
+    fn largest(&self, x: &Self::Buffer, n: usize, k: usize) -> Result<Option<Vec<(u32, f32)>>> {
+        let _ = (x, n, k);
+        Ok(None)
+    }
+
     /// Starts recording the ops this backend queues (until `record_end`) into a graph that
     /// `replay` runs again without the host's per-op work (CUDA graphs). Recording queues
     /// nothing: the recorded ops do not run. `Ok(false)`: this backend does not record (the
