@@ -79,9 +79,17 @@ impl Module {
         use cudarc::driver::sys::CUfunction_attribute as A;
         // SAFETY: `f` belongs to this loaded module; the limit stays within the device's opt-in
         // (the callers size `smem` against it).
+        // The limit only ever rises: matrices of another k share this function, and lowering
+        // it for a smaller one made their launches fail (verify caught it, racing threads).
+        let most = occ
+            .iter()
+            .filter(|((n, _, _), _)| n == name)
+            .map(|((_, _, s), _)| *s)
+            .max()
+            .unwrap_or(0);
         let n = unsafe {
             // Static and dynamic shared memory above 48 KB together need the opt-in.
-            if smem > 0 {
+            if smem > most {
                 function::set_function_attribute(
                     f,
                     A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
