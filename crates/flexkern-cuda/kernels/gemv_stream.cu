@@ -53,22 +53,6 @@ static_assert(FK_CW % FK_FMT::QK == 0 && FK_CW % FK_FMT::UE == 0, "chunks of who
 constexpr int FK_SWB = (FK_CW / FK_FMT::QK * FK_BB + 15) / 16 * 16 + 16;
 constexpr int FK_SLD = (FK_SWB / 16 + 31) / 32;  // 16-byte copies per lane per matrix
 constexpr int FK_RING = FK_SS * FK_SNM * FK_SWB;  // one warp's ring
-// Warps split a block's rows at multiples of this many weights (whole blocks, whole units).
-constexpr int FK_SL = FK_FMT::QK > FK_FMT::UE ? FK_FMT::QK : FK_FMT::UE;
-static_assert(FK_SL % FK_FMT::QK == 0 && FK_SL % FK_FMT::UE == 0, "split at whole blocks and units");
-
-// Bytes of the activation row in shared memory, rounded to 16 (the shared-row partials follow;
-// `Stream::smem_bytes` on the host).
-__device__ __forceinline__ i64 fk_sacts_bytes(i64 k) {
-#if FK_DP4A == 1
-  const i64 b = k + k / 32 * 8;
-#elif FK_DP4A == 2
-  const i64 b = k + k / 256 * 4 + k / 16 * 4;
-#else
-  const i64 b = 4 * k;
-#endif
-  return (b + 15) / 16 * 16;
-}
 static_assert(FK_SS >= 2, "at least one stage in flight");
 
 __device__ __forceinline__ void fk_scp16(u32 dst, const u8* src) {
@@ -232,31 +216,21 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   using F = FK_FMT;
   extern __shared__ __align__(16) u8 fk_sm[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // Block b owns rows [R0, R1) (counts differ by at most one) and its warps split those rows'
-  // weights evenly, at multiples of FK_SL weights and across row boundaries: every warp streams
-  // the same amount. (Whole rows per warp gave some warps two rows of 4096 and others one on
-  // 3168 warps: the down and output projections ran at two thirds of their bandwidth.) A row a
-  // warp covers whole it stores itself; a row shared with its neighbours is stored after a
-  // block barrier, the warps' partial sums added in warp order (deterministic).
-  const i64 R0 = (i64)blockIdx.x * n / gridDim.x, R1 = (i64)(blockIdx.x + 1) * n / gridDim.x;
-  const i64 per_row = k / FK_SL, span = (R1 - R0) * per_row;
-  const i64 s0 = warp * span / FK_SNW, s1 = (warp + 1) * span / FK_SNW;
-  // This warp's first position (row r0 from weight c00) and its end (row re at weight ce).
-  const i64 r0 = R0 + s0 / per_row, c00 = s0 % per_row * FK_SL;
-  const i64 re = R0 + s1 / per_row, ce = s1 % per_row * FK_SL;
-  auto live_at = [&](i64 row, i64 c) { return row < re || (row == re && c < ce); };
-  auto width = [&](i64 row, i64 c) { return (int)min((i64)FK_CW, (row == re ? ce : k) - c); };
+  const i64 warps = (i64)gridDim.x * FK_SNW, gw = (i64)blockIdx.x * FK_SNW + warp;
+  // Rows split evenly (counts differ by at most one, spread over every block): with
+  // ceil(n / warps) rows each, 4096 rows on 3168 warps left a third of the SMs idle.
+  const i64 r0 = gw * n / warps, r1 = (gw + 1) * n / warps;
   const u32 ring = (u32)__cvta_generic_to_shared(fk_sm) + warp * FK_RING;
   u8* const ring_p = fk_sm + warp * FK_RING;
   // The issue cursor (row, chunk start) runs FK_SS - 1 items ahead of the compute cursor;
   // cursors, not item indices, so the loop has no 64-bit division.
-  i64 irow = r0, ic0 = c00;
+  i64 irow = r0, ic0 = 0;
   auto issue = [&](int slot) {
-    const bool live = live_at(irow, ic0);
+    const bool live = irow < r1;
     const FkSRow r = fk_srow(a, b, st, Y, irow);
-    const int cw = live ? width(irow, ic0) : 0;
-    fk_sissue(r.w, b.w, a.row_bytes, ring + (u32)slot * (FK_SNM * FK_SWB), live, r.row, ic0, cw, lane);
-    if (live && (ic0 += cw) >= k) ic0 = 0, ++irow;
+    fk_sissue(r.w, b.w, a.row_bytes, ring + (u32)slot * (FK_SNM * FK_SWB), live, r.row, ic0,
+              (int)min((i64)FK_CW, k - ic0), lane);
+    if (live && (ic0 += FK_CW) >= k) ic0 = 0, ++irow;
   };
 #pragma unroll
   for (int s = 0; s < FK_SS - 1; ++s) issue(s);
@@ -287,26 +261,13 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
 #endif
   __syncthreads();
 
-  // Partial sums of the shared rows: [first, last][warp][matrix], after the activations.
-  float* const part = (float*)(acts + fk_sacts_bytes(k));
-  // The epilogue of a finished row: SwiGLU of gate and up, or the sum; FK_ACC adds it into Y
-  // (a residual connection, y += W x).
-  auto store = [&](i64 row, const float* v) {
-    const FkSRow r = fk_srow(a, b, st, Y, row);
-#if FK_MODE == 1
-    const float o = fk_silu(v[0]) * v[1];
-#else
-    const float o = v[0];
-#endif
-    r.y[r.row] = FK_ACC ? r.y[r.row] + o : o;
-  };
   float acc[FK_SNM] = {};
-  i64 row = r0, c0 = c00;
-  for (int slot = 0; live_at(row, c0); slot = slot + 1 == FK_SS ? 0 : slot + 1) {
+  i64 c0 = 0;
+  for (i64 row = r0, slot = 0; row < r1; slot = slot + 1 == FK_SS ? 0 : slot + 1) {
     asm volatile("cp.async.wait_group %0;" ::"n"(FK_SS - 2));
     __syncwarp();
-    issue(slot == 0 ? FK_SS - 1 : slot - 1);  // the stage computed last iteration
-    const int cw = width(row, c0);
+    issue(slot == 0 ? FK_SS - 1 : (int)slot - 1);  // the stage computed last iteration
+    const int cw = (int)min((i64)FK_CW, k - c0);
     const FkSRow r = fk_srow(a, b, st, Y, row);
     const int skew = (int)((r.row * a.row_bytes + c0 / F::QK * FK_BB) & 15);
     const u8* stage = ring_p + slot * (FK_SNM * FK_SWB) + skew;
@@ -336,49 +297,30 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
 #elif FK_DP4A == 2
         acc[t] += F::dot_q8k(sm, 0, u, x8, d8, s16);
 #else
-        float q[F::UE], sc[F::G], o[F::G];
-        F::unit(sm, 0, u, q, sc, o);
-        acc[t] += fk_unit_dot<F>(q, sc, o, FkXs<F>{xs, (int)(c0 / F::UE) + u});
+        float q[F::UE], s[F::G], o[F::G];
+        F::unit(sm, 0, u, q, s, o);
+        acc[t] += fk_unit_dot<F>(q, s, o, FkXs<F>{xs, (int)(c0 / F::UE) + u});
 #endif
       }
     }
-    c0 += cw;
-    const bool row_end = c0 >= k;
-    if (row_end || !live_at(row, c0)) {  // the row's last chunk here: reduce, store or keep
+    if ((c0 += FK_CW) >= k) {  // the row's last chunk: reduce and store
 #pragma unroll
       for (int t = 0; t < FK_SNM; ++t)
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], off);
       if (lane == 0) {
-        if (row_end && !(row == r0 && c00 > 0)) {
-          store(row, acc);  // began and ended in this warp
-        } else {
-#pragma unroll
-          for (int t = 0; t < FK_SNM; ++t) part[((row == r0 ? 0 : 1) * FK_SNW + warp) * FK_SNM + t] = acc[t];
-        }
+#if FK_MODE == 1
+        const float v = fk_silu(acc[0]) * acc[1];
+#else
+        const float v = acc[0];
+#endif
+        r.y[r.row] = FK_ACC ? r.y[r.row] + v : v;  // FK_ACC: a residual connection, y += W x
       }
 #pragma unroll
       for (int t = 0; t < FK_SNM; ++t) acc[t] = 0.f;
-      if (row_end) c0 = 0, ++row;
+      c0 = 0;
+      ++row;
     }
-  }
-  asm volatile("cp.async.wait_all;");
-  // Shared rows: the warp in which a row begins adds the later warps' first-row partials (in
-  // warp order) to its own and stores it.
-  __syncthreads();
-  if (lane == 0 && s1 > s0 && ce > 0 && (re - R0) * per_row >= s0) {
-    float v[FK_SNM];
-#pragma unroll
-    for (int t = 0; t < FK_SNM; ++t) v[t] = part[((re == r0 ? 0 : 1) * FK_SNW + warp) * FK_SNM + t];
-    const i64 row_end = (re - R0 + 1) * per_row;
-    for (int w = warp + 1; w < FK_SNW; ++w) {
-      const i64 ws0 = w * span / FK_SNW, ws1 = (w + 1) * span / FK_SNW;
-      if (ws0 >= row_end) break;
-      if (ws1 > ws0)
-#pragma unroll
-        for (int t = 0; t < FK_SNM; ++t) v[t] += part[w * FK_SNM + t];
-    }
-    store(re, v);
   }
   asm volatile("cp.async.wait_all;");
 }

@@ -246,8 +246,7 @@ impl Stream {
             .unwrap_or(StreamActs::F32);
         let (bb, qk, ue) = (f.block_bytes(), f.block_elems(), unit_elems(f));
         let round = 32 * ue;
-        // Warps split rows at whole blocks and whole units (FK_SL).
-        if !round.is_multiple_of(qk) || !k.is_multiple_of(qk.max(ue)) || k == 0 {
+        if !round.is_multiple_of(qk) || !k.is_multiple_of(qk) || k == 0 {
             return None;
         }
         let round_bytes = round / qk * bb * matrices.max(1);
@@ -291,12 +290,9 @@ impl Stream {
         (self.chunk / self.block_elems * self.block_bytes).next_multiple_of(16) + 16
     }
 
-    /// Dynamic shared memory of a launch: the warps' rings, the activation row (Q8_0 codes
-    /// and their (scale, sum) pairs, or floats) rounded to 16, then the partial sums of rows
-    /// shared between warps (first and last row of each warp, per matrix).
+    /// Dynamic shared memory of a launch: the warps' rings, then the activation row (Q8_0
+    /// codes and their (scale, sum) pairs, or floats).
     pub fn smem_bytes(&self, matrices: usize, k: usize) -> usize {
-        self.warps * self.stages * matrices * self.window()
-            + self.acts.bytes(k).next_multiple_of(16)
-            + 2 * self.warps * matrices * 4
+        self.warps * self.stages * matrices * self.window() + self.acts.bytes(k)
     }
 }
