@@ -1,8 +1,9 @@
 //! `flexkern run --device cuda`: the CPU's single-prompt path (`run_one::run_on`, generic over
 //! `TensorOps`) on GPU 0 through `CudaBackend`: weights uploaded once in the file's layout
 //! (with a progress bar), the KV cache in device pages, GEMV / SwiGLU / norms / RoPE /
-//! attention as CUDA kernels; the host samples from the downloaded logits. Not yet: CUDA-graph
-//! capture of the decode step and sampling on the device (issue 14, items 3 and 4).
+//! attention as CUDA kernels. Each decode step after the first replays a CUDA graph of the
+//! step (`FLEXKERN_CUDA_GRAPH=0`: launch every kernel each step), and only the sampler's
+//! candidates come back: greedy's one token, top-k's k (id, logit) pairs found on the GPU.
 
 use super::run_args::RunArgs;
 use anyhow::bail;
