@@ -99,19 +99,8 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         // Eagerly on the fixed buffers, then the same step recorded for the next ones (the
         // recording runs nothing: this step's K/V is written once).
         let pp = (&p, &pl);
-        self.queue_step(
-            cache,
-            &g.words,
-            &st,
-            tables,
-            pp,
-            which,
-            &mut g.s,
-            &mut g.logits,
-        )?;
-        let out = self.read_out(&g.logits, 1, rb)?;
-        if b.record_begin()? {
-            let queued = self.queue_step(
+        let queue = |cache: &mut KvCache<B>, g: &mut DecodeGraph<B::Buffer>| {
+            self.queue_step(
                 cache,
                 &g.words,
                 &st,
@@ -120,7 +109,12 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                 which,
                 &mut g.s,
                 &mut g.logits,
-            );
+            )
+        };
+        queue(cache, g)?;
+        let out = self.read_out(&g.logits, 1, rb)?;
+        if b.record_begin()? {
+            let queued = queue(cache, g);
             match (queued, b.record_end()) {
                 (Ok(()), Ok(id)) => g.id = Some(id),
                 (_, Ok(id)) => {

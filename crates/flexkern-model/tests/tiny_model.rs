@@ -456,6 +456,34 @@ fn decode_after_prefill_equals_prefill_of_everything() {
     }
 }
 
+/// `forward_largest` (what generation asks for: the sampler's candidates) gives the host order
+/// of `forward`'s logits, step after step, and a second cache of the same model (the decode
+/// step's fixed buffers belong to one cache) gives the same candidates as the first.
+#[test]
+fn forward_largest_is_the_order_of_forward() {
+    let file = open(&Spec::new("llama", Format::Q4_1));
+    let model = Model::load(&file, cpu(), |_, _| {}).unwrap();
+    let toks = tokens(8);
+    let (mut a, mut b, mut c) = (
+        model.new_cache(64).unwrap(),
+        model.new_cache(64).unwrap(),
+        model.new_cache(64).unwrap(),
+    );
+    for (i, t) in [&toks[..4], &toks[4..5], &toks[5..6], &toks[6..7]]
+        .iter()
+        .enumerate()
+    {
+        let logits = model.forward(&mut a, t, Logits::Last).unwrap();
+        for k in [1, 5] {
+            let want = flexkern_model::largest(&logits, k);
+            // Caches b and c alternate steps: each keeps its own K/V and positions.
+            let cache = if k == 1 { &mut b } else { &mut c };
+            let got = model.forward_largest(cache, t, k).unwrap();
+            assert_eq!(got, want, "step {i} k {k}");
+        }
+    }
+}
+
 #[test]
 fn bad_models_give_typed_errors() {
     let missing = Spec {
