@@ -147,8 +147,10 @@ pub const TILE: usize = 128;
 pub const DETERMINISTIC_CHUNK: usize = 1024;
 /// Most partitions one row tile is split into (`FK_MAX_PARTS`, the merge's shared weights).
 pub const MAX_PARTS: usize = 4096;
-/// Smallest partition the planner makes (shorter ones cost more in merging than they gain).
-pub const MIN_CHUNK: usize = 512;
+/// Smallest partition the planner makes. Splitting also costs a merge (`MERGE_COST_KEYS`),
+/// so short sequences on a full card stay whole; a lone decode sequence of a few hundred keys,
+/// whose 8 blocks (one per KV head) would leave the card idle, is split.
+pub const MIN_CHUNK: usize = 128;
 /// Partition lengths are multiples of this (the tensor-core kernel's stage).
 pub const CHUNK_STEP: usize = 64;
 
@@ -585,10 +587,13 @@ pub fn longest_first(plan: &mut WorkPlan) {
 /// Fixed cost of a block in keys (its Q load, pipeline fill and partial write), for the
 /// wave model below.
 const BLOCK_COST_KEYS: usize = 64;
+/// Cost in keys of splitting at all: the merge launch (about 5 us on an H100, as long as a
+/// block takes for ~200 keys at decode); a sole partition is written by the attention kernel.
+const MERGE_COST_KEYS: usize = 192;
 
 /// The partition length that minimizes waves x (partition + block cost): candidates are the
 /// lengths that split the longest sequence into p equal parts, from one part up to 16 waves of
-/// blocks, never below `MIN_CHUNK`.
+/// blocks, never below `MIN_CHUNK`; more than one part adds the merge.
 fn wave_chunk(
     lens: &SeqLens,
     row_tiles: &dyn Fn(usize) -> usize,
@@ -617,7 +622,8 @@ fn wave_chunk(
         }
         last = chunk;
         let b = blocks(chunk);
-        let cost = b.div_ceil(wave) * (chunk + BLOCK_COST_KEYS);
+        let merge = if p > 1 { MERGE_COST_KEYS } else { 0 };
+        let cost = b.div_ceil(wave) * (chunk + BLOCK_COST_KEYS) + merge;
         if cost < best.0 {
             best = (cost, chunk);
         }
@@ -680,8 +686,16 @@ mod tests {
         // Little work: the shortest partitions, for the most blocks.
         assert_eq!(
             plan_work(&SeqLens::uniform(1, 1, 4096), 4, 8, 4, wave, false).chunk,
-            512
+            128
         );
+        // A short lone sequence stays whole (no merge); a few hundred keys split.
+        let parts = |l| {
+            plan_work(&SeqLens::uniform(1, 1, l), 4, 8, 4, wave, false)
+                .items
+                .len()
+        };
+        assert_eq!(parts(160), 1);
+        assert!(parts(600) >= 4, "{}", parts(600));
     }
 
     #[test]
