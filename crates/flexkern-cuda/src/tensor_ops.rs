@@ -192,15 +192,12 @@ fn rope_check(
 impl CudaBackend {
     /// A fused norm's weights, checked as `rms_norm` checks them (`k` f32 values).
     fn gemv_norm<'b>(&self, norm: Norm<'b, CudaBuffer>, k: usize) -> Result<GemvNorm<'b>> {
+        norm.check(k)?;
         let w = norm.weight;
-        if w.dtype() != DType::F32 || w.len() != k {
+        if w.dtype() != DType::F32 {
             return Err(invalid(
-                "weight",
-                format!(
-                    "the norm needs {k} f32 weights, got {} {}",
-                    w.len(),
-                    w.dtype().name()
-                ),
+                "norm",
+                format!("f32 weights, not {}", w.dtype().name()),
             ));
         }
         Ok(GemvNorm {
@@ -314,6 +311,9 @@ impl TensorOps for CudaBackend {
                 return Ok(());
             }
         }
+        for w in ws {
+            norm.check(w.k)?;
+        }
         self.rms_norm(x, m, norm.weight, norm.eps, h)?;
         self.matmul_many(ws, h, m, ys)
     }
@@ -333,6 +333,7 @@ impl TensorOps for CudaBackend {
             let nm = self.gemv_norm(norm, gate.k)?;
             return self.run_gemv(Mode::GateUp, gate, Some(up), x, m, out, false, Some(nm));
         }
+        norm.check(gate.k)?;
         self.rms_norm(x, m, norm.weight, norm.eps, h)?;
         self.swiglu(gate, up, h, m, out)
     }

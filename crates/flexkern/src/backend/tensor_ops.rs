@@ -178,6 +178,9 @@ pub trait TensorOps: Backend {
         h: &mut Self::Buffer,
         ys: &mut [&mut Self::Buffer],
     ) -> Result<()> {
+        for w in ws {
+            norm.check(Self::weight_shape(w).1)?;
+        }
         self.rms_norm(x, m, norm.weight, norm.eps, h)?;
         self.matmul_many(ws, h, m, ys)
     }
@@ -195,6 +198,7 @@ pub trait TensorOps: Backend {
         h: &mut Self::Buffer,
         out: &mut Self::Buffer,
     ) -> Result<()> {
+        norm.check(Self::weight_shape(gate).1)?;
         self.rms_norm(x, m, norm.weight, norm.eps, h)?;
         self.swiglu(gate, up, h, m, out)
     }
@@ -323,6 +327,20 @@ pub trait TensorOps: Backend {
 pub struct Norm<'a, B> {
     pub weight: &'a B,
     pub eps: f32,
+}
+
+impl<B: super::Buffer> Norm<'_, B> {
+    /// The weights must cover the product's `k` exactly: `rms_norm` takes the row length
+    /// from them, so a shorter vector would normalize part of each row and leave the rest.
+    pub fn check(&self, k: usize) -> Result<()> {
+        if self.weight.len() != k {
+            return Err(invalid(
+                "norm",
+                format!("{} weights for rows of {k}", self.weight.len()),
+            ));
+        }
+        Ok(())
+    }
 }
 
 // By hand: derived impls would ask `B: Copy`.

@@ -417,4 +417,100 @@ mod tests {
         )));
         assert_eq!(to_host::<_, f32>(&b, &acc).unwrap(), acc0);
     }
+
+    /// The fused defaults (`norm_matmul_many`, `norm_swiglu`, `rope_kv_write`) equal their
+    /// parts bit for bit and give the parts' typed errors; a slot outside the pool leaves the
+    /// store untouched. `largest` finds nothing on the CPU (callers sort the row).
+    #[test]
+    fn fused_defaults_equal_their_parts_and_refuse_bad_input() {
+        use crate::kv_cache::{CacheConfig, PageStore};
+        use flexkern_quant::{quantize, Format};
+        let b = CpuBackend;
+        let (n, k) = (5, 64);
+        let val = |i: usize| ((i * 7919 % 997) as f32 / 498.0) - 1.0;
+        let wb = quantize(Format::Q8_0, &(0..n * k).map(val).collect::<Vec<_>>(), n, k).unwrap();
+        let w = b
+            .prepare_weight(QuantMatrix::new(Format::Q8_0, n, k, &wb).unwrap())
+            .unwrap();
+        let x = buf(&(0..k).map(|i| val(i + 3)).collect::<Vec<_>>());
+        let g = buf(&(0..k).map(|i| val(i + 11) + 1.5).collect::<Vec<_>>());
+        let norm = crate::backend::tensor_ops::Norm {
+            weight: &g,
+            eps: 1e-5,
+        };
+        let (mut h, mut y) = (buf(&[f32::NAN; 64]), buf(&[f32::NAN; 5]));
+        b.norm_matmul_many(norm, &[&w], &x, 1, &mut h, &mut [&mut y])
+            .unwrap();
+        let (mut h2, mut y2) = (buf(&[0.0; 64]), buf(&[0.0; 5]));
+        b.rms_norm(&x, 1, &g, 1e-5, &mut h2).unwrap();
+        b.matmul(&w, &h2, 1, &mut y2).unwrap();
+        let bits = |v: &HostBuffer| -> Vec<u32> {
+            to_host::<_, f32>(&b, v)
+                .unwrap()
+                .iter()
+                .map(|f| f.to_bits())
+                .collect()
+        };
+        assert_eq!(bits(&y), bits(&y2));
+        let short = buf(&[1.0; 63]);
+        let bad = crate::backend::tensor_ops::Norm {
+            weight: &short,
+            eps: 1e-5,
+        };
+        assert!(is_invalid(b.norm_matmul_many(
+            bad,
+            &[&w],
+            &x,
+            1,
+            &mut h,
+            &mut [&mut y]
+        )));
+        assert!(is_invalid(
+            b.norm_swiglu(bad, &w, &w, &x, 1, &mut h, &mut y)
+        ));
+
+        // RoPE + KV write: the separate ops' result, and a slot past the pool refused.
+        let (hq, hkv, hd) = (2, 1, 4);
+        let rope = Rope::new(RopeStyle::Neox, 4, 10_000.0, 1.0);
+        let freqs = buf(&rope.inv_freq);
+        let cfg = CacheConfig::new(2, 4, hkv, hd);
+        let pos = to_device(&b, &[3u32]).unwrap();
+        let q0: Vec<f32> = (0..hq * hd).map(val).collect();
+        let kv0: Vec<f32> = (0..hkv * hd).map(|i| val(i + 40)).collect();
+        let mut stores = Vec::new();
+        for (fused, slot) in [(true, 5u32), (false, 5), (true, 8)] {
+            let mut store = PageStore::new(&b, &cfg).unwrap();
+            let slots = to_device(&b, &[slot]).unwrap();
+            let (mut q, mut kk, v) = (buf(&q0), buf(&kv0), buf(&kv0));
+            let r = if fused {
+                b.rope_kv_write(
+                    &mut q,
+                    &mut kk,
+                    &v,
+                    (hq, hkv),
+                    hd,
+                    Slice::all(&pos),
+                    &rope,
+                    &freqs,
+                    store.pages(),
+                    Slice::all(&slots),
+                )
+            } else {
+                b.rope(&mut q, hq, hd, Slice::all(&pos), &rope, &freqs)
+                    .and_then(|_| b.rope(&mut kk, hkv, hd, Slice::all(&pos), &rope, &freqs))
+                    .and_then(|_| b.kv_write(store.pages(), Slice::all(&slots), &kk, &v))
+            };
+            stores.push((
+                r.is_ok(),
+                bits(&q),
+                to_host::<_, f32>(&b, &store.k).unwrap(),
+            ));
+        }
+        assert!(stores[0].0 && stores[1].0);
+        assert_eq!(stores[0].1, stores[1].1);
+        assert_eq!(stores[0].2, stores[1].2);
+        assert!(!stores[2].0, "slot 8 of a pool of 8");
+        assert!(stores[2].2.iter().all(|&x| x == 0.0), "nothing stored");
+        assert_eq!(b.largest(&x, k, 3).unwrap(), None);
+    }
 }
