@@ -43,12 +43,6 @@ static_assert(FK_MMA_STAGES >= 2, "at least double buffering");
 static_assert(FK_MKB == FkSize<FK_QT>::value || FK_K8, "K is the compute type or 1-byte codes");
 static_assert(FK_MVB == FkSize<FK_QT>::value || FK_V8, "V is the compute type or 1-byte codes");
 
-__device__ __forceinline__ u32 fk_msmem(const void* p) {
-  u32 a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-  return a;
-}
-
 __device__ __forceinline__ float fk_ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -79,30 +73,7 @@ template <int T> __device__ __forceinline__ u32 fk_mcodes(u32 two) {
   return fk_mpack(fk_cvt<T>(two & 0xffu), fk_cvt<T>((two >> 8) & 0xffu));
 }
 
-__device__ __forceinline__ void fk_mma(float* d, const u32* a, u32 b0, u32 b1) {
-  if constexpr (FK_QT == 2)
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void fk_ldsm4(u32* r, u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void fk_ldsm2(u32* r, u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
-}
-__device__ __forceinline__ void fk_ldsm4t(u32* r, u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
+__device__ __forceinline__ void fk_mma(float* d, const u32* a, u32 b0, u32 b1) { fk_mma_t<FK_QT>(d, a, b0, b1); }
 
 // Physical dimension of Q·K's logical k index (kk step, half h, lane quad c, element e). 1-byte
 // K: each thread's four codes of a step are one word.
@@ -114,18 +85,8 @@ __device__ __forceinline__ int fk_mvcol(int ot, int n) {
   return FK_V8 ? (ot / FK_VG) * 8 * FK_VG + FK_VG * n + ot % FK_VG : ot * 8 + n;
 }
 
-// One 16-byte cp.async, zero-filled when `live` is false. The L2 prefetch hint has the whole row
-// segment fetched from DRAM at once.
 __device__ __forceinline__ void fk_cp16(u32 dst, const u8* from, bool live) {
-  const u32 n = live ? 16 : 0;
-  if constexpr (FK_MMA_L2 == 256)
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(from), "r"(n));
-  else if constexpr (FK_MMA_L2 == 128)
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(dst), "l"(from), "r"(n));
-  else if constexpr (FK_MMA_L2 == 64)
-    asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16, %2;" ::"r"(dst), "l"(from), "r"(n));
-  else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(from), "r"(n));
+  fk_cp16_l2<FK_MMA_L2>(dst, from, live);
 }
 
 // A thread's query rows (g and g + 8 of the m-tile starting at block row r0) and their Q

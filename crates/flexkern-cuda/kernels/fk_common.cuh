@@ -149,4 +149,9 @@ __device__ __forceinline__ float fk_warp_sum(float v) {
   return v;
 }
 
+// SwiGLU's activation with the accurate expf, as the CPU computes it. Not inlined: inlined at
+// every (activation row, unit element) of the down-with-SwiGLU GEMV, it took ptxas over a minute
+// for Q4_K at MB 16 (under 2 s as a call).
+__device__ __noinline__ float fk_silu(float x) { return x / (1.0f + expf(-x)); }
+
 constexpr int fk_pow2ceil(int n) { return n <= 1 ? 1 : 2 * fk_pow2ceil((n + 1) / 2); }

@@ -21,10 +21,6 @@
 #define FK_MINB (FK_MB >= 8 ? 2 : 4)
 #endif
 
-// Not inlined: the accurate expf, inlined at every (activation row, unit element) of the
-// down-with-SwiGLU kernel, took ptxas over a minute for Q4_K at MB 16 (under 2 s as a call).
-__device__ __noinline__ float fk_silu(float x) { return x / (1.0f + expf(-x)); }
-
 __device__ __forceinline__ FkF4 fk_ldx4(const float* p) {
   FkF4 v;
 #if FK_XV

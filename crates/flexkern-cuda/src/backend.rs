@@ -16,6 +16,10 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 pub(crate) const COMMON: &str = include_str!("../kernels/fk_common.cuh");
+/// Tensor-core helpers (attention and the prompt GEMM).
+pub(crate) const MMA: &str = include_str!("../kernels/mma.cuh");
+/// Hopper warpgroup MMA helpers (the prefill attention and the prompt GEMM).
+pub(crate) const WGMMA: &str = include_str!("../kernels/wgmma.cuh");
 const KV_WRITE: &str = include_str!("../kernels/kv_write.cu");
 
 /// GPU 0 (or another ordinal) behind the `Backend` trait.

@@ -302,15 +302,20 @@ pub fn gemv(
     }
     let x = random(dev, m * k, DType::F32, 7)?;
     let y = dev.alloc(m * n * 4)?;
-    let kernel = crate::quant::choose::config_for(
-        dev.props.sms,
-        dev.props.smem_per_sm,
-        crate::quant::Mode::Plain,
-        &mats[0],
-        m,
-    )
-    .source()
-    .name;
+    let kernel = match mats[0].gemm_plan(crate::quant::Mode::Plain, m) {
+        Some(g) => g.mma_source().name + if g.direct { "" } else { " (+decode)" },
+        None => {
+            crate::quant::choose::config_for(
+                dev.props.sms,
+                dev.props.smem_per_sm,
+                crate::quant::Mode::Plain,
+                &mats[0],
+                m,
+            )
+            .source()
+            .name
+        }
+    };
     let ms = time_ms(dev, 2, reps, || {
         for a in &mats {
             run(

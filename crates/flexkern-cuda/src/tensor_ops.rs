@@ -537,6 +537,23 @@ impl TensorOps for CudaBackend {
         self.ops_launch("fk_add", (len.div_ceil(256), 256), &mut p)
     }
 
+    fn convert(&self, x: &CudaBuffer, out: &mut CudaBuffer, len: usize) -> Result<()> {
+        let _p = self.prof.scope(&self.dev, "convert");
+        flexkern::backend::tensor_ops::check_convert(x, out, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let (mut xp, mut op, mut l) = (x.device_buf().ptr(), out.device_buf().ptr(), len as i64);
+        let mut to = if out.dtype() == DType::BF16 { 2i32 } else { 1 };
+        let mut p: [*mut c_void; 4] = [
+            (&mut xp as *mut u64).cast(),
+            (&mut op as *mut u64).cast(),
+            (&mut l as *mut i64).cast(),
+            (&mut to as *mut i32).cast(),
+        ];
+        self.ops_launch("fk_convert", (len.div_ceil(256), 256), &mut p)
+    }
+
     fn add_bias(&self, x: &mut CudaBuffer, rows: usize, bias: &CudaBuffer) -> Result<()> {
         let _p = self.prof.scope(&self.dev, "add_bias");
         let d = bias.len();

@@ -50,6 +50,9 @@ pub struct SeqTokens<'t> {
     pub tokens: &'t [u32],
 }
 
+/// Query rows from which a GPU prompt's attention reads 16-bit Q (`Model::attn_q_dtype`).
+const HALF_Q_ROWS: usize = 16;
+
 /// Activation buffers of one forward call (`m` rows each).
 pub(crate) struct Scratch<Buf> {
     pub(crate) x: Buf,
@@ -60,6 +63,8 @@ pub(crate) struct Scratch<Buf> {
     pub(crate) att: Buf,
     pub(crate) proj: Buf,
     pub(crate) ff: Buf,
+    /// Q rounded for the attention (`attn_q_dtype`), when it is not f32.
+    pub(crate) qh: Option<Buf>,
 }
 
 /// The packed step upload: where each array sits.
@@ -343,7 +348,26 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             att: f32s(m * qd)?,
             proj: f32s(m * d)?,
             ff: f32s(m * c.n_ff)?,
+            qh: None,
         })
+    }
+
+    /// The dtype the attention reads Q in for a step of `rows` query rows: f32, except a GPU
+    /// prompt at the default precision, whose Q is rounded to the cache's 16-bit type (F16 for
+    /// 8-bit caches) so that the attention runs on tensor cores (the default path already
+    /// rounds activations; decode keeps f32 Q: its attention streams the cache, not products).
+    pub(crate) fn attn_q_dtype(&self, cache: &KvCache<B>, rows: usize) -> DType {
+        if rows < HALF_Q_ROWS
+            || self.precision() != Precision::Default
+            || !self.backend.caps().is_gpu()
+        {
+            return DType::F32;
+        }
+        match cache.store(0).layout.k_dtype {
+            DType::BF16 => DType::BF16,
+            DType::F32 => DType::F32,
+            _ => DType::F16,
+        }
     }
 
     /// The step's attention problem (every layer's: same layout and tables) and its plan.
@@ -359,8 +383,9 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         for t in batch {
             cu_q.push(cu_q[cu_q.len() - 1] + t.tokens.len() as u64);
         }
+        let rows = cu_q[cu_q.len() - 1] as usize;
         let p = prepare_buffers(
-            DType::F32,
+            self.attn_q_dtype(cache, rows),
             self.config.n_head,
             &cu_q,
             &layout,
@@ -385,6 +410,10 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         let (words, st) = Self::step_words(batch, olds, slots, tables);
         let words = to_device(b, &words)?;
         let mut s = self.scratch(st.m)?;
+        let qd = self.attn_q_dtype(cache, st.m);
+        if qd != DType::F32 {
+            s.qh = Some(b.alloc(qd, st.m * self.config.n_head * self.config.head_dim)?);
+        }
         let rows = match which {
             Logits::Last => batch.len(),
             Logits::All => st.m,
@@ -551,8 +580,15 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             }
             _ => p,
         };
+        let q = match &mut s.qh {
+            Some(qh) if p.q.dtype == qh.dtype() => {
+                b.convert(&s.q, qh, m * c.n_head * c.head_dim)?;
+                &*qh
+            }
+            _ => &s.q,
+        };
         let io = AttnIo {
-            q: &s.q,
+            q,
             kv: paged_bufs(tables, &store.k, &store.v, words, st.tables),
             out: &mut s.att,
             lse: None,

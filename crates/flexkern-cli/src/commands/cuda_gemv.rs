@@ -1,6 +1,8 @@
 //! `flexkern bench gemv --device cuda`: each format at each N (K fixed) timed with CUDA events
 //! on GPU 0, as weight bytes per second and as a fraction of the device-to-device copy
-//! bandwidth measured in the same run (read + write bytes per second).
+//! bandwidth measured in the same run (read + write bytes per second), and as TFLOP/s (2 M N K
+//! per call: the prompt GEMM's measure; `bench/gemm_peers_cuda.py` measures the card's dense
+//! f16 peak and cuBLAS beside it).
 
 use super::bench_gemv::BenchGemvArgs;
 use super::cuda::{module_report, open};
@@ -36,16 +38,17 @@ pub fn bench_gemv(a: &BenchGemvArgs) -> Result<()> {
     let copy = flexkern_cuda::bench::copy_bandwidth(&dev, reps)?;
     println!("copy bandwidth (device to device, read + write): {copy:.0} GB/s");
     println!(
-        "{:<14} {:>6} {:>6} {:>10} {:>9} {:>8}  kernel",
-        "format", "N", "K", "us/call", "GB/s", "of copy"
+        "{:<14} {:>6} {:>6} {:>10} {:>9} {:>8} {:>8}  kernel",
+        "format", "N", "K", "us/call", "GB/s", "of copy", "TFLOP/s"
     );
     for f in formats {
         for &n in &ns {
             match flexkern_cuda::bench::gemv(&dev, f, n, k, a.m, reps, !a.precise) {
                 Ok(r) => {
                     let gbs = r.weight_bytes as f64 / (r.ms * 1e-3) / 1e9;
+                    let tflops = 2.0 * (a.m * n * k) as f64 / (r.ms * 1e-3) / 1e12;
                     println!(
-                        "{:<14} {n:>6} {k:>6} {:>10.2} {gbs:>9.0} {:>7.1}%  {}",
+                        "{:<14} {n:>6} {k:>6} {:>10.2} {gbs:>9.0} {:>7.1}% {tflops:>8.1}  {}",
                         f.name(),
                         r.ms * 1e3,
                         100.0 * gbs / copy,

@@ -58,6 +58,13 @@ pub(crate) fn run_on<B: TensorOps>(
     let prompt = tok.encode(&text, true, args.chat);
     let model = Model::load_with(&file, backend, precision(args.precise), progress)?;
     let mut cache = model.new_cache_with(args.ctx, kv_dtype(args.kv_type, args.precise))?;
+    // A GPU loads (or first compiles) each kernel module on first use: one untimed pass of the
+    // prompt and a decode step does that before the timed run, as llama.cpp warms up.
+    if model.backend().caps().is_gpu() && !prompt.is_empty() && cache.max_len() > prompt.len() {
+        model.forward_largest(&mut cache, &prompt, 1)?;
+        model.forward_largest(&mut cache, &prompt[..1], 1)?;
+        cache.clear()?;
+    }
     if let Some(out) = &args.dump_logits {
         let logits = model.forward(&mut cache, &prompt, Logits::Last)?;
         flexkern::npy::write_f32(out, &[logits.len()], &logits)?;

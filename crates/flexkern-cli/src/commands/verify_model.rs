@@ -24,21 +24,26 @@ pub struct VerifyModelArgs {
     /// With --device cpu, the path checked against the precise reference.
     #[arg(long, value_enum, default_value = "portable")]
     pub cpu_path: CpuPath,
+    /// With --device cuda, the path checked: precise (f32 activations everywhere) or default
+    /// (8-bit activations in decode's GEMVs, 16-bit operands in the prompt's tensor-core GEMM).
+    #[arg(long, value_enum, default_value = "precise")]
+    pub gpu_path: GpuPath,
     /// Greedy tokens to generate (the reference's, fed to both sides).
     #[arg(long, default_value_t = 64)]
     pub tokens: usize,
     /// Prompt text (tokenized with the model's BOS).
     #[arg(long, default_value = "The three laws of robotics are")]
     pub prompt: String,
-    /// Largest allowed |ref - dev| logit difference (default: 1e-3 for cuda, 0 for cpu) ...
+    /// Largest allowed |ref - dev| logit difference (default: 1e-3 for cuda precise, 0 for the
+    /// default paths) ...
     #[arg(long)]
     pub max_diff: Option<f32>,
-    /// ... plus this fraction of the position's largest |ref logit| (default: 1e-4 for cuda,
-    /// 0.15 for cpu).
+    /// ... plus this fraction of the position's largest |ref logit| (default: 1e-4 for cuda
+    /// precise, 0.15 for the default paths).
     #[arg(long)]
     pub max_rel: Option<f32>,
     /// Reference logits closer than this may swap order or a top-5 boundary (default: 1e-2
-    /// for cuda, 0.5 for cpu).
+    /// for cuda precise, 1.5 for the default paths).
     #[arg(long)]
     pub tie: Option<f32>,
 }
@@ -55,13 +60,25 @@ pub enum CpuPath {
     Default,
 }
 
+/// The GPU path `--device cuda` checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GpuPath {
+    /// f32 activations, as the reference.
+    Precise,
+    /// The default precision (`flexkern run`'s): rounded activations, the CPU default path's
+    /// tolerances.
+    Default,
+}
+
 /// The tolerance of `device`. The GPU keeps f32 activations as the reference does (the one
 /// H100 run differed by 7e-7 on logits of magnitude 1.4). The CPU's default path rounds
 /// activations to 8 bits: on SmolLM2-135M-Instruct Q4_1 it differs by up to 3.6 (9 % of the
 /// largest logit 39) and by 0.7 near the top, so only pairs 1.5 apart must keep their order.
 fn tolerance(a: &VerifyModelArgs) -> Result<Tolerance> {
-    let (max_abs, max_rel, tie) = match (a.device, a.cpu_path) {
-        (Device::Cpu, CpuPath::Default) => (0.0, 0.15, 1.5),
+    let (max_abs, max_rel, tie) = match (a.device, a.cpu_path, a.gpu_path) {
+        (Device::Cpu, CpuPath::Default, _) | (Device::Cuda, _, GpuPath::Default) => {
+            (0.0, 0.15, 1.5)
+        }
         _ => (1e-3, 1e-4, 1e-2),
     };
     let t = Tolerance {
@@ -98,9 +115,13 @@ pub fn run_verify_model(a: &VerifyModelArgs) -> Result<()> {
     let reference = Model::load_with(&file, CpuBackend, Precision::Precise, |_, _| {})?;
     match dev {
         Some(dev) => {
-            let label = format!("cuda ({})", dev.props.name);
+            let (precision, which) = match a.gpu_path {
+                GpuPath::Precise => (Precision::Precise, "precise"),
+                GpuPath::Default => (Precision::Default, "default path"),
+            };
+            let label = format!("cuda {which} ({})", dev.props.name);
             let backend = flexkern_cuda::backend::CudaBackend::on(dev);
-            let device = Model::load_with(&file, backend, Precision::Precise, |_, _| {})?;
+            let device = Model::load_with(&file, backend, precision, |_, _| {})?;
             report(&path, &label, &reference, &device, &prompt, a, &tol)
         }
         None if a.cpu_path == CpuPath::Default => {

@@ -174,10 +174,12 @@ impl KernelConfig {
             m.wg as u8, m.wg_s
         );
         let common = COMMON.replace("#pragma once", "");
+        let mma = crate::backend::MMA.replace("#pragma once", "")
+            + &crate::backend::WGMMA.replace("#pragma once", "");
         KernelSource {
             name: format!("{}_v{:04x}", self.name(), variant_hash as u16),
             source: format!(
-                "{defines}{common}\n{hooks}\n{ATTENTION}\n{ATTENTION_ASYNC}\n{ATTENTION_MMA}\n{ATTENTION_WGMMA}"
+                "{defines}{common}\n{mma}\n{hooks}\n{ATTENTION}\n{ATTENTION_ASYNC}\n{ATTENTION_MMA}\n{ATTENTION_WGMMA}"
             ),
         }
     }

@@ -19,8 +19,8 @@ use std::sync::Mutex;
 /// `FkMat` of quant_blocks.cuh, passed by value.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-struct FkMat {
-    w: u64,
+pub(super) struct FkMat {
+    pub(super) w: u64,
     s: u64,
     b: u64,
     row_bytes: i64,
@@ -189,7 +189,6 @@ impl DeviceMatrix {
         self
     }
 
-    /// Bytes of weights (what one GEMV reads).
     /// What the kernel choice reads of this matrix.
     pub fn traits(&self) -> super::choose::MatrixTraits<'_> {
         super::choose::MatrixTraits {
@@ -202,11 +201,32 @@ impl DeviceMatrix {
         }
     }
 
+    /// Bytes of weights (what one GEMV reads).
     pub fn bytes(&self) -> usize {
         self.format.tensor_bytes(self.n, self.k).unwrap_or(0)
     }
 
-    fn mat(&self) -> FkMat {
+    /// The tensor-core GEMM's plan for `m` rows of a `mode` product, where it serves them.
+    pub fn gemm_plan(&self, mode: Mode, m: usize) -> Option<super::gemm::Gemm> {
+        let t = super::gemm::Target::for_device(self.buf.device().props.compute_capability)?;
+        super::gemm::Gemm::plan(
+            &t,
+            self.format,
+            self.n,
+            self.k,
+            m,
+            mode,
+            self.quantized_acts,
+            self.buf.ptr().is_multiple_of(16),
+        )
+    }
+
+    /// Its unit type (`unit_type`).
+    pub fn unit(&self) -> &str {
+        &self.unit
+    }
+
+    pub(super) fn mat(&self) -> FkMat {
         let base = self.buf.ptr();
         match self.format {
             Format::MlxAffine {
@@ -319,6 +339,12 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
     validate(c)?;
     if c.m == 0 {
         return Ok(());
+    }
+    // Prompts: a tensor-core GEMM over operands decoded once (`gemm.rs`).
+    if c.norm.is_none() && (!c.accumulate || c.mode == Mode::Plain) {
+        if let Some(g) = c.a.gemm_plan(c.mode, c.m) {
+            return super::gemm::run(dev, c, &g);
+        }
     }
     let (n, k) = (c.a.n, c.a.k);
     let a = c.a.mat();

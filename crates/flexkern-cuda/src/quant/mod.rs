@@ -5,6 +5,7 @@
 
 pub mod choose;
 pub use choose::{Stream, StreamActs};
+pub mod gemm;
 pub mod gemv;
 pub mod layout;
 #[cfg(test)]
@@ -145,7 +146,7 @@ impl Staged {
     }
 }
 
-fn ident(unit: &str) -> String {
+pub(super) fn ident(unit: &str) -> String {
     unit.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect::<String>()

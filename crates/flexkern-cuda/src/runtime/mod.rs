@@ -231,25 +231,40 @@ pub unsafe fn launch(
     params: &mut [*mut std::ffi::c_void],
     pdl: bool,
 ) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { launch_grid(f, (grid, 1, 1), (threads, 1, 1), smem, stream, params, pdl) }
+}
+
+/// `launch` with a 3-D grid and block.
+///
+/// # Safety
+/// As `launch`.
+pub unsafe fn launch_grid(
+    f: cudarc::driver::sys::CUfunction,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    smem: u32,
+    stream: CUstream,
+    params: &mut [*mut std::ffi::c_void],
+    pdl: bool,
+) -> Result<()> {
     use cudarc::driver::sys;
     if !pdl {
         // SAFETY: the caller's contract.
-        return unsafe {
-            result::launch_kernel(f, (grid, 1, 1), (threads, 1, 1), smem, stream, params)
-        }
-        .map_err(|e| driver("cuLaunchKernel", e));
+        return unsafe { result::launch_kernel(f, grid, block, smem, stream, params) }
+            .map_err(|e| driver("cuLaunchKernel", e));
     }
     // SAFETY: a zeroed attribute is valid; the union member set is the one `id` names.
     let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
     attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmaticStreamSerializationAllowed = 1;
     let cfg = sys::CUlaunchConfig {
-        gridDimX: grid,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: threads,
-        blockDimY: 1,
-        blockDimZ: 1,
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: block.0,
+        blockDimY: block.1,
+        blockDimZ: block.2,
         sharedMemBytes: smem,
         hStream: stream,
         attrs: &mut attr,

@@ -282,6 +282,51 @@ fn adds(b: &CudaBackend, rng: &mut Rng) -> Result<f64> {
     Ok(0.0)
 }
 
+/// `convert`: f32 to f16 and bf16 rounded as `half` rounds (random values, ties, overflow,
+/// subnormals, NaN), bit for bit, and a short output refused.
+fn convert(b: &CudaBackend, rng: &mut Rng) -> Result<f64> {
+    let mut x = random(rng, 1000);
+    x.extend([
+        1.000_488_3,
+        -65_520.0,
+        1e-7,
+        f32::NAN,
+        -0.0,
+        3e38,
+        1.0 + f32::EPSILON,
+    ]);
+    let xd = up(b, &x)?;
+    for dt in [DType::F16, DType::BF16] {
+        let mut out = b.alloc(dt, x.len())?;
+        b.convert(&xd, &mut out, x.len())?;
+        let mut raw = vec![0u8; 2 * x.len()];
+        b.download(&out, 0, &mut raw)?;
+        for (i, (g, &f)) in bytemuck::cast_slice::<u8, u16>(&raw)
+            .iter()
+            .zip(&x)
+            .enumerate()
+        {
+            let want = if dt == DType::F16 {
+                half::f16::from_f32(f).to_bits()
+            } else {
+                half::bf16::from_f32(f).to_bits()
+            };
+            let nan = f.is_nan() && g & 0x7fff > 0x7c00;
+            if *g != want && !nan {
+                return Err(invalid(
+                    "convert",
+                    format!("{} element {i}: {f} -> {g:#x}, want {want:#x}", dt.name()),
+                ));
+            }
+        }
+        let mut short = b.alloc(dt, 10)?;
+        if b.convert(&xd, &mut short, x.len()).is_ok() {
+            return Err(invalid("convert", "a short output was accepted"));
+        }
+    }
+    Ok(0.0)
+}
+
 /// `matmul` and `swiglu` through `prepare_weight` (the file's bytes, MLX's three arrays).
 fn prepared(b: &CudaBackend, rng: &mut Rng, f: Format) -> Result<f64> {
     let (n, k, m) = (70, 512, 3);
@@ -340,6 +385,11 @@ pub fn ops_checks(dev: &Arc<crate::runtime::Device>, seed: u64) -> Vec<Outcome> 
             rms_norm(&b, &mut rng, 3, 1001),
         ),
         row("add + add_bias (bit-exact)".into(), 0.0, adds(&b, &mut rng)),
+        row(
+            "convert f32 -> f16 / bf16 (bit-exact, nearest even)".into(),
+            0.0,
+            convert(&b, &mut rng),
+        ),
         row(
             "largest: the device's top k, ids and bits as the host orders them".into(),
             0.0,

@@ -7,7 +7,7 @@
 //! against `B: TensorOps` never calls a CPU function directly and never touches host memory
 //! inside a step, so a device backend plugs in by implementing the traits.
 
-use super::{AttnIo, Backend, Pages, Slice};
+use super::{AttnIo, Backend, Buffer, Pages, Slice};
 use crate::attention::plan::Plan;
 use crate::attention::problem::Problem;
 use crate::error::{invalid, Result};
@@ -280,6 +280,28 @@ pub trait TensorOps: Backend {
     /// Adds `bias` to each of the first `rows` rows of `x` (rows of `bias.len()` elements).
     fn add_bias(&self, x: &mut Self::Buffer, rows: usize, bias: &Self::Buffer) -> Result<()>;
 
+    /// `out[..len] = x[..len]` rounded (to nearest, ties to even) from f32 to `out`'s dtype, F16
+    /// or BF16: a GPU's prompt attention then runs on tensor cores. The default goes through
+    /// the host; a device backend does it in place.
+    fn convert(&self, x: &Self::Buffer, out: &mut Self::Buffer, len: usize) -> Result<()> {
+        check_convert(x, out, len)?;
+        let mut raw = vec![0u8; 4 * len];
+        self.download(x, 0, &mut raw)?;
+        let to = out.dtype();
+        let bits: Vec<u16> = raw
+            .chunks_exact(4)
+            .map(|c| {
+                let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                if to == crate::DType::F16 {
+                    half::f16::from_f32(v).to_bits()
+                } else {
+                    half::bf16::from_f32(v).to_bits()
+                }
+            })
+            .collect();
+        self.upload(out, 0, bytemuck::cast_slice(&bits))
+    }
+
     /// The `k` largest of `x[..n]` (f32; `k` 0: all) as `(index, value)`, largest first,
     /// equal values (-0 equal to +0) by lower index, found where `x` lives so that only they
     /// come back (sampling on the device). NaN in `x` is an error. `Ok(None)`: not found here
@@ -322,6 +344,24 @@ pub trait TensorOps: Backend {
     }
 }
 
+/// `convert`'s checks: f32 in, F16 or BF16 out, both holding `len` elements.
+pub fn check_convert<B: Buffer>(x: &B, out: &B, len: usize) -> Result<()> {
+    if x.dtype() != crate::DType::F32 || x.len() < len {
+        return Err(invalid("x", format!("{len} f32 elements expected")));
+    }
+    if !matches!(out.dtype(), crate::DType::F16 | crate::DType::BF16) || out.len() < len {
+        return Err(invalid(
+            "out",
+            format!(
+                "{len} f16 or bf16 elements expected, got {} {}",
+                out.len(),
+                out.dtype().name()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// An RMSNorm fused into a product: rows become `x / sqrt(mean(x²) + eps) * weight`, exactly
 /// as `TensorOps::rms_norm` computes them.
 pub struct Norm<'a, B> {
@@ -358,6 +398,50 @@ pub struct GraphId(pub u64);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `convert` rounds to nearest even as `half` does (ties, subnormals, overflow to
+    /// infinity, NaN stays NaN) and refuses wrong dtypes and short buffers.
+    #[test]
+    fn convert_rounds_as_half_and_checks_its_buffers() {
+        use crate::backend::to_device;
+        use crate::{CpuBackend, DType};
+        let b = CpuBackend;
+        let v: Vec<f32> = vec![
+            1.0 + f32::EPSILON,
+            1.000_488_3, // an f16 tie
+            -65_520.0,   // rounds past f16's largest: -inf
+            1e-7,        // an f16 subnormal
+            f32::NAN,
+            1.234_567_8,
+            -0.0,
+        ];
+        let x = to_device(&b, &v).unwrap();
+        for dt in [DType::F16, DType::BF16] {
+            let mut out = b.alloc(dt, v.len()).unwrap();
+            b.convert(&x, &mut out, v.len()).unwrap();
+            let mut raw = vec![0u8; 2 * v.len()];
+            b.download(&out, 0, &mut raw).unwrap();
+            let got: &[u16] = bytemuck::cast_slice(&raw);
+            for (g, &f) in got.iter().zip(&v) {
+                let want = if dt == DType::F16 {
+                    half::f16::from_f32(f).to_bits()
+                } else {
+                    half::bf16::from_f32(f).to_bits()
+                };
+                assert!(
+                    *g == want || (f.is_nan() && *g & 0x7fff > 0x7c00),
+                    "{f} -> {g:#x}"
+                );
+            }
+        }
+        let mut short = b.alloc(DType::F16, 2).unwrap();
+        assert!(b.convert(&x, &mut short, v.len()).is_err());
+        let mut f32_out = b.alloc(DType::F32, v.len()).unwrap();
+        assert!(b.convert(&x, &mut f32_out, v.len()).is_err());
+        let mut h = b.alloc(DType::F16, v.len()).unwrap();
+        let hx = b.alloc(DType::F16, v.len()).unwrap();
+        assert!(b.convert(&hx, &mut h, v.len()).is_err(), "f16 input");
+    }
 
     #[test]
     fn freq_factors_and_yarn_and_their_bad_parameters() {
