@@ -24,15 +24,17 @@ constexpr int FK_MI = FK_TM / 16, FK_NI = FK_TN / 8;          // its m16 and n8 
 constexpr int FK_STAGE = (FK_BM + FK_BN) * FK_ROWB;
 constexpr int FK_CHUNKS = (FK_BM + FK_BN) * (FK_ROWB / 16);
 static_assert(FK_TM % 16 == 0 && FK_TN % 16 == 0, "warp tiles of whole m16 and n16 steps");
-static_assert(FK_CHUNKS % FK_NT == 0, "every thread copies the same number of chunks");
 static_assert(FK_GS >= 2, "at least double buffering");
 
-// Stage the k-tile `kt` of both operands (rows past m / n zero-filled), one commit group.
-__device__ __forceinline__ void fk_gemm_issue(u32 stage, const u16* A, const u16* B, i64 m0, i64 n0, int m,
-                                              i64 n, i64 kp, int kt) {
+// Stage the k-tile `kt` of both operands (rows past m / n zero-filled) with NT threads, this
+// one `t`; the caller commits.
+template <int NT>
+__device__ __forceinline__ void fk_gemm_copy(u32 stage, const u16* A, const u16* B, i64 m0, i64 n0, int m, i64 n,
+                                             i64 kp, int kt, int t) {
+  static_assert(FK_CHUNKS % NT == 0, "every thread copies the same number of chunks");
 #pragma unroll
-  for (int i = 0; i < FK_CHUNKS / FK_NT; ++i) {
-    const int c = threadIdx.x + i * FK_NT;
+  for (int i = 0; i < FK_CHUNKS / NT; ++i) {
+    const int c = t + i * NT;
     const int row = c >> 3, ch = c & 7;
     const bool a = row < FK_BM;
     const i64 r = a ? m0 + row : n0 + (row - FK_BM);
@@ -40,6 +42,12 @@ __device__ __forceinline__ void fk_gemm_issue(u32 stage, const u16* A, const u16
     const u16* src = (a ? A : B) + (live ? r : 0) * kp + kt * FK_BK + ch * 8;
     fk_cp16_l2<0>(stage + row * FK_ROWB + ((ch ^ (row & 7)) << 4), src, live);
   }
+}
+
+// fk_gemm_copy by every thread of the block, one commit group.
+__device__ __forceinline__ void fk_gemm_issue(u32 stage, const u16* A, const u16* B, i64 m0, i64 n0, int m, i64 n,
+                                              i64 kp, int kt) {
+  fk_gemm_copy<FK_NT>(stage, A, B, m0, n0, m, n, kp, kt, threadIdx.x);
   asm volatile("cp.async.commit_group;");
 }
 

@@ -237,7 +237,7 @@ pub fn gemv_cases() -> Vec<GemvCase> {
             });
         }
     }
-    // The tensor-core GEMM (prompts: 17 rows and more at the default precision): every format
+    // The tensor-core GEMM (batches of 16 rows and more at the default precision): every format
     // once; the mode formats in every mode, several m-tiles (one ragged) and n-tiles; plain
     // floats at an odd k (a padded copy) and at whole k-tiles (read in place); the residual
     // add; a matrix of several decoded panels.
