@@ -598,8 +598,25 @@ fn bad_input(dev: &Arc<Device>) -> Result<f64> {
             m,
         }
     }
+    // The default precision's batches take the tensor-core GEMM: the same checks come first.
+    let (aq, _) = matrix(dev, &mut rng, Format::Q4_0, 8, 64)?;
+    let aq = aq.with_quantized_activations(true);
+    let tc_x = dev.alloc(32 * 64 * 4)?;
+    let tc = |mode, b, x, y, m| call(&aq, mode, b, x, y, m);
     let call = |mode, b, x, y, m| call(&a, mode, b, x, y, m);
     let cases: Vec<(&str, GemvCall)> = vec![
+        (
+            "32 rows in a one-row x (tensor cores)",
+            tc(Mode::Plain, None, &x, &y, 32),
+        ),
+        (
+            "32 rows into a one-row y (tensor cores)",
+            tc(Mode::Plain, None, &tc_x, &y, 32),
+        ),
+        (
+            "no up (tensor cores)",
+            tc(Mode::GateUp, None, &tc_x, &y, 32),
+        ),
         (
             "up of another shape",
             call(Mode::GateUp, Some(&b), &x, &y, 1),
