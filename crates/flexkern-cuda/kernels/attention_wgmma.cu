@@ -110,7 +110,14 @@ __device__ __forceinline__ FkMRows fk_wq(const FkArgs& a, const FkSeq& sq, u32 r
   return q;
 }
 
+#if FK_WTMA
+// Strided K/V whose whole tiles the producer copies with TMA (tma.rs builds the maps: [tokens,
+// heads, d], boxes of 64 columns x 1 head x FK_WT keys, 128-byte swizzle).
+extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1)
+    fk_attention_mma(const FkArgs a, const __grid_constant__ FkTmap tk, const __grid_constant__ FkTmap tv) {
+#else
 extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_attention_mma(const FkArgs a) {
+#endif
   extern __shared__ __align__(16) u8 fk_wsmem[];
   const u32 item = blockIdx.x;
   const i64 kvh = blockIdx.y;
@@ -143,20 +150,46 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
     const i64* rec = (const i64*)(a.step + a.off_seqs) + 8 * (u64)seq;
     const u8* kb = a.k + (rec[4] + kvh * a.k_head_stride) * 2;
     const u8* vb = a.v + (rec[5] + kvh * a.v_head_stride) * 2;
+#if FK_WTMA
+    // The sequence's first token in the maps' token coordinate (its base is a whole token).
+    const int ktok = (int)(rec[4] / a.k_tok_stride), vtok = (int)(rec[5] / a.v_tok_stride);
+#endif
+    // A tile copied with TMA completes its `full` phase by the copies' bytes (thread 0 expects
+    // them, the others arrive at once); a cp.async tile's threads arrive once its copies landed.
+    bool prev_tma = false;
     for (int t = 0; t <= ntiles; ++t) {
+      bool tma = false;
       if (t < ntiles) {
         const int s = t % FK_WST;
         if (t >= FK_WST) fk_bar_wait(empty_bar + 8 * s, (t / FK_WST - 1) & 1);
-        fk_wrows(a, kb, vb, seq, kvh, smem + s * FK_WSTAGE, k0 + (i64)t * FK_WT, k1, visible0, pt);
+        const i64 t0 = k0 + (i64)t * FK_WT;
+#if FK_WTMA
+        tma = t0 >= visible0 && t0 + FK_WT <= k1;
+        if (tma) {
+          const u32 dst = smem + s * FK_WSTAGE, bar = full_bar + 8 * s;
+          if (pt == 0) {
+            fk_bar_expect(bar, FK_WSTAGE);
+#pragma unroll
+            for (int cb = 0; cb < FK_DK / 64; ++cb) fk_tma_load3(dst + cb * FK_WCOL, &tk, cb * 64, (int)kvh, ktok + (int)t0, bar);
+#pragma unroll
+            for (int cb = 0; cb < FK_DV / 64; ++cb)
+              fk_tma_load3(dst + FK_WKB + cb * FK_WCOL, &tv, cb * 64, (int)kvh, vtok + (int)t0, bar);
+          } else {
+            fk_bar_arrive(bar);
+          }
+        }
+#endif
+        if (!tma) fk_wrows(a, kb, vb, seq, kvh, smem + s * FK_WSTAGE, t0, k1, visible0, pt);
         asm volatile("cp.async.commit_group;");
         asm volatile("cp.async.wait_group 1;" ::: "memory");
       } else {
         asm volatile("cp.async.wait_group 0;" ::: "memory");
       }
-      if (t > 0) {
+      if (t > 0 && !prev_tma) {
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         fk_bar_arrive(full_bar + 8 * ((t - 1) % FK_WST));
       }
+      prev_tma = tma;
     }
     return;  // the join below is the consumers' (it would not fit the producer's registers)
   } else {

@@ -15,24 +15,6 @@ static_assert(FK_BM == 128 && FK_WM == 2 && FK_WN == 4, "two consumer warpgroups
 static_assert(FK_BN % 128 == 0 && FK_BN <= 256, "whole n128 instructions, TMA boxes of <= 256 rows");
 static_assert(FK_GS >= 2, "double buffering at least");
 
-// A CUtensorMap, passed by value (__grid_constant__: TMA reads it where the parameter lives).
-struct __align__(64) FkTmap {
-  u64 v[16];
-};
-
-__device__ __forceinline__ void fk_tma_load(u32 dst, const FkTmap* map, int x, int y, u32 bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          dst),
-      "l"((u64)map), "r"(x), "r"(y), "r"(bar)
-      : "memory");
-}
-
-__device__ __forceinline__ void fk_bar_expect(u32 bar, u32 bytes) {
-  asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-
 extern "C" __global__ void __launch_bounds__(384, 1)
     fk_gemm(const __grid_constant__ FkTmap ta, const __grid_constant__ FkTmap tb, float* __restrict__ Y, int m, i64 n,
             i64 kp, i64 ldy, int mode) {
@@ -62,8 +44,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       if (t >= FK_GS) fk_bar_wait(empty_bar + 8 * s, (t / FK_GS - 1) & 1);
       const u32 st = s0 + s * FK_STAGE, bar = full_bar + 8 * s;
       fk_bar_expect(bar, FK_STAGE);
-      fk_tma_load(st, &ta, t * FK_BK, m0, bar);
-      fk_tma_load(st + FK_BM * FK_ROWB, &tb, t * FK_BK, n0, bar);
+      fk_tma_load2(st, &ta, t * FK_BK, m0, bar);
+      fk_tma_load2(st + FK_BM * FK_ROWB, &tb, t * FK_BK, n0, bar);
     }
     return;
   }

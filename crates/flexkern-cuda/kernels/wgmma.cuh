@@ -89,4 +89,32 @@ __device__ __forceinline__ void fk_bar_wait(u32 bar, u32 parity) {
                  : "memory");
   } while (!done);
 }
+// A CUtensorMap, passed by value (__grid_constant__: TMA reads it where the parameter lives).
+struct __align__(64) FkTmap {
+  u64 v[16];
+};
+
+// TMA bulk copies of one box into shared memory at `dst`, completing on mbarrier `bar` (which
+// expects their bytes: fk_bar_expect). Coordinates innermost first; out-of-range elements
+// arrive as zeros.
+__device__ __forceinline__ void fk_tma_load2(u32 dst, const FkTmap* map, int x, int y, u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          dst),
+      "l"((u64)map), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void fk_tma_load3(u32 dst, const FkTmap* map, int x, int y, int z, u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];" ::"r"(dst),
+      "l"((u64)map), "r"(x), "r"(y), "r"(z), "r"(bar)
+      : "memory");
+}
+
+// Arrives on `bar` and adds `bytes` to the transfers its phase waits for.
+__device__ __forceinline__ void fk_bar_expect(u32 bar, u32 bytes) {
+  asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
 #endif

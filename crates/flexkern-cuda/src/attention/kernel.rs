@@ -66,6 +66,8 @@ pub struct KernelConfig {
     /// log2 of a power-of-two page size (-1: strided, or pages of another size).
     pub page_shift: i32,
     pub nwarps: usize,
+    /// The Hopper kernel copies whole K/V tiles with TMA (strided K/V; `tma.rs`).
+    pub tma: bool,
 }
 
 /// The cp.async pipeline's shape: `FLEXKERN_CUDA_ASYNC=tile,stages` (or `0` for the register
@@ -128,7 +130,7 @@ impl KernelConfig {
                 m.l2_prefetch,
                 m.min_blocks,
                 if m.wg {
-                    format!("wg{}", m.wg_s)
+                    format!("wg{}{}", m.wg_s, if self.tma { "t" } else { "" })
                 } else {
                     String::new()
                 }
@@ -169,9 +171,10 @@ impl KernelConfig {
         });
         let defines = format!(
             "{defines}#define FK_MMA {}\n#define FK_MMA_MT {}\n#define FK_MMA_TILE {}\n#define FK_MMA_STAGES {}\n\
-             #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n#define FK_MMA_MINB {}\n#define FK_WGMMA {}\n#define FK_WG_S {}\n",
+             #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n#define FK_MMA_MINB {}\n#define FK_WGMMA {}\n#define FK_WG_S {}\n\
+             #define FK_WTMA {}\n",
             self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch, m.min_blocks,
-            m.wg as u8, m.wg_s
+            m.wg as u8, m.wg_s, self.tma as u8
         );
         let common = COMMON.replace("#pragma once", "");
         let mma = crate::backend::MMA.replace("#pragma once", "")
@@ -294,6 +297,7 @@ pub(super) fn config(c: &AttnCall, rows: usize) -> Result<(KernelConfig, DType, 
             _ => -1,
         },
         nwarps: 4,
+        tma: false,
     };
     Ok((cfg, kd, vd))
 }

@@ -40,13 +40,21 @@ impl PlanMemo {
         // (other threads' compiles must not queue behind it); a thread finding it out plans
         // its own.
         let last = self.last.lock().expect("plan memo lock").take();
-        let p = match last {
+        // A plan whose TMA maps cannot address the new buffers is planned again.
+        let last = match last {
             Some((k, mut p)) if k == key => {
-                p.rebind(c);
-                self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                p
+                if p.rebind(c) {
+                    self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    Ok(p)
+                } else {
+                    Err(Some((k, p)))
+                }
             }
-            old => match prepare_with(dev, c, hooks, old.map(|(_, p)| p._bufs))? {
+            old => Err(old),
+        };
+        let p = match last {
+            Ok(p) => p,
+            Err(old) => match prepare_with(dev, c, hooks, old.map(|(_, p)| p._bufs))? {
                 Some(p) => p,
                 None => return Ok(None),
             },

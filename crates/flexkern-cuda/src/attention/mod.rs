@@ -8,6 +8,7 @@ use crate::error::{driver, invalid, Result};
 use crate::plan::{mma_shape, plan_work, rows_per_block, MmaQuery, MmaShape, WorkPlan, TILE};
 use crate::runtime::{Device, DeviceBuf};
 use cudarc::driver::result::launch_kernel;
+use cudarc::driver::sys::CUtensorMap;
 use flexkern::attention::problem::{SeqLens, MAX_HEAD_DIM};
 use flexkern::variant::CompiledVariant;
 use flexkern::DType;
@@ -19,6 +20,7 @@ mod memo;
 mod nodes;
 #[cfg(test)]
 mod tests;
+mod tma;
 mod validate;
 
 pub use kernel::{async_shape, warps, KernelConfig};
@@ -176,6 +178,8 @@ pub struct Prepared {
     grid_attn: (u32, u32, u32),
     grid_merge: (u32, u32, u32),
     _bufs: [DeviceBuf; 3],
+    /// K and V TMA maps of the Hopper kernel built with FK_WTMA.
+    tmaps: Option<[CUtensorMap; 2]>,
     pub config: KernelConfig,
     pub plan: WorkPlan,
 }
@@ -195,8 +199,17 @@ impl Prepared {
         ))
     }
 
-    /// Points this plan at `c`'s buffers (a call with the same `plan_key`).
-    fn rebind(&mut self, c: &AttnCall) {
+    /// Points this plan at `c`'s buffers (a call with the same `plan_key`); false where its TMA
+    /// maps cannot address them (the caller plans again).
+    fn rebind(&mut self, c: &AttnCall) -> bool {
+        if self.tmaps.is_some() {
+            let tile = self.config.mma.map_or(0, |m| m.tile);
+            let dims = (self.config.dk, self.config.dv);
+            match tma::maps(&c.kv, self.grid_attn.1 as usize, dims, tile) {
+                Ok(m) => self.tmaps = Some(m),
+                Err(_) => return false,
+            }
+        }
         let a = &mut self.args;
         a.q = c.q.buf.ptr();
         a.out = c.out.ptr();
@@ -216,11 +229,17 @@ impl Prepared {
                 }
             }
         }
+        true
     }
 
     pub fn launch(&self) -> Result<()> {
         let mut args = self.args;
         let threads = self.config.threads() as u32;
+        let mut maps = self.tmaps;
+        if maps.is_some() && self.dev.capturing() {
+            // Graph nodes are re-pointed through the one `FkArgs` parameter (nodes.rs).
+            return Err(invalid("graph", "the TMA prefill kernel is not recorded"));
+        }
         launch(
             &self.dev,
             self.f_attn,
@@ -228,6 +247,7 @@ impl Prepared {
             threads,
             self.smem_attn,
             &mut args,
+            maps.as_mut(),
         )?;
         if self.self_join {
             return Ok(()); // the attention kernel joined (or wrote) the partitions
@@ -239,6 +259,7 @@ impl Prepared {
             MERGE_THREADS,
             0,
             &mut args,
+            None,
         )
     }
 }
@@ -292,6 +313,7 @@ fn prepare_with(
     if cfg.mma.is_some_and(|m| m.wg) {
         cfg.nwarps = crate::plan::WG_WARPS;
     }
+    cfg.tma = cfg.mma.is_some_and(|m| m.wg) && tma::applies(&c.kv, hkv, (dk, dv));
     if lens.total_q() == 0 {
         return Ok(None);
     }
@@ -334,6 +356,11 @@ fn prepare_with(
             }
             _ => break (module, f, per_sm, smem),
         }
+    };
+    // The maps' boxes are the final tile (after the 64-key fallback above).
+    let tmaps = match cfg.mma {
+        Some(m) if cfg.tma => Some(tma::maps(&c.kv, hkv, (dk, dv), m.tile)?),
+        _ => None,
     };
     let smem_attn = smem as u32;
     let mut plan = plan_work(
@@ -492,11 +519,13 @@ fn prepare_with(
         grid_attn: (plan.items.len() as u32, hkv as u32, 1),
         grid_merge: (plan.tiles.len() as u32, hkv as u32, rows as u32),
         _bufs: [step_buf, part_o, part_lse],
+        tmaps,
         config: cfg,
         plan,
     }))
 }
 
+/// Launches `f` with `args` (and, for the TMA kernel, its K and V maps after them).
 fn launch(
     dev: &Device,
     f: cudarc::driver::sys::CUfunction,
@@ -504,11 +533,18 @@ fn launch(
     threads: u32,
     smem: u32,
     args: &mut FkArgs,
+    maps: Option<&mut [CUtensorMap; 2]>,
 ) -> Result<()> {
     dev.bind()?;
-    let mut params: [*mut c_void; 1] = [(args as *mut FkArgs).cast()];
-    // SAFETY: `f` takes one `FkArgs` by value (same layout); every pointer in it was checked
-    // against its buffer's size in `validate`, and the buffers outlive the stream's work.
+    let mut params: Vec<*mut c_void> = vec![(args as *mut FkArgs).cast()];
+    if let Some([k, v]) = maps {
+        params.push((k as *mut CUtensorMap).cast());
+        params.push((v as *mut CUtensorMap).cast());
+    }
+    // SAFETY: `f` takes one `FkArgs` by value (same layout), then the two maps where it was
+    // built with FK_WTMA (exactly when `maps` is given); every pointer in them was checked
+    // against its buffer's size in `validate` (the maps' extents in `tma.rs`), and the buffers
+    // outlive the stream's work.
     unsafe { launch_kernel(f, grid, (threads, 1, 1), smem, dev.stream(), &mut params) }
         .map_err(|e| driver("cuLaunchKernel", e))
 }

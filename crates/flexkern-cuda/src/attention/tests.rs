@@ -82,6 +82,7 @@ fn kernels_compile_with_nvrtc() {
             mma: None,
             page_shift: if paged { 4 } else { -1 },
             nwarps: 4,
+            tma: false,
         };
         let src = k.source(&hooks.source, 0);
         let t = std::time::Instant::now();
@@ -164,6 +165,7 @@ fn tensor_core_kernels_compile_without_spills() {
             mma: Some(m),
             page_shift: if paged { 4 } else { -1 },
             nwarps: if m.wg { crate::plan::WG_WARPS } else { 4 },
+            tma: false,
         };
         assert_eq!(
             m.wg,
@@ -186,13 +188,17 @@ fn tensor_core_kernels_compile_without_spills() {
             _ => 0,
         };
         let picked: Vec<(usize, &flexkern::Variant)> = variants.iter().enumerate().collect();
-        // Each of the Hopper kernel's Q modes.
+        // Each of the Hopper kernel's Q modes, and strided K/V copied with TMA.
         let modes: Vec<KernelConfig> = if m.wg {
             (0..3)
                 .map(|wg_s| KernelConfig {
                     mma: Some(MmaShape { wg_s, ..m }),
                     ..k.clone()
                 })
+                .chain((!k.paged).then(|| KernelConfig {
+                    tma: true,
+                    ..k.clone()
+                }))
                 .collect()
         } else {
             vec![k.clone()]
@@ -250,6 +256,7 @@ fn module_names_are_readable() {
         mma: None,
         page_shift: 4,
         nwarps: 4,
+        tma: false,
     };
     assert_eq!(k.name(), "attn_paged16_qbf16_bf16_hd128_r4w4_a32x4");
     let s = k.source("/*hooks*/", 0xabcd);
