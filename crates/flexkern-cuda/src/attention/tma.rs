@@ -5,9 +5,8 @@
 //! or the window's edge keep the cp.async copies, which zero-fill the keys outside.
 
 use super::{KvInput, KvOperand};
-use crate::error::{driver, Result};
+use crate::error::Result;
 use cudarc::driver::sys::CUtensorMap;
-use std::ffi::c_void;
 
 /// `FLEXKERN_CUDA_TMA=0` keeps every K/V tile on cp.async (A/B runs).
 fn enabled() -> bool {
@@ -67,44 +66,14 @@ pub(super) fn maps(
     }
 }
 
-/// `[tokens, hkv, d]` (strides as `o` has them), boxes of 64 elements x 1 head x `tile` tokens,
-/// 128-byte swizzle: the stage layout of `attention_wgmma.cu`.
+/// `[tokens, hkv, d]` (strides as `o` has them), boxes of 64 elements x 1 head x `tile` tokens:
+/// the stage layout of `attention_wgmma.cu`.
 fn map(o: &KvOperand, hkv: usize, d: usize, tile: usize) -> Result<CUtensorMap> {
-    use cudarc::driver::sys::{
-        cuTensorMapEncodeTiled, CUtensorMapDataType as T, CUtensorMapFloatOOBfill as Fill,
-        CUtensorMapInterleave as Il, CUtensorMapL2promotion as L2, CUtensorMapSwizzle as Sw,
-    };
-    let tokens = extent(o, hkv, d).unwrap_or(0);
-    // SAFETY: a zeroed tensor map is plain bytes the call fills.
-    let mut m: CUtensorMap = unsafe { std::mem::zeroed() };
-    let dims = [d as u64, hkv as u64, tokens as u64];
-    let strides = [(o.head_stride * 2) as u64, (o.tok_stride * 2) as u64];
-    let boxes = [64u32, 1, tile as u32];
-    let steps = [1u32; 3];
-    let ty = if o.dtype == flexkern::DType::BF16 {
-        T::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-    } else {
-        T::CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-    };
-    // SAFETY: the arrays outlive the call and hold rank (3) entries (rank - 1 strides);
-    // `addressable` checked the base and strides.
-    unsafe {
-        cuTensorMapEncodeTiled(
-            &mut m,
-            ty,
-            3,
-            o.buf.ptr() as *mut c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            steps.as_ptr(),
-            Il::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            Sw::CU_TENSOR_MAP_SWIZZLE_128B,
-            L2::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            Fill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .map_err(|e| driver("cuTensorMapEncodeTiled", e))?;
-    Ok(m)
+    crate::runtime::tma::tiled_map(
+        o.buf.ptr(),
+        o.dtype == flexkern::DType::BF16,
+        &[d as u64, hkv as u64, extent(o, hkv, d).unwrap_or(0) as u64],
+        &[(o.head_stride * 2) as u64, (o.tok_stride * 2) as u64],
+        &[64, 1, tile as u32],
+    )
 }

@@ -282,8 +282,8 @@ fn launch(
 }
 
 /// The TMA descriptor of a `[rows, kp]` operand at `ptr` (16-bit, rows `kp` elements apart) read
-/// in boxes of 64 elements x `box_rows` rows with the 128-byte swizzle (the Hopper kernel's
-/// staging layout); rows past `rows` arrive as zeros.
+/// in boxes of 64 elements x `box_rows` rows (the Hopper kernel's staging layout); rows past
+/// `rows` arrive as zeros.
 fn tensor_map(
     ptr: u64,
     rows: usize,
@@ -291,47 +291,13 @@ fn tensor_map(
     box_rows: usize,
     op: Operand,
 ) -> Result<CUtensorMap> {
-    use cudarc::driver::sys::{
-        cuTensorMapEncodeTiled, CUtensorMapDataType as T, CUtensorMapFloatOOBfill as Fill,
-        CUtensorMapInterleave as Il, CUtensorMapL2promotion as L2, CUtensorMapSwizzle as Sw,
-    };
-    if !ptr.is_multiple_of(16) || rows == 0 || rows > u32::MAX as usize {
-        return Err(invalid(
-            "w",
-            "TMA needs 16-byte aligned, non-empty operands",
-        ));
-    }
-    // SAFETY: a zeroed tensor map is plain bytes the call fills.
-    let mut map: CUtensorMap = unsafe { std::mem::zeroed() };
-    let dims = [kp as u64, rows as u64];
-    let strides = [(kp * 2) as u64];
-    let boxes = [K_TILE as u32, box_rows as u32];
-    let steps = [1u32, 1];
-    let ty = match op {
-        Operand::F16 => T::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-        Operand::BF16 => T::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-    };
-    // SAFETY: the arrays outlive the call and hold rank (2) entries (rank - 1 strides); the
-    // address and stride are 16-byte multiples (checked above; kp is a multiple of 64).
-    unsafe {
-        cuTensorMapEncodeTiled(
-            &mut map,
-            ty,
-            2,
-            ptr as *mut c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            steps.as_ptr(),
-            Il::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            Sw::CU_TENSOR_MAP_SWIZZLE_128B,
-            L2::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            Fill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .map_err(|e| crate::error::driver("cuTensorMapEncodeTiled", e))?;
-    Ok(map)
+    crate::runtime::tma::tiled_map(
+        ptr,
+        op == Operand::BF16,
+        &[kp as u64, rows as u64],
+        &[(kp * 2) as u64],
+        &[K_TILE as u32, box_rows as u32],
+    )
 }
 
 /// Runs `c` (already validated by `gemv`) as planned by `g`.

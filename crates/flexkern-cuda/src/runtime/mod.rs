@@ -8,6 +8,7 @@ pub mod event;
 pub mod graph;
 pub mod profile;
 mod staging;
+pub mod tma;
 
 use crate::error::{driver, CudaError, Result};
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUstream};
