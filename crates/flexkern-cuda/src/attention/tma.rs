@@ -28,10 +28,43 @@ fn addressable(o: &KvOperand, hkv: usize, d: usize) -> bool {
 
 /// Tokens the buffer holds whole for every head: the map's outer extent.
 fn extent(o: &KvOperand, hkv: usize, d: usize) -> Option<usize> {
-    let elems = o.buf.bytes() / 2;
-    let last = (hkv.checked_sub(1)?) * o.head_stride + d;
-    let t = elems.checked_sub(last)? / o.tok_stride + 1;
+    tokens_within(o.buf.bytes() / 2, hkv, d, o.head_stride, o.tok_stride)
+}
+
+/// The most tokens t such that element (t - 1, hkv - 1, d - 1) lies inside `elems` (None: not
+/// one, or more than TMA's i32 coordinates reach).
+fn tokens_within(
+    elems: usize,
+    hkv: usize,
+    d: usize,
+    head_stride: usize,
+    tok_stride: usize,
+) -> Option<usize> {
+    let last = hkv
+        .checked_sub(1)?
+        .checked_mul(head_stride)?
+        .checked_add(d)?;
+    let t = elems.checked_sub(last)?.checked_div(tok_stride)? + 1;
     (t <= i32::MAX as usize).then_some(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tokens_within;
+
+    /// Token-major and head-major layouts, a buffer one element short of another token, and
+    /// buffers too small for even one.
+    #[test]
+    fn the_extent_never_reaches_past_the_buffer() {
+        // [t][h][d]: 8 heads of 128, 10 tokens.
+        assert_eq!(tokens_within(10 * 8 * 128, 8, 128, 128, 1024), Some(10));
+        assert_eq!(tokens_within(10 * 8 * 128 - 1, 8, 128, 128, 1024), Some(9));
+        // [h][t][d]: 8 heads of 10 tokens.
+        assert_eq!(tokens_within(8 * 10 * 128, 8, 128, 10 * 128, 128), Some(10));
+        assert_eq!(tokens_within(100, 8, 128, 128, 1024), None);
+        assert_eq!(tokens_within(1 << 20, 0, 128, 128, 1024), None);
+        assert_eq!(tokens_within(1 << 20, 1, 128, 128, 0), None);
+    }
 }
 
 /// Whether the Hopper kernel may copy `kv`'s tiles with TMA: strided 2-byte K and V that TMA
