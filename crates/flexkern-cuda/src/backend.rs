@@ -15,11 +15,6 @@ use flexkern::DType;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-pub(crate) const COMMON: &str = include_str!("../kernels/fk_common.cuh");
-/// Tensor-core helpers (attention and the prompt GEMM).
-pub(crate) const MMA: &str = include_str!("../kernels/mma.cuh");
-/// Hopper warpgroup MMA helpers (the prefill attention and the prompt GEMM).
-pub(crate) const WGMMA: &str = include_str!("../kernels/wgmma.cuh");
 const KV_WRITE: &str = include_str!("../kernels/kv_write.cu");
 
 /// GPU 0 (or another ordinal) behind the `Backend` trait.
@@ -162,7 +157,10 @@ impl CudaBackend {
             .dev
             .module_keyed("kv_write", || KernelSource {
                 name: "kv_write".into(),
-                source: format!("{}\n{KV_WRITE}", COMMON.replace("#pragma once", "")),
+                source: format!(
+                    "{}\n{KV_WRITE}",
+                    crate::headers::text(&[crate::headers::COMMON])
+                ),
             })
             .map_err(err)?;
         // Scales: ones for unscaled stores (the kernels read them only for fp8 / int8).

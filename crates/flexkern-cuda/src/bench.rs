@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 pub mod prefill;
 
-const COMMON: &str = include_str!("../kernels/fk_common.cuh");
 const FILL: &str = include_str!("../kernels/fill.cu");
 
 /// One decode shape.
@@ -92,7 +91,10 @@ pub fn random(dev: &Arc<Device>, n: usize, dtype: DType, seed: u64) -> Result<De
     let buf = dev.alloc(n.max(1) * dtype.size())?;
     let src = KernelSource {
         name: "fill".into(),
-        source: format!("{}\n{FILL}", COMMON.replace("#pragma once", "")),
+        source: format!(
+            "{}\n{FILL}",
+            crate::headers::text(&[crate::headers::COMMON])
+        ),
     };
     let f = dev.module(&src)?.function("fk_fill")?;
     let (mut ptr, mut n64, mut code, mut seed) = (buf.ptr(), n as u64, fill_code(dtype), seed);

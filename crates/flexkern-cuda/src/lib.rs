@@ -11,6 +11,7 @@ pub mod bench;
 pub mod codegen;
 pub mod error;
 mod graphs;
+mod headers;
 pub mod host;
 pub mod plan;
 pub mod quant;

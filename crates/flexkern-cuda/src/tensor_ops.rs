@@ -3,7 +3,8 @@
 //! `quant` kernels, RMSNorm / RoPE / adds the small kernels of `kernels/ops.cu`, each checked
 //! like the CPU's (typed errors naming the argument, before any launch).
 
-use crate::backend::{CudaBackend, CudaBuffer, COMMON};
+use crate::backend::{CudaBackend, CudaBuffer};
+use crate::headers::{text, COMMON};
 use crate::quant::choose::streams;
 use crate::quant::gemv::{embedding, gemv, gemv_stacked, DeviceMatrix, GemvCall, GemvNorm};
 use crate::quant::Mode;
@@ -98,7 +99,7 @@ fn ops_function(dev: &Arc<Device>, name: &str) -> crate::Result<CUfunction> {
     }
     let src = KernelSource {
         name: "ops".into(),
-        source: format!("{}\n{OPS}", COMMON.replace("#pragma once", "")),
+        source: format!("{}\n{OPS}", text(&[COMMON])),
     };
     let m = dev.module(&src)?;
     let f = m.function(name);
@@ -614,7 +615,7 @@ mod tests {
         }
         let src = KernelSource {
             name: "ops".into(),
-            source: format!("{}\n{OPS}", COMMON.replace("#pragma once", "")),
+            source: format!("{}\n{OPS}", text(&[COMMON])),
         };
         let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a")
             .unwrap_or_else(|e| panic!("{e}"));

@@ -1,7 +1,8 @@
 //! `TensorOps::largest` on the GPU: the k largest logits found on the device
 //! (`kernels/top_k.cu`), so a decode step brings back k (id, logit) pairs, not the vocabulary.
 
-use crate::backend::{CudaBackend, CudaBuffer, COMMON};
+use crate::backend::{CudaBackend, CudaBuffer};
+use crate::headers::{text, COMMON};
 use crate::runtime::compile::KernelSource;
 use flexkern::backend::Buffer;
 use flexkern::error::{Error, Result};
@@ -41,7 +42,7 @@ impl CudaBackend {
         let module = dev
             .module_keyed("top_k", || KernelSource {
                 name: "top_k".into(),
-                source: format!("{}\n{TOP_K}", COMMON.replace("#pragma once", "")),
+                source: format!("{}\n{TOP_K}", text(&[COMMON])),
             })
             .map_err(e)?;
         // Every slice holds at least k elements.
@@ -122,7 +123,7 @@ mod tests {
         }
         let src = KernelSource {
             name: "top_k".into(),
-            source: format!("{}\n{TOP_K}", COMMON.replace("#pragma once", "")),
+            source: format!("{}\n{TOP_K}", text(&[COMMON])),
         };
         let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a")
             .unwrap_or_else(|e| panic!("{e}"));

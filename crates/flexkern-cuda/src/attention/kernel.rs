@@ -6,7 +6,6 @@ use super::*;
 use crate::plan::mma_smem;
 use crate::runtime::compile::KernelSource;
 
-pub(super) const COMMON: &str = include_str!("../../kernels/fk_common.cuh");
 const ATTENTION: &str = include_str!("../../kernels/attention.cu");
 const ATTENTION_ASYNC: &str = include_str!("../../kernels/attention_async.cu");
 const ATTENTION_MMA: &str = include_str!("../../kernels/attention_mma.cu");
@@ -176,9 +175,9 @@ impl KernelConfig {
             self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch, m.min_blocks,
             m.wg as u8, m.wg_s, self.tma as u8
         );
-        let common = COMMON.replace("#pragma once", "");
-        let mma = crate::backend::MMA.replace("#pragma once", "")
-            + &crate::backend::WGMMA.replace("#pragma once", "");
+        use crate::headers::{text, COMMON, MMA, WGMMA};
+        let common = text(&[COMMON]);
+        let mma = text(&[MMA, WGMMA]);
         KernelSource {
             name: format!("{}_v{:04x}", self.name(), variant_hash as u16),
             source: format!(

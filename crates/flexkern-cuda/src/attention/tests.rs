@@ -1,7 +1,8 @@
 //! Unit tests of the attention host side: kernel choice, module names, NVRTC compiles.
 
-use super::kernel::{vec_width, COMMON};
+use super::kernel::vec_width;
 use super::*;
+use crate::headers::COMMON;
 use crate::plan::{mma_shape, MmaQuery, MmaShape};
 use crate::runtime::compile::KernelSource;
 

@@ -48,25 +48,6 @@ fn tokens_within(
     (t <= i32::MAX as usize).then_some(t)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::tokens_within;
-
-    /// Token-major and head-major layouts, a buffer one element short of another token, and
-    /// buffers too small for even one.
-    #[test]
-    fn the_extent_never_reaches_past_the_buffer() {
-        // [t][h][d]: 8 heads of 128, 10 tokens.
-        assert_eq!(tokens_within(10 * 8 * 128, 8, 128, 128, 1024), Some(10));
-        assert_eq!(tokens_within(10 * 8 * 128 - 1, 8, 128, 128, 1024), Some(9));
-        // [h][t][d]: 8 heads of 10 tokens.
-        assert_eq!(tokens_within(8 * 10 * 128, 8, 128, 10 * 128, 128), Some(10));
-        assert_eq!(tokens_within(100, 8, 128, 128, 1024), None);
-        assert_eq!(tokens_within(1 << 20, 0, 128, 128, 1024), None);
-        assert_eq!(tokens_within(1 << 20, 1, 128, 128, 0), None);
-    }
-}
-
 /// Whether the Hopper kernel may copy `kv`'s tiles with TMA: strided 2-byte K and V that TMA
 /// can address (and not switched off).
 pub(super) fn applies(kv: &KvInput, hkv: usize, (dk, dv): (usize, usize)) -> bool {
@@ -109,4 +90,23 @@ fn map(o: &KvOperand, hkv: usize, d: usize, tile: usize) -> Result<CUtensorMap> 
         &[(o.head_stride * 2) as u64, (o.tok_stride * 2) as u64],
         &[64, 1, tile as u32],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tokens_within;
+
+    /// Token-major and head-major layouts, a buffer one element short of another token, and
+    /// buffers too small for even one.
+    #[test]
+    fn the_extent_never_reaches_past_the_buffer() {
+        // [t][h][d]: 8 heads of 128, 10 tokens.
+        assert_eq!(tokens_within(10 * 8 * 128, 8, 128, 128, 1024), Some(10));
+        assert_eq!(tokens_within(10 * 8 * 128 - 1, 8, 128, 128, 1024), Some(9));
+        // [h][t][d]: 8 heads of 10 tokens.
+        assert_eq!(tokens_within(8 * 10 * 128, 8, 128, 10 * 128, 128), Some(10));
+        assert_eq!(tokens_within(100, 8, 128, 128, 1024), None);
+        assert_eq!(tokens_within(1 << 20, 0, 128, 128, 1024), None);
+        assert_eq!(tokens_within(1 << 20, 1, 128, 128, 0), None);
+    }
 }

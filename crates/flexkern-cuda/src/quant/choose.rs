@@ -2,7 +2,8 @@
 //! path, the streamed kernel's plan. Decided on the host from the matrix, the batch and the
 //! device (planned here, launched in `gemv.rs`), so the choice is testable without a GPU.
 
-use super::gemv::DeviceMatrix;
+use super::matrix::DeviceMatrix;
+pub use super::matrix::MatrixTraits;
 use super::{unit_elems, GemvConfig, Mode, Staged, MAX_M};
 use crate::runtime::{Device, DeviceBuf};
 use flexkern_quant::Format;
@@ -10,20 +11,6 @@ use flexkern_quant::Format;
 /// Activation rows per launch for a batch of `m` (a power of two, at most `MAX_M`).
 pub(super) fn batch_rows(m: usize) -> usize {
     m.clamp(1, MAX_M).next_power_of_two()
-}
-
-/// What the kernel choice reads of a weight matrix.
-#[derive(Clone, Debug)]
-pub struct MatrixTraits<'a> {
-    pub format: Format,
-    /// Its unit type (`unit_type`).
-    pub unit: &'a str,
-    pub n: usize,
-    pub k: usize,
-    /// Activations quantized first (the default precision).
-    pub quantized_acts: bool,
-    /// Its allocation holds 16 bytes past the last block's 16-byte window start.
-    pub slack: bool,
 }
 
 /// The kernel configuration for a GEMV of `m` rows on `a` with `dev_sms` SMs.

@@ -13,7 +13,7 @@
 //! CPU); here both operands are rounded to f16 (bf16 for BF16 weights) and the products summed
 //! in f32. The precise path (f32 activations) keeps the GEMV kernels.
 
-use super::gemv::{DeviceMatrix, GemvCall};
+use super::matrix::{DeviceMatrix, FkMat, GemvCall};
 use super::{prelude, Mode};
 use crate::error::{invalid, Result};
 use crate::runtime::compile::KernelSource;
@@ -235,9 +235,9 @@ impl Gemm {
                 self.stages,
                 self.min_blocks,
                 self.wgmma as u8,
-                crate::backend::COMMON.replace("#pragma once", ""),
-                crate::backend::MMA.replace("#pragma once", ""),
-                crate::backend::WGMMA.replace("#pragma once", ""),
+                crate::headers::text(&[crate::headers::COMMON]),
+                crate::headers::text(&[crate::headers::MMA]),
+                crate::headers::text(&[crate::headers::WGMMA]),
             ),
         }
     }
@@ -298,6 +298,23 @@ fn tensor_map(
         &[(kp * 2) as u64],
         &[K_TILE as u32, box_rows as u32],
     )
+}
+
+impl DeviceMatrix {
+    /// The tensor-core GEMM's plan for `m` rows of a `mode` product, where it serves them.
+    pub fn gemm_plan(&self, mode: Mode, m: usize) -> Option<super::gemm::Gemm> {
+        let t = Target::for_device(self.buf.device().props.compute_capability)?;
+        Gemm::plan(
+            &t,
+            self.format,
+            self.n,
+            self.k,
+            m,
+            mode,
+            self.quantized_acts,
+            self.buf.ptr().is_multiple_of(16),
+        )
+    }
 }
 
 /// Runs `c` (already validated by `gemv`) as planned by `g`.
@@ -374,7 +391,7 @@ pub(super) fn run(dev: &Arc<Device>, c: &GemvCall, g: &Gemm) -> Result<()> {
                     let (mut r, mut nr, mut kk, mut kpp) =
                         (r0 as i64, rows as i64, k as i64, kp as i64);
                     let mut p: [*mut c_void; 6] = [
-                        (&mut a as *mut super::gemv::FkMat).cast(),
+                        (&mut a as *mut FkMat).cast(),
                         (&mut dst as *mut u64).cast(),
                         (&mut r as *mut i64).cast(),
                         (&mut nr as *mut i64).cast(),

@@ -8,6 +8,7 @@ pub use choose::{Stream, StreamActs};
 pub mod gemm;
 pub mod gemv;
 pub mod layout;
+pub mod matrix;
 #[cfg(test)]
 mod tests;
 
@@ -86,7 +87,7 @@ pub fn unit_elems(f: Format) -> usize {
 pub(crate) fn prelude() -> String {
     format!(
         "{}\n{}\n{}\n",
-        crate::backend::COMMON.replace("#pragma once", ""),
+        crate::headers::text(&[crate::headers::COMMON]),
         layout::header().replace("#pragma once", ""),
         BLOCKS.replace("#pragma once", "")
     )
