@@ -210,34 +210,33 @@ impl Gemm {
             }
     }
 
-    /// The tile GEMM's module (format-independent).
+    /// The tile GEMM's module (format-independent): its name spells the defines.
     pub fn mma_source(&self) -> KernelSource {
+        use crate::headers::{text, COMMON, MMA, WGMMA};
+        let defines = [
+            ("FK_GT", self.operand as usize),
+            ("FK_BM", self.bm),
+            ("FK_BN", self.bn),
+            ("FK_WM", self.wm),
+            ("FK_WN", self.wn),
+            ("FK_GS", self.stages),
+            ("FK_GMINB", self.min_blocks),
+            ("FK_GWG", self.wgmma as usize),
+        ];
+        let name = defines
+            .iter()
+            .map(|(d, v)| format!("{}{v}", d[3..].to_lowercase()))
+            .collect::<Vec<_>>()
+            .join("_");
+        let defs: String = defines
+            .iter()
+            .map(|(d, v)| format!("#define {d} {v}\n"))
+            .collect();
         KernelSource {
-            name: format!(
-                "gemm_{}_t{}_{}x{}_w{}x{}_s{}_b{}",
-                if self.wgmma { "wgmma" } else { "mma" },
-                self.operand as u8,
-                self.bm,
-                self.bn,
-                self.wm,
-                self.wn,
-                self.stages,
-                self.min_blocks
-            ),
+            name: format!("gemm_{name}"),
             source: format!(
-                "#define FK_GT {}\n#define FK_QT FK_GT\n#define FK_BM {}\n#define FK_BN {}\n#define FK_WM {}\n\
-                 #define FK_WN {}\n#define FK_GS {}\n#define FK_GMINB {}\n#define FK_GWG {}\n{}\n{}\n{}\n{GEMM_MMA}\n{GEMM_WGMMA}",
-                self.operand as u8,
-                self.bm,
-                self.bn,
-                self.wm,
-                self.wn,
-                self.stages,
-                self.min_blocks,
-                self.wgmma as u8,
-                crate::headers::text(&[crate::headers::COMMON]),
-                crate::headers::text(&[crate::headers::MMA]),
-                crate::headers::text(&[crate::headers::WGMMA]),
+                "{defs}#define FK_QT FK_GT\n{}\n{GEMM_MMA}\n{GEMM_WGMMA}",
+                text(&[COMMON, MMA, WGMMA])
             ),
         }
     }

@@ -71,7 +71,7 @@ impl DeviceMatrix {
         k: usize,
         bytes: &[u8],
     ) -> Result<DeviceMatrix> {
-        let unit = unit_type(format, k)?;
+        unit_type(format, k)?;
         if n == 0 {
             return Err(invalid("n", "a weight matrix needs at least one row"));
         }
@@ -87,16 +87,7 @@ impl DeviceMatrix {
                 ),
             ));
         }
-        let buf = dev.upload(bytes)?;
-        Ok(DeviceMatrix {
-            buf,
-            format,
-            n,
-            k,
-            unit,
-            quantized_acts: false,
-            funcs: Mutex::new(HashMap::new()),
-        })
+        DeviceMatrix::from_device(dev.upload(bytes)?, format, n, k)
     }
 
     /// A matrix over bytes already on the device (`buf` holds at least
