@@ -2,14 +2,11 @@
 //! and replayed, its attention nodes re-pointed at each step's plan (`attention::nodes`).
 //! `FLEXKERN_CUDA_GRAPH=0` turns recording off (the model then runs every step eagerly).
 
-use crate::attention::{NodeParams, RecordedNode};
-use crate::backend::{attn_call, CudaBackend, CudaBuffer};
+use crate::attention::{AttnCall, NodeParams, PlanMemo, RecordedNode};
 use crate::runtime::graph::Graph;
+use crate::runtime::Device;
 use cudarc::driver::sys::CUfunction;
-use flexkern::attention::plan::Plan;
-use flexkern::attention::problem::Problem;
 use flexkern::backend::tensor_ops::GraphId;
-use flexkern::backend::AttnIo;
 use flexkern::error::{Error, Result};
 use std::collections::HashMap;
 
@@ -41,20 +38,24 @@ fn off() -> bool {
     *OFF.get_or_init(|| std::env::var("FLEXKERN_CUDA_GRAPH").is_ok_and(|v| v == "0"))
 }
 
-impl CudaBackend {
-    pub(crate) fn graph_begin(&self) -> Result<bool> {
+impl Graphs {
+    /// Starts capturing the device's stream (false: recording is off, the backend is
+    /// profiling, or a capture is already running).
+    pub(crate) fn begin(&mut self, dev: &Device, profiling: bool) -> Result<bool> {
         // Profiling times each op between events: a replay has no ops to time.
-        if off() || self.prof.on() || self.dev.capturing() {
+        if off() || profiling || dev.capturing() {
             return Ok(false);
         }
-        self.graphs.lock().expect("graphs lock").attn_calls = 0;
-        self.dev.capture_begin()?;
+        self.attn_calls = 0;
+        dev.capture_begin()?;
         Ok(true)
     }
 
-    pub(crate) fn graph_end(&self) -> Result<GraphId> {
-        let graph = self.dev.capture_end()?;
-        let fs = self.attn_plan.functions();
+    /// Ends the capture; the attention plan `memo` names the kernels whose nodes a replay
+    /// re-points.
+    pub(crate) fn end(&mut self, dev: &Device, memo: &PlanMemo) -> Result<GraphId> {
+        let graph = dev.capture_end()?;
+        let fs = memo.functions();
         let mut nodes = Vec::new();
         if let Some(fs) = fs {
             for (node, p) in graph.kernel_nodes()? {
@@ -63,50 +64,49 @@ impl CudaBackend {
             }
         }
         let fs = fs.map_or((0, 0), |(a, m)| (a as usize, m as usize));
-        let mut g = self.graphs.lock().expect("graphs lock");
         // Each attention call must be found as a node, or a replay would run stale lengths.
         let found = nodes.iter().filter(|n| !n.is_merge()).count();
-        if found != g.attn_calls {
+        if found != self.attn_calls {
             return Err(Error::Backend {
                 backend: "cuda",
                 msg: format!(
                     "graph recording: {} attention calls but {found} attention nodes",
-                    g.attn_calls
+                    self.attn_calls
                 ),
             });
         }
-        g.next += 1;
-        let id = g.next;
-        g.live.insert(id, Recorded { graph, fs, nodes });
+        self.next += 1;
+        let id = self.next;
+        self.live.insert(id, Recorded { graph, fs, nodes });
         Ok(GraphId(id))
     }
 
-    pub(crate) fn graph_replay(
-        &self,
+    /// Replays graph `id` with its attention nodes re-pointed at `call`'s plan (false: no such
+    /// graph, or the plan needs other kernels: the caller runs the step eagerly).
+    pub(crate) fn replay<'a>(
+        &mut self,
         id: GraphId,
-        (p, _plan, io): (&Problem, &Plan, AttnIo<'_, CudaBuffer>),
+        dev: &std::sync::Arc<Device>,
+        memo: &PlanMemo,
+        call: impl FnOnce() -> Result<AttnCall<'a>>,
     ) -> Result<bool> {
-        let mut g = self.graphs.lock().expect("graphs lock");
-        let Some(r) = g.live.get_mut(&id.0) else {
+        let Some(r) = self.live.get_mut(&id.0) else {
             return Ok(false);
         };
         if !r.nodes.is_empty() {
-            let call = attn_call(p, &io)?;
+            let call = call()?;
             let fs = (r.fs.0 as CUfunction, r.fs.1 as CUfunction);
-            let Some(params) = self
-                .attn_plan
-                .retarget(&self.dev, &call, fs, &mut r.nodes)?
-            else {
+            let Some(params) = memo.retarget(dev, &call, fs, &mut r.nodes)? else {
                 return Ok(false);
             };
             set_nodes(&r.graph, params)?;
         }
-        r.graph.launch(&self.dev)?;
+        r.graph.launch(dev)?;
         Ok(true)
     }
 
-    pub(crate) fn graph_free(&self, id: GraphId) {
-        self.graphs.lock().expect("graphs lock").live.remove(&id.0);
+    pub(crate) fn free(&mut self, id: GraphId) {
+        self.live.remove(&id.0);
     }
 }
 

@@ -587,19 +587,34 @@ impl TensorOps for CudaBackend {
     }
 
     fn record_begin(&self) -> Result<bool> {
-        self.graph_begin()
+        self.graphs
+            .lock()
+            .expect("graphs lock")
+            .begin(&self.dev, self.prof.on())
     }
 
     fn record_end(&self) -> Result<GraphId> {
-        self.graph_end()
+        self.graphs
+            .lock()
+            .expect("graphs lock")
+            .end(&self.dev, &self.attn_plan)
     }
 
-    fn replay(&self, id: GraphId, attn: (&Problem, &Plan, AttnIo<'_, CudaBuffer>)) -> Result<bool> {
-        self.graph_replay(id, attn)
+    fn replay(
+        &self,
+        id: GraphId,
+        (p, _plan, io): (&Problem, &Plan, AttnIo<'_, CudaBuffer>),
+    ) -> Result<bool> {
+        self.graphs
+            .lock()
+            .expect("graphs lock")
+            .replay(id, &self.dev, &self.attn_plan, || {
+                crate::backend::attn_call(p, &io)
+            })
     }
 
     fn graph_free(&self, id: GraphId) {
-        CudaBackend::graph_free(self, id)
+        self.graphs.lock().expect("graphs lock").free(id)
     }
 }
 

@@ -5,26 +5,15 @@
 //! token, position, slot and page table into the same buffer and replay the graph, its
 //! attention re-planned for the new length. Backends that do not record run every step eagerly.
 
+use crate::buffers::DecodeGraph;
 use crate::error::Result;
-use crate::forward::{Logits, Model, Readback, Scratch, SeqTokens, StepOut};
+use crate::forward::{Logits, Model, Readback, SeqTokens, StepOut};
 use crate::kv::KvCache;
 use flexkern::attention::paged::paged_bufs;
-use flexkern::backend::tensor_ops::{GraphId, TensorOps};
+use flexkern::backend::tensor_ops::TensorOps;
 use flexkern::backend::{AttnIo, Buffer};
 use flexkern::kv_cache::{PageTables, SeqId};
 use flexkern::DType;
-
-/// The buffers a recorded step reads and writes, for one cache.
-pub(crate) struct DecodeGraph<Buf> {
-    cache: u64,
-    /// The step upload, sized for the cache's longest sequence.
-    words: Buf,
-    s: Scratch<Buf>,
-    logits: Buf,
-    id: Option<GraphId>,
-    /// Recording failed for this cache: its steps run eagerly.
-    eager: bool,
-}
 
 impl<'a, B: TensorOps + 'a> Model<'a, B> {
     /// Runs a decode step through the recorded graph where one serves it: `Ok(None)` when the

@@ -5,8 +5,8 @@
 //! each a prompt chunk or a decode token, all through the same GEMVs and one ragged paged
 //! attention call; `forward` is the one-sequence case.
 
+use crate::buffers::{DecodeGraph, Scratch};
 use crate::config::Config;
-use crate::decode_graph::DecodeGraph;
 use crate::error::{ModelError, Result};
 use crate::kv::KvCache;
 use crate::prepared::{Prepared, PreparedLayer};
@@ -52,20 +52,6 @@ pub struct SeqTokens<'t> {
 
 /// Query rows from which a GPU prompt's attention reads 16-bit Q (`Model::attn_q_dtype`).
 const HALF_Q_ROWS: usize = 16;
-
-/// Activation buffers of one forward call (`m` rows each).
-pub(crate) struct Scratch<Buf> {
-    pub(crate) x: Buf,
-    pub(crate) h: Buf,
-    pub(crate) q: Buf,
-    pub(crate) k: Buf,
-    pub(crate) v: Buf,
-    pub(crate) att: Buf,
-    pub(crate) proj: Buf,
-    pub(crate) ff: Buf,
-    /// Q rounded for the attention (`attn_q_dtype`), when it is not f32.
-    pub(crate) qh: Option<Buf>,
-}
 
 /// The packed step upload: where each array sits.
 pub(crate) struct Step {

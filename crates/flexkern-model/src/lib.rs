@@ -8,6 +8,7 @@
 //! model on two backends position by position (`flexkern verify-model`).
 
 pub mod batch;
+mod buffers;
 pub mod check;
 pub mod config;
 mod decode_graph;
