@@ -112,7 +112,7 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
     if c.m == 0 {
         return Ok(());
     }
-    // Prompts: a tensor-core GEMM over operands decoded once (`gemm.rs`).
+    // Prompts: a tensor-core GEMM over operands decoded once (`gemm/`).
     if c.norm.is_none() && (!c.accumulate || c.mode == Mode::Plain) {
         if let Some(g) = c.a.gemm_plan(c.mode, c.m) {
             return super::gemm::run(dev, c, &g);

@@ -1,6 +1,6 @@
 //! Weight matrices in device memory (the file's bytes, uploaded once, checked against the
 //! format and shape) and the product calls on them (`GemvCall`), shared by the GEMV kernels
-//! (`gemv.rs`) and the prompt GEMM (`gemm.rs`).
+//! (`gemv.rs`) and the prompt GEMM (`gemm/`).
 
 use super::{unit_type, GemvConfig, Mode};
 use crate::error::{invalid, Result};
