@@ -63,3 +63,30 @@ pub fn tiled_map(
     .map_err(|e| driver("cuTensorMapEncodeTiled", e))?;
     Ok(map)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::tiled_map;
+
+    /// Bad descriptors are typed errors before the driver is asked (no GPU needed): an
+    /// unaligned base, strides off 16 bytes, ranks and box counts that disagree, empty or
+    /// oversized dims.
+    #[test]
+    fn bad_descriptors_are_typed_errors() {
+        let bad = [
+            tiled_map(8, false, &[64, 4], &[128], &[64, 4]),
+            tiled_map(0, false, &[64, 4], &[120], &[64, 4]),
+            tiled_map(0, false, &[64, 4], &[128, 128], &[64, 4]),
+            tiled_map(0, false, &[64, 4], &[128], &[64]),
+            tiled_map(0, true, &[64, 0], &[128], &[64, 4]),
+            tiled_map(0, true, &[64, (1 << 32) + 1], &[128], &[64, 4]),
+            tiled_map(0, true, &[], &[], &[]),
+        ];
+        for (i, r) in bad.iter().enumerate() {
+            assert!(
+                matches!(r, Err(crate::CudaError::Invalid { arg: "tma", .. })),
+                "case {i}: {r:?}"
+            );
+        }
+    }
+}
