@@ -170,6 +170,7 @@ fn bench_gemv_sizes_are_checked() {
     run(&["--k", "18446744073709551000"], &["--k", "needs"]);
     run(&["--n", "4096", "--k", "9223372036854775807"], &["--"]);
     run(&["--threads", "100000"], &["--threads"]);
+    run(&["--graph"], &["--graph", "--device cuda"]);
     // --quick keeps what the user gave.
     let (c, out, err) = flexkern(&[
         "bench",

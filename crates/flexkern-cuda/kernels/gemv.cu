@@ -217,7 +217,7 @@ __device__ __forceinline__ void fk_gemv_staged(const FkMat& a, const FkMat& b, c
           window(row, c0, cw, lo, len, skew);
 #pragma unroll
           for (int t = 0; t < NM; ++t) {
-            const FkMat sm{&ws[warp][t * FK_R + r][skew], nullptr, nullptr, 0, 0};
+            const FkMat sm = fk_window_mat<F>(&ws[warp][t * FK_R + r][skew], t == 0 ? a : b, row, c0 / FK_QK);
 #if FK_DP4A
 #pragma unroll
             for (int j = 0; j < FK_MB; ++j)

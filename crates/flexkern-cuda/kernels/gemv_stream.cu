@@ -33,21 +33,27 @@ struct FkStack {
   i64 na, nb;
 };
 
-// Where row `row` of the launch lives: its matrix's bytes, its row there, its output.
+// Where row `row` of the launch lives: its matrix, its row there, its output.
 struct FkSRow {
-  const u8* w;
+  FkMat m;
   i64 row;
   float* y;
 };
 __device__ __forceinline__ FkSRow fk_srow(const FkMat& a, const FkMat& b, const FkStack& st, float* Y, i64 row) {
 #if FK_MODE == 3
-  if (row < st.na) return {a.w, row, Y};
-  if (row < st.na + st.nb) return {b.w, row - st.na, st.y2};
-  return {st.c.w, row - st.na - st.nb, st.y3};
+  if (row < st.na) return {a, row, Y};
+  if (row < st.na + st.nb) return {b, row - st.na, st.y2};
+  return {st.c, row - st.na - st.nb, st.y3};
 #else
-  return {a.w, row, Y};
+  return {a, row, Y};
 #endif
 }
+
+#if FK_SREG
+// FK_SREG (planar formats, layout.rs): every unit's codes are 16-byte aligned in global memory,
+// so lanes load them straight into registers, several units in flight, and no ring is needed.
+constexpr int FK_RING = 0;
+#else
 static_assert(FK_CW % FK_FMT::QK == 0 && FK_CW % FK_FMT::UE == 0, "chunks of whole blocks");
 // A chunk's byte window, 16-aligned around its blocks (the start moves by up to 15 bytes).
 constexpr int FK_SWB = (FK_CW / FK_FMT::QK * FK_BB + 15) / 16 * 16 + 16;
@@ -89,6 +95,7 @@ __device__ __forceinline__ void fk_sissue(const u8* w0, const u8* w1, i64 row_by
   }
   asm volatile("cp.async.commit_group;");
 }
+#endif  // FK_SREG
 
 // RMSNorm's scale of the row X (ops.cu's fk_rms_norm: the sum of squares in f64), computed by
 // the whole block; 1 when NW is null. `part` (FK_SNW doubles of the activation area) is free
@@ -129,44 +136,38 @@ __device__ __forceinline__ float4 fk_sx4(const float* __restrict__ X, const floa
 }
 
 #if FK_DP4A == 1
-// Activations to Q8_0 codes, bit for bit as fk_quant_q8 (the CPU's default rounding): eight
-// lanes of four elements per 32-element block, four blocks per warp-step; four steps' loads go
-// out together (the loads are L2 hits whose latency, paid once per step, set the prologue).
+// Activations to Q8_0 codes, bit for bit as fk_quant_q8 (the CPU's default rounding): a lane
+// per 32-element block, its eight float4 loads in flight together. Every block of the grid
+// quantizes the whole row, so its cost repeats ~400 times a launch: a lane per block needs no
+// shuffles and one pair of divisions per 32 elements (ncu, H100: eight lanes per block with
+// shuffles made this prologue a fifth of the kernel's instructions).
 __device__ __forceinline__ void fk_squant(const float* __restrict__ X, const float* NW, float ns,
-                                          signed char* xq, float2* xd, i64 k, int warp, int lane) {
+                                          signed char* xq, float2* xd, i64 k) {
   const i64 nb = k / 32;
-  constexpr int STEP = 4 * FK_SNW, U = 4;
-  for (i64 g0 = 4 * warp + lane / 8; g0 - lane / 8 < nb; g0 += U * STEP) {  // warp-uniform
-    const int e = 4 * (lane & 7);
-    float4 x[U];
+  for (i64 g = threadIdx.x; g < nb; g += FK_SNW * 32) {
+    float4 x[8];
 #pragma unroll
-    for (int j = 0; j < U; ++j) {
-      const i64 g = g0 + j * STEP;
-      x[j] = g < nb ? fk_sx4(X, NW, ns, g * 32 + e) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
+    for (int j = 0; j < 8; ++j) x[j] = fk_sx4(X, NW, ns, g * 32 + 4 * j);
+    float amax = 0.f;
 #pragma unroll
-    for (int j = 0; j < U; ++j) {
-      const i64 g = g0 + j * STEP;
-      float amax = fmaxf(fmaxf(fabsf(x[j].x), fabsf(x[j].y)), fmaxf(fabsf(x[j].z), fabsf(x[j].w)));
+    for (int j = 0; j < 8; ++j)
+      amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[j].x), fabsf(x[j].y)), fmaxf(fabsf(x[j].z), fabsf(x[j].w))));
+    const float id = amax != 0.f ? __fdiv_rn(127.f, amax) : 0.f;
+    u32 w[8];
+    int sum = 0;
 #pragma unroll
-      for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-      const float id = amax != 0.f ? __fdiv_rn(127.f, amax) : 0.f;
+    for (int j = 0; j < 8; ++j) {
       const int q0 = __float2int_rn(__fmul_rn(x[j].x, id)), q1 = __float2int_rn(__fmul_rn(x[j].y, id));
       const int q2 = __float2int_rn(__fmul_rn(x[j].z, id)), q3 = __float2int_rn(__fmul_rn(x[j].w, id));
-      int sum = q0 + q1 + q2 + q3;
-#pragma unroll
-      for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-      if (g < nb) {
-        *(u32*)(xq + g * 32 + e) = (u32)(q0 & 0xff) | (u32)(q1 & 0xff) << 8 | (u32)(q2 & 0xff) << 16 |
-                                   (u32)(q3 & 0xff) << 24;
-        if ((lane & 7) == 0) {
-          unsigned short h;
-          const float d = __fdiv_rn(amax, 127.f);
-          asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(d));
-          xd[g] = make_float2(fk_half(h), __int_as_float(sum));
-        }
-      }
+      sum += q0 + q1 + q2 + q3;
+      w[j] = (u32)(q0 & 0xff) | (u32)(q1 & 0xff) << 8 | (u32)(q2 & 0xff) << 16 | (u32)(q3 & 0xff) << 24;
     }
+    *(uint4*)(xq + g * 32) = make_uint4(w[0], w[1], w[2], w[3]);
+    *(uint4*)(xq + g * 32 + 16) = make_uint4(w[4], w[5], w[6], w[7]);
+    unsigned short h;
+    const float d = __fdiv_rn(amax, 127.f);
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(d));
+    xd[g] = make_float2(fk_half(h), __int_as_float(sum));
   }
 }
 #elif FK_DP4A == 2
@@ -220,6 +221,22 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   // Rows split evenly (counts differ by at most one, spread over every block): with
   // ceil(n / warps) rows each, 4096 rows on 3168 warps left a third of the SMs idle.
   const i64 r0 = gw * n / warps, r1 = (gw + 1) * n / warps;
+#if FK_SREG
+#if __CUDA_ARCH__ >= 900
+  // The warp's first rows into L2 while the previous kernel finishes (bulk prefetches, one
+  // thread): their loads below then wait on L2, not DRAM.
+  if (lane == 0) {
+    for (i64 row = r0; row < r1 && row < r0 + 2; ++row) {
+      const FkSRow r = fk_srow(a, b, st, Y, row);
+#pragma unroll
+      for (int t = 0; t < FK_SNM; ++t) {
+        const u8* w = (t == 0 ? r.m.w : b.w) + r.row * a.row_bytes;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w), "r"((u32)a.row_bytes) : "memory");
+      }
+    }
+  }
+#endif
+#else
   const u32 ring = (u32)__cvta_generic_to_shared(fk_sm) + warp * FK_RING;
   u8* const ring_p = fk_sm + warp * FK_RING;
   // The issue cursor (row, chunk start) runs FK_SS - 1 items ahead of the compute cursor;
@@ -228,12 +245,13 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   auto issue = [&](int slot) {
     const bool live = irow < r1;
     const FkSRow r = fk_srow(a, b, st, Y, irow);
-    fk_sissue(r.w, b.w, a.row_bytes, ring + (u32)slot * (FK_SNM * FK_SWB), live, r.row, ic0,
+    fk_sissue(r.m.w, b.w, a.row_bytes, ring + (u32)slot * (FK_SNM * FK_SWB), live, r.row, ic0,
               (int)min((i64)FK_CW, k - ic0), lane);
     if (live && (ic0 += FK_CW) >= k) ic0 = 0, ++irow;
   };
 #pragma unroll
   for (int s = 0; s < FK_SS - 1; ++s) issue(s);
+#endif
 #if __CUDA_ARCH__ >= 900
   // Programmatic dependent launch (the host sets it on Hopper): the next GEMV may start its
   // blocks as ours leave, and ours may have started before the previous kernel finished. The
@@ -247,7 +265,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
 #if FK_DP4A == 1
   signed char* const xq = (signed char*)acts;
   float2* const xd = (float2*)(acts + k);
-  fk_squant(X, NW, ns, xq, xd, k, warp, lane);
+  fk_squant(X, NW, ns, xq, xd, k);
 #elif FK_DP4A == 2
   signed char* const xq = (signed char*)acts;
   float* const xd = (float*)(acts + k);
@@ -261,6 +279,114 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
 #endif
   __syncthreads();
 
+  // Unit u of row `row` of `mw` against the activations from element c0 + u * UE.
+  auto dot = [&](const FkMat& mw, i64 row, int u, i64 c0) -> float {
+#if FK_DP4A == 1
+    int x8[8];
+    *(uint4*)x8 = *(const uint4*)(xq + c0 + 32 * u);
+    *(uint4*)(x8 + 4) = *(const uint4*)(xq + c0 + 32 * u + 16);
+    const float2 d = xd[c0 / 32 + u];
+    return F::dot_q8(mw, row, u, x8, d.x, __float_as_int(d.y));
+#elif FK_DP4A == 2
+    const i64 e0 = c0 + F::UE * u;  // the unit's first weight
+    int x8[F::UE / 4], s16[F::UE / 16];
+#pragma unroll
+    for (int i = 0; i < F::UE / 16; ++i) {
+      *(uint4*)(x8 + 4 * i) = *(const uint4*)(xq + e0 + 16 * i);
+      s16[i] = xs16[e0 / 16 + i];
+    }
+    return F::dot_q8k(mw, row, u, x8, xd[e0 / 256], s16);
+#else
+    float q[F::UE], s[F::G], o[F::G];
+    F::unit(mw, row, u, q, s, o);
+    return fk_unit_dot<F>(q, s, o, FkXs<F>{xs, (int)(c0 / F::UE) + u});
+#endif
+  };
+  // A row's sums reduced across the warp and stored (mode 1: silu(gate) * up).
+  auto store = [&](const FkSRow& r, float (&acc)[FK_SNM]) {
+#pragma unroll
+    for (int t = 0; t < FK_SNM; ++t)
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], off);
+    if (lane == 0) {
+#if FK_MODE == 1
+      const float v = fk_silu(acc[0]) * acc[1];
+#else
+      const float v = acc[0];
+#endif
+      r.y[r.row] = FK_ACC ? r.y[r.row] + v : v;  // FK_ACC: a residual connection, y += W x
+    }
+  };
+
+#if FK_SREG && FK_DP4A == 1
+  // The integer path walks pointers: each unit's codes, side entry and activations are the
+  // previous one's plus a constant (no 64-bit index products in the loop).
+  const int units = (int)(k / F::UE);
+  for (i64 row = r0; row < r1; row += FK_SR) {
+    const u8* wq[FK_SR][FK_SNM];
+    const u8* wsd[FK_SR][FK_SNM];
+    FkSRow r[FK_SR];
+    bool live[FK_SR];
+#pragma unroll
+    for (int i = 0; i < FK_SR; ++i) {
+      live[i] = row + i < r1;
+      r[i] = fk_srow(a, b, st, Y, live[i] ? row + i : row);
+#pragma unroll
+      for (int t = 0; t < FK_SNM; ++t) {
+        const FkMat& mw = t == 0 ? r[i].m : b;
+        wq[i][t] = mw.w + r[i].row * mw.row_bytes + lane * FK_BB;
+        wsd[i][t] = fk_side(mw, r[i].row, lane, F::SB);
+      }
+    }
+    float acc[FK_SR][FK_SNM] = {};
+    const signed char* xp = xq + 32 * lane;
+    const float2* dp = xd + lane;
+#pragma unroll (FK_SUN)
+    for (int u = lane; u < units; u += 32) {
+      int x8[8];
+      *(uint4*)x8 = *(const uint4*)xp;
+      *(uint4*)(x8 + 4) = *(const uint4*)(xp + 16);
+      const float2 d = *dp;
+#pragma unroll
+      for (int i = 0; i < FK_SR; ++i)
+#pragma unroll
+        for (int t = 0; t < FK_SNM; ++t) {
+          if (i == 0 || live[i]) acc[i][t] += F::dot_q8_at(wq[i][t], wsd[i][t], x8, d.x, __float_as_int(d.y));
+          wq[i][t] += 32 * FK_BB;
+          wsd[i][t] += 32 * F::SB;
+        }
+      xp += 32 * 32;
+      dp += 32;
+    }
+#pragma unroll
+    for (int i = 0; i < FK_SR; ++i)
+      if (i == 0 || live[i]) store(r[i], acc[i]);  // warp-uniform
+  }
+#elif FK_SREG
+  // f32 activations (the precise path): FK_SR rows at a time, FK_SUN units of each unrolled.
+  const int units = (int)(k / F::UE);
+  for (i64 row = r0; row < r1; row += FK_SR) {
+    FkSRow r[FK_SR];
+    bool live[FK_SR];
+#pragma unroll
+    for (int i = 0; i < FK_SR; ++i) {
+      live[i] = row + i < r1;
+      r[i] = fk_srow(a, b, st, Y, live[i] ? row + i : row);
+    }
+    float acc[FK_SR][FK_SNM] = {};
+#pragma unroll (FK_SUN)
+    for (int u = lane; u < units; u += 32) {
+#pragma unroll
+      for (int i = 0; i < FK_SR; ++i)
+#pragma unroll
+        for (int t = 0; t < FK_SNM; ++t)
+          if (i == 0 || live[i]) acc[i][t] += dot(t == 0 ? r[i].m : b, r[i].row, u, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < FK_SR; ++i)
+      if (i == 0 || live[i]) store(r[i], acc[i]);  // warp-uniform
+  }
+#else
   float acc[FK_SNM] = {};
   i64 c0 = 0;
   for (i64 row = r0, slot = 0; row < r1; slot = slot + 1 == FK_SS ? 0 : slot + 1) {
@@ -274,48 +400,12 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
     const int units = cw / F::UE;
 #pragma unroll 2
     for (int u = lane; u < units; u += 32) {
-#if FK_DP4A == 1
-      int x8[8];
-      *(uint4*)x8 = *(const uint4*)(xq + c0 + 32 * u);
-      *(uint4*)(x8 + 4) = *(const uint4*)(xq + c0 + 32 * u + 16);
-      const float2 d = xd[c0 / 32 + u];
-#elif FK_DP4A == 2
-      const i64 e0 = c0 + F::UE * u;  // the unit's first weight
-      int x8[F::UE / 4], s16[F::UE / 16];
-#pragma unroll
-      for (int i = 0; i < F::UE / 16; ++i) {
-        *(uint4*)(x8 + 4 * i) = *(const uint4*)(xq + e0 + 16 * i);
-        s16[i] = xs16[e0 / 16 + i];
-      }
-      const float d8 = xd[e0 / 256];
-#endif
-#pragma unroll
-      for (int t = 0; t < FK_SNM; ++t) {
-        const FkMat sm{stage + t * FK_SWB, nullptr, nullptr, 0, 0};
-#if FK_DP4A == 1
-        acc[t] += F::dot_q8(sm, 0, u, x8, d.x, __float_as_int(d.y));
-#elif FK_DP4A == 2
-        acc[t] += F::dot_q8k(sm, 0, u, x8, d8, s16);
-#else
-        float q[F::UE], s[F::G], o[F::G];
-        F::unit(sm, 0, u, q, s, o);
-        acc[t] += fk_unit_dot<F>(q, s, o, FkXs<F>{xs, (int)(c0 / F::UE) + u});
-#endif
-      }
-    }
-    if ((c0 += FK_CW) >= k) {  // the row's last chunk: reduce and store
 #pragma unroll
       for (int t = 0; t < FK_SNM; ++t)
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], off);
-      if (lane == 0) {
-#if FK_MODE == 1
-        const float v = fk_silu(acc[0]) * acc[1];
-#else
-        const float v = acc[0];
-#endif
-        r.y[r.row] = FK_ACC ? r.y[r.row] + v : v;  // FK_ACC: a residual connection, y += W x
-      }
+        acc[t] += dot(fk_window_mat<F>(stage + t * FK_SWB, t == 0 ? r.m : b, r.row, c0 / F::QK), 0, u, c0);
+    }
+    if ((c0 += FK_CW) >= k) {  // the row's last chunk: reduce and store
+      store(r, acc);
 #pragma unroll
       for (int t = 0; t < FK_SNM; ++t) acc[t] = 0.f;
       c0 = 0;
@@ -323,4 +413,5 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
     }
   }
   asm volatile("cp.async.wait_all;");
+#endif
 }

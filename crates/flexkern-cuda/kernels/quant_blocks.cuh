@@ -88,7 +88,8 @@ constexpr int fk_align_of(int a, int b) {
 // FK_STAGED / FK_STREAM (the staged and streamed GEMVs): units read bytes a warp copied into
 // shared memory, through generic loads; otherwise they read global memory through the
 // read-only path.
-#if defined(__CUDACC__) && !defined(FK_STAGED) && !defined(FK_STREAM)
+// FK_SREG (the streamed GEMV over planar formats) loads from global memory again.
+#if defined(__CUDACC__) && ((!defined(FK_STAGED) && !defined(FK_STREAM)) || (defined(FK_SREG) && FK_SREG))
 #define FK_LDG 1
 #else
 #define FK_LDG 0
@@ -181,14 +182,19 @@ struct FkMat {
 };
 
 // ---- the 32-weight legacy formats ----
-struct FkQ4_0 {
-  static constexpr int UE = 32, G = 1, QK = 32;
+// Planar formats (layout.rs): a row's codes at m.w, FK_<FMT>P_BB bytes a block and 16-byte
+// aligned; each block's other fields in its side entry at m.s (FK_<FMT>P_SB bytes, m.groups
+// entries a row). Windows of the codes copied elsewhere (staged GEMV) keep reading their side
+// entries in place (`fk_window_mat`).
+FK_HD const u8* fk_side(const FkMat& m, i64 row, i64 blk, int sb) { return m.s + (row * m.groups + blk) * sb; }
+
+struct FkQ4_0P {
+  static constexpr int UE = 32, G = 1, QK = 32, SB = FK_Q4_0P_SB;
   static constexpr bool OFF = false;
   FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
-    const u8* p = m.w + row * m.row_bytes + u * FK_Q4_0_BYTES;
     u32 w[4];
-    fk_words<16, fk_align_of(FK_Q4_0_BYTES, FK_Q4_0_QS)>(p + FK_Q4_0_QS, w);
-    s[0] = fk_half(fk_ld16(p + FK_Q4_0_D));
+    fk_words<16, 16>(m.w + row * m.row_bytes + u * FK_Q4_0P_BB, w);
+    s[0] = fk_half(fk_ld16(fk_side(m, row, u, SB) + FK_Q4_0P_D));
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const u32 b = fk_byte(w, j);
@@ -201,16 +207,20 @@ struct FkQ4_0 {
   // CPU's default path, sum (q - 8) x = sum q x - 8 sum x, exact; then isum * d * dx as the
   // CPU rounds it.
   FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
-    const u8* p = m.w + row * m.row_bytes + u * FK_Q4_0_BYTES;
+    return dot_q8_at(m.w + row * m.row_bytes + u * FK_Q4_0P_BB, fk_side(m, row, u, SB), xq, dx, sx);
+  }
+  // The same from the unit's codes and side entry (the streamed kernel walks both pointers).
+  FK_HD static float dot_q8_at(const u8* codes, const u8* side, const int* xq, float dx, int sx) {
     u32 w[4];
-    fk_words<16, fk_align_of(FK_Q4_0_BYTES, FK_Q4_0_QS)>(p + FK_Q4_0_QS, w);
+    fk_words<16, 16>(codes, w);
+    const float d = fk_half(fk_ld16(side + FK_Q4_0P_D));
     int acc = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       acc = __dp4a((int)(w[i] & 0x0f0f0f0fu), xq[i], acc);
       acc = __dp4a((int)((w[i] >> 4) & 0x0f0f0f0fu), xq[i + 4], acc);
     }
-    return (float)(acc - 8 * sx) * fk_half(fk_ld16(p + FK_Q4_0_D)) * dx;
+    return (float)(acc - 8 * sx) * d * dx;
   }
 #endif
 };
@@ -272,27 +282,29 @@ struct FkQ5_1 {
   }
 };
 
-struct FkQ8_0 {
-  static constexpr int UE = 32, G = 1, QK = 32;
+struct FkQ8_0P {
+  static constexpr int UE = 32, G = 1, QK = 32, SB = FK_Q8_0P_SB;
   static constexpr bool OFF = false;
   FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
-    const u8* p = m.w + row * m.row_bytes + u * FK_Q8_0_BYTES;
     u32 w[8];
-    fk_words<32, fk_align_of(FK_Q8_0_BYTES, FK_Q8_0_QS)>(p + FK_Q8_0_QS, w);
-    s[0] = fk_half(fk_ld16(p + FK_Q8_0_D));
+    fk_words<32, 16>(m.w + row * m.row_bytes + u * FK_Q8_0P_BB, w);
+    s[0] = fk_half(fk_ld16(fk_side(m, row, u, SB) + FK_Q8_0P_D));
 #pragma unroll
     for (int j = 0; j < 32; ++j) q[j] = fk_u2f_off<128>(fk_byte(w, j) ^ 0x80u);  // int8
   }
 #if defined(__CUDACC__)
   // Against Q8_0 activations: the CPU default path's integer dot, then isum * d * dx.
-  FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int) {
-    const u8* p = m.w + row * m.row_bytes + u * FK_Q8_0_BYTES;
+  FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
+    return dot_q8_at(m.w + row * m.row_bytes + u * FK_Q8_0P_BB, fk_side(m, row, u, SB), xq, dx, sx);
+  }
+  FK_HD static float dot_q8_at(const u8* codes, const u8* side, const int* xq, float dx, int) {
     u32 w[8];
-    fk_words<32, fk_align_of(FK_Q8_0_BYTES, FK_Q8_0_QS)>(p + FK_Q8_0_QS, w);
+    fk_words<32, 16>(codes, w);
+    const float d = fk_half(fk_ld16(side + FK_Q8_0P_D));
     int acc = 0;
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc = __dp4a((int)w[i], xq[i], acc);
-    return (float)acc * fk_half(fk_ld16(p + FK_Q8_0_D)) * dx;
+    return (float)acc * d * dx;
   }
 #endif
 };
@@ -670,3 +682,13 @@ FK_HD void fk_unit_decode(const float* q, const float* s, const float* o, float*
 
 // Whether F has a per-element tail (plain floats: any k).
 template <class F> struct FkHasTail { static constexpr bool value = F::QK == 1; };
+// Side-entry bytes of a planar unit type (0: the file's layout, no side array).
+template <class F, class = void> struct FkSideBytes { static constexpr int value = 0; };
+template <class F> struct FkSideBytes<F, decltype((void)F::SB)> { static constexpr int value = F::SB; };
+// The FkMat of a copy at `win` of row `row`'s codes from block `blk` on (row 0, units counted
+// from there): planar units still find their side entries in `m`.
+template <class F>
+FK_HD FkMat fk_window_mat(const u8* win, const FkMat& m, i64 row, i64 blk) {
+  constexpr int SB = FkSideBytes<F>::value;
+  return FkMat{win, SB > 0 ? m.s + (row * m.groups + blk) * SB : nullptr, nullptr, 0, 0};
+}

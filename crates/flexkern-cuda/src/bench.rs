@@ -259,6 +259,14 @@ pub fn decode(
     })
 }
 
+/// How `gemv` runs: activations quantized first (the default precision), and the pass over the
+/// copies replayed as one CUDA graph (as a decode step runs: no host work between launches).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GemvHow {
+    pub quantized_acts: bool,
+    pub graph: bool,
+}
+
 /// One GEMV timing: median milliseconds per call and the weight bytes one call reads.
 pub struct GemvRun {
     pub ms: f64,
@@ -278,7 +286,7 @@ pub fn gemv(
     k: usize,
     m: usize,
     reps: usize,
-    quantized_acts: bool,
+    how: GemvHow,
 ) -> Result<GemvRun> {
     use crate::quant::gemv::{gemv as run, DeviceMatrix, GemvCall};
     use flexkern_quant::Format;
@@ -299,7 +307,7 @@ pub fn gemv(
         };
         mats.push(
             DeviceMatrix::from_device(buf, format, n, k)?
-                .with_quantized_activations(quantized_acts),
+                .with_quantized_activations(how.quantized_acts),
         );
     }
     let x = random(dev, m * k, DType::F32, 7)?;
@@ -318,7 +326,7 @@ pub fn gemv(
             .name
         }
     };
-    let ms = time_ms(dev, 2, reps, || {
+    let pass = || -> Result<()> {
         for a in &mats {
             run(
                 dev,
@@ -336,7 +344,18 @@ pub fn gemv(
             )?;
         }
         Ok(())
-    })?;
+    };
+    let ms = if how.graph {
+        pass()?; // kernels loaded before the capture
+        dev.capture_begin()?;
+        let captured = pass();
+        let graph = dev.capture_end();
+        captured?;
+        let graph = graph?;
+        time_ms(dev, 2, reps, || graph.launch(dev))?
+    } else {
+        time_ms(dev, 2, reps, pass)?
+    };
     Ok(GemvRun {
         ms: ms / copies as f64,
         weight_bytes: bytes,

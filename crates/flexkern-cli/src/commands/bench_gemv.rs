@@ -53,6 +53,10 @@ pub struct BenchGemvArgs {
     /// Precise mode: f32 activations, weights widened to f32 (file layout only).
     #[arg(long)]
     pub precise: bool,
+    /// cuda: each pass over the weight copies replayed as one CUDA graph, as a decode step
+    /// runs (no host work between launches).
+    #[arg(long)]
+    pub graph: bool,
 }
 
 /// The sizes a run uses: the user's, else the defaults of the mode; each checked (>= 1, and
@@ -244,6 +248,9 @@ impl Case {
 }
 
 pub fn run_bench_gemv(args: &BenchGemvArgs) -> Result<()> {
+    if args.graph {
+        anyhow::bail!("--graph replays CUDA graphs: it needs --device cuda");
+    }
     let pool = match args.threads {
         Some(t) => rayon::ThreadPoolBuilder::new()
             .num_threads(super::threads::check_threads(t)?)

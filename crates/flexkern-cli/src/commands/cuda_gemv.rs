@@ -29,12 +29,17 @@ pub fn bench_gemv(a: &BenchGemvArgs) -> Result<()> {
     }
     let dev = open("bench gemv")?;
     println!(
-        "flexkern bench gemv --device cuda: {} ({} SMs, {} MiB L2), M {}, CUDA events, median of {reps}",
+        "flexkern bench gemv --device cuda: {} ({} SMs, {} MiB L2), M {}, CUDA events{}, median of {reps}",
         dev.props.name,
         dev.props.sms,
         dev.props.l2_bytes >> 20,
-        a.m
+        a.m,
+        if a.graph { " around graph replays" } else { "" }
     );
+    let how = flexkern_cuda::bench::GemvHow {
+        quantized_acts: !a.precise,
+        graph: a.graph,
+    };
     let copy = flexkern_cuda::bench::copy_bandwidth(&dev, reps)?;
     println!("copy bandwidth (device to device, read + write): {copy:.0} GB/s");
     println!(
@@ -43,7 +48,7 @@ pub fn bench_gemv(a: &BenchGemvArgs) -> Result<()> {
     );
     for f in formats {
         for &n in &ns {
-            match flexkern_cuda::bench::gemv(&dev, f, n, k, a.m, reps, !a.precise) {
+            match flexkern_cuda::bench::gemv(&dev, f, n, k, a.m, reps, how) {
                 Ok(r) => {
                     let gbs = r.weight_bytes as f64 / (r.ms * 1e-3) / 1e9;
                     let tflops = 2.0 * (a.m * n * k) as f64 / (r.ms * 1e-3) / 1e12;

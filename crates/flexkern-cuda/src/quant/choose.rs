@@ -86,8 +86,19 @@ pub fn staged(f: Format, mb: usize) -> Option<Staged> {
     }
     match f {
         Format::F32 | Format::F16 | Format::BF16 | Format::MlxAffine { .. } => None,
-        f => Some(Staged::new(f.block_bytes(), mb, unit_elems(f))),
+        f => Some(Staged::new(
+            super::layout::device_block_bytes(f),
+            mb,
+            unit_elems(f),
+        )),
     }
+}
+
+/// The streamed grid's blocks per SM, of `resident` that fit: `FLEXKERN_GEMV_GRID` lowers it
+/// (A/B runs), leaving room for the next kernel's blocks to start early.
+pub fn stream_grid_blocks(resident: usize) -> usize {
+    let r = resident.max(1);
+    knobs().grid.map_or(r, |g| g.min(r))
 }
 
 /// `FLEXKERN_GEMV_STREAM=0` turns the streamed single-row kernel off (A/B runs).
@@ -103,6 +114,17 @@ struct Knobs {
     /// `FLEXKERN_GEMV_DP4A`: Some(true) `=1`, Some(false) `=0`.
     dp4a: Option<bool>,
     rows: Option<usize>,
+    /// `FLEXKERN_GEMV_FIT`: the blocks per SM the streamed plan sizes its rings for.
+    fit: Option<usize>,
+    /// `FLEXKERN_GEMV_GRID`: the streamed grid's blocks per SM (at most the resident count).
+    grid: Option<usize>,
+    /// `FLEXKERN_GEMV_CHUNK`: the most weight bytes a streamed stage takes per matrix.
+    chunk: Option<usize>,
+    /// `FLEXKERN_GEMV_SR` / `_SUN`: the direct streamed kernel's rows per pass and unroll.
+    sr: Option<usize>,
+    /// `FLEXKERN_GEMV_DIRECT`: `=0` keeps formats of 16-byte blocks on the ring.
+    direct_aligned: Option<bool>,
+    sun: Option<usize>,
 }
 
 fn knobs() -> &'static Knobs {
@@ -121,6 +143,20 @@ fn knobs() -> &'static Knobs {
             rows: var("FLEXKERN_GEMV_ROWS")
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|r| matches!(r, 1 | 2 | 4)),
+            fit: var("FLEXKERN_GEMV_FIT")
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|b| (1..=8).contains(b)),
+            grid: var("FLEXKERN_GEMV_GRID")
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|b| (1..=8).contains(b)),
+            chunk: var("FLEXKERN_GEMV_CHUNK").and_then(|v| v.parse::<usize>().ok()),
+            sr: var("FLEXKERN_GEMV_SR")
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|r| (1..=4).contains(r)),
+            direct_aligned: var("FLEXKERN_GEMV_DIRECT").map(|v| v != "0"),
+            sun: var("FLEXKERN_GEMV_SUN")
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|r| (1..=16).contains(r)),
         }
     })
 }
@@ -173,6 +209,13 @@ pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usi
 pub struct Stream {
     /// What the weights are dotted with.
     pub acts: StreamActs,
+    /// Units loaded straight into registers, no ring (`FK_SREG`): planar formats, whose codes
+    /// are 16-byte aligned in global memory. `chunk` and `stages` are then unused.
+    pub direct: bool,
+    /// Direct only: rows a warp walks together, and units of each unrolled (`FK_SR`,
+    /// `FK_SUN`), about 128 bytes of loads in flight per lane.
+    pub rows: usize,
+    pub unroll: usize,
     pub block_bytes: usize,
     pub block_elems: usize,
     pub chunk: usize,
@@ -231,17 +274,57 @@ impl Stream {
         let acts = StreamActs::for_format(f)
             .filter(|_| quantized)
             .unwrap_or(StreamActs::F32);
-        let (bb, qk, ue) = (f.block_bytes(), f.block_elems(), unit_elems(f));
+        let (bb, qk, ue) = (
+            super::layout::device_block_bytes(f),
+            f.block_elems(),
+            unit_elems(f),
+        );
         let round = 32 * ue;
         if !round.is_multiple_of(qk) || !k.is_multiple_of(qk) || k == 0 {
             return None;
         }
+        // Planar formats, and blocks of whole 16-byte words (Q4_K, Q5_K), load straight into
+        // registers. `FLEXKERN_GEMV_DIRECT=0` keeps the ring for the latter (A/B runs).
+        if super::layout::planar(f).is_some()
+            || (bb.is_multiple_of(16) && knobs().direct_aligned != Some(false))
+        {
+            // Two blocks of eight warps per SM (at most 128 registers a thread): the next
+            // kernel's blocks fit beside them and start early (programmatic launch), and each
+            // block's activation prologue repeats fewer times. Against three blocks (H100, A/B
+            // in one call): 4096 x 14336 Q4_0 51 -> 59 % of copy, 4096 x 4096 Q8_0 59 -> 64 %.
+            // Loads per lane: matrices x unroll x unit bytes up to 128 on the integer path
+            // (two to four units: more lost in A/B runs); f32 activations widen every unit to
+            // 32 floats, so two units.
+            let unit_bytes = (ue * bb / qk).max(1);
+            let int = acts != StreamActs::F32;
+            let rows = knobs().sr.unwrap_or(1);
+            let unroll = knobs().sun.unwrap_or(if int {
+                (128 / (rows * matrices.max(1) * unit_bytes)).clamp(2, 4)
+            } else {
+                2
+            });
+            let st = Stream {
+                acts,
+                direct: true,
+                rows,
+                unroll,
+                block_bytes: bb,
+                block_elems: qk,
+                chunk: round,
+                stages: 2,
+                warps: 8,
+                blocks: knobs().fit.unwrap_or(2),
+            };
+            let limit = smem_per_sm.saturating_sub(1024 * st.blocks) / st.blocks;
+            return (st.smem_bytes(matrices, k) <= limit).then_some(st);
+        }
         let round_bytes = round / qk * bb * matrices.max(1);
         let rounds = k.div_ceil(round);
-        let blocks: &[usize] = if acts != StreamActs::F32 {
-            &[3, 2]
-        } else {
-            &[2]
+        let forced = knobs().fit.map(|b| [b]);
+        let blocks: &[usize] = match &forced {
+            Some(b) => b,
+            None if acts != StreamActs::F32 => &[3, 2],
+            None => &[2],
         };
         blocks.iter().find_map(|&blocks| {
             // The driver reserves 1 KB of shared memory per block.
@@ -255,11 +338,15 @@ impl Stream {
                 (1024, 2),
             ]
             .into_iter()
+            .filter(|&(budget, _)| knobs().chunk.is_none_or(|c| budget <= c))
             .map(|(budget, stages)| {
                 let per = (budget / round_bytes).max(1);
                 let chunks = rounds.div_ceil(per);
                 Stream {
                     acts,
+                    direct: false,
+                    rows: 1,
+                    unroll: 1,
                     block_bytes: bb,
                     block_elems: qk,
                     chunk: rounds.div_ceil(chunks) * round,
@@ -280,6 +367,9 @@ impl Stream {
     /// Dynamic shared memory of a launch: the warps' rings, then the activation row (Q8_0
     /// codes and their (scale, sum) pairs, or floats).
     pub fn smem_bytes(&self, matrices: usize, k: usize) -> usize {
+        if self.direct {
+            return self.acts.bytes(k);
+        }
         self.warps * self.stages * matrices * self.window() + self.acts.bytes(k)
     }
 }

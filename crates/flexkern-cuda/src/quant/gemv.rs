@@ -227,7 +227,7 @@ fn launch_gemv(
             // Resident blocks only: every warp owns n / warps consecutive rows, give or take one.
             Some(st) => (
                 n.div_ceil(st.warps)
-                    .min(resident.max(1) * dev.props.sms.max(1)),
+                    .min(super::choose::stream_grid_blocks(resident) * dev.props.sms.max(1)),
                 32 * st.warps,
                 st.smem_bytes(cfg.matrices(), k),
             ),

@@ -1,11 +1,18 @@
 //! The block layouts the CUDA kernels read, generated from flexkern-quant's `#[repr(C)]` block
 //! structs (sizes and field offsets), so they are written once: a change there changes the
 //! header, and the `static_assert`s in it stop a kernel that no longer matches.
+//!
+//! Some formats lie planar in device memory (`planar`): their 18- and 34-byte blocks leave the
+//! codes 2-byte aligned in the file, so a kernel needs eight 2-byte loads per block where a
+//! planar copy needs one 16-byte load (ncu, H100: 116 instructions per Q4_0 block in the
+//! streamed GEMV). Upload rearranges the bytes (`to_device`); the values, and so every
+//! result, are the file's.
 
 use flexkern_quant::k_quants::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K};
 use flexkern_quant::legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
 use flexkern_quant::lut4::{BlockIQ4NL, BlockIQ4XS, BlockMXFP4};
 use flexkern_quant::Format;
+use std::borrow::Cow;
 use std::fmt::Write;
 use std::mem::{offset_of, size_of};
 
@@ -45,8 +52,115 @@ fn entries() -> Vec<Entry> {
     ]
 }
 
+/// A format the device keeps planar: each row's `bulk` field of every block (the codes) laid end
+/// to end, rows one after another, then every block's other bytes (`side`: the scales, in field
+/// order) the same way after all rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Planar {
+    /// The bulk field's offset and size in the file's block.
+    pub bulk_at: usize,
+    pub bulk: usize,
+    /// The block's other bytes.
+    pub side: usize,
+}
+
+/// The formats kept planar and their bulk field: those whose codes are not 16-byte aligned in
+/// the file and whose GEMV is decode's hot path.
+const PLANAR: [(Format, &str); 2] = [(Format::Q4_0, "qs"), (Format::Q8_0, "qs")];
+
+/// The planar split of `f`, if the device keeps it planar.
+pub fn planar(f: Format) -> Option<Planar> {
+    let (_, bulk) = PLANAR.iter().find(|(p, _)| *p == f)?;
+    let (_, _, size, fields) = entries().into_iter().find(|e| e.1 == f)?;
+    let at = fields.iter().find(|(n, _)| n == bulk)?.1;
+    // The field's end: the next field's offset, or the block's end.
+    let end = fields
+        .iter()
+        .map(|&(_, o)| o)
+        .filter(|&o| o > at)
+        .min()
+        .unwrap_or(size);
+    Some(Planar {
+        bulk_at: at,
+        bulk: end - at,
+        side: size - (end - at),
+    })
+}
+
+/// Bytes per block the kernels step over in a row of `w`: the bulk of a planar format, else
+/// the whole block.
+pub fn device_block_bytes(f: Format) -> usize {
+    planar(f).map_or(f.block_bytes(), |p| p.bulk)
+}
+
+/// Where a `[n, k]` matrix's arrays lie in its device buffer (`FkMat`): rows of `row_bytes`
+/// from the start; MLX's scales and biases, or a planar format's side entries (one per block,
+/// `groups` per row), at byte offsets `s` and `b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub row_bytes: usize,
+    pub s: usize,
+    pub b: usize,
+    pub groups: usize,
+}
+
+/// The device geometry of a `[n, k]` matrix of `f` (`k` valid for `f`).
+pub fn geometry(f: Format, n: usize, k: usize) -> Geometry {
+    if let Format::MlxAffine {
+        bits, group_size, ..
+    } = f
+    {
+        let (wb, sb) = flexkern_quant::mlx::array_bytes(bits, group_size as usize, n, k);
+        return Geometry {
+            row_bytes: k * bits as usize / 8,
+            s: wb,
+            b: wb + sb,
+            groups: k / group_size as usize,
+        };
+    }
+    let row_bytes = f.row_bytes(k).unwrap_or(0);
+    match planar(f) {
+        Some(p) => {
+            let blocks = row_bytes / f.block_bytes();
+            Geometry {
+                row_bytes: blocks * p.bulk,
+                s: n * blocks * p.bulk,
+                b: 0,
+                groups: blocks,
+            }
+        }
+        None => Geometry {
+            row_bytes,
+            s: 0,
+            b: 0,
+            groups: 0,
+        },
+    }
+}
+
+/// The file's bytes of a matrix of `f` in the device layout: planar formats rearranged (bulk
+/// fields first, then the side bytes), the rest as they are.
+pub fn to_device(f: Format, bytes: &[u8]) -> Cow<'_, [u8]> {
+    let Some(p) = planar(f) else {
+        return Cow::Borrowed(bytes);
+    };
+    let bb = f.block_bytes();
+    let blocks = bytes.len() / bb;
+    let mut out = vec![0u8; bytes.len()];
+    let (bulk, side) = out.split_at_mut(blocks * p.bulk);
+    for (i, blk) in bytes.chunks_exact(bb).enumerate() {
+        bulk[i * p.bulk..(i + 1) * p.bulk].copy_from_slice(&blk[p.bulk_at..p.bulk_at + p.bulk]);
+        let s = &mut side[i * p.side..(i + 1) * p.side];
+        s[..p.bulk_at].copy_from_slice(&blk[..p.bulk_at]);
+        s[p.bulk_at..].copy_from_slice(&blk[p.bulk_at + p.bulk..]);
+    }
+    Cow::Owned(out)
+}
+
 /// `constexpr int FK_<FMT>_BYTES / _<FIELD>` for every block format, with size checks against
-/// `Format::block_bytes` (the catalogue) in the generated text itself.
+/// `Format::block_bytes` (the catalogue) in the generated text itself; for planar formats also
+/// `FK_<FMT>P_BB` (bulk bytes per block), `_SB` (side bytes) and each side field's offset in
+/// the side entry.
 pub fn header() -> String {
     let mut s = String::from("// Generated by flexkern-cuda quant/layout.rs from flexkern-quant's block structs.\n#pragma once\n");
     for (name, fmt, size, fields) in entries() {
@@ -56,8 +170,19 @@ pub fn header() -> String {
             "static_assert(FK_{name}_BYTES == {}, \"{name}: block size differs from the format catalogue\");",
             fmt.block_bytes()
         );
-        for (f, off) in fields {
+        for (f, off) in &fields {
             let _ = writeln!(s, "constexpr int FK_{name}_{} = {off};", f.to_uppercase());
+        }
+        if let Some(p) = planar(fmt) {
+            let _ = writeln!(
+                s,
+                "constexpr int FK_{name}P_BB = {};\nconstexpr int FK_{name}P_SB = {};",
+                p.bulk, p.side
+            );
+            for (f, off) in fields.iter().filter(|&&(_, o)| o != p.bulk_at) {
+                let at = if *off < p.bulk_at { *off } else { off - p.bulk };
+                let _ = writeln!(s, "constexpr int FK_{name}P_{} = {at};", f.to_uppercase());
+            }
         }
     }
     s
@@ -73,5 +198,41 @@ mod tests {
         assert!(h.contains("constexpr int FK_Q6_K_D = 208;"));
         assert!(h.contains("constexpr int FK_IQ4_XS_SCALES_L = 4;"));
         assert!(h.contains("constexpr int FK_MXFP4_BYTES = 17;"));
+        assert!(h.contains("constexpr int FK_Q4_0P_BB = 16;"));
+        assert!(h.contains("constexpr int FK_Q8_0P_BB = 32;"));
+        assert!(h.contains("constexpr int FK_Q8_0P_SB = 2;"));
+        assert!(h.contains("constexpr int FK_Q4_0P_D = 0;"));
+    }
+
+    #[test]
+    fn planar_upload_moves_every_byte_once() {
+        use flexkern_quant::Format;
+        for f in [Format::Q4_0, Format::Q8_0] {
+            let p = super::planar(f).unwrap();
+            assert_eq!((p.bulk_at, p.bulk + p.side), (2, f.block_bytes()));
+            let (n, k) = (3, 96);
+            let bytes: Vec<u8> = (0..f.tensor_bytes(n, k).unwrap())
+                .map(|i| (i * 7 % 251) as u8)
+                .collect();
+            let dev = super::to_device(f, &bytes);
+            let g = super::geometry(f, n, k);
+            assert_eq!((g.row_bytes, g.groups), (3 * p.bulk, 3));
+            assert_eq!(g.s, n * g.row_bytes);
+            let bb = f.block_bytes();
+            for row in 0..n {
+                for blk in 0..3 {
+                    let file = &bytes[(row * 3 + blk) * bb..][..bb];
+                    let codes = &dev[row * g.row_bytes + blk * p.bulk..][..p.bulk];
+                    let side = &dev[g.s + (row * g.groups + blk) * p.side..][..p.side];
+                    assert_eq!(codes, &file[2..2 + p.bulk], "{f} row {row} block {blk}");
+                    assert_eq!(side, &file[..2], "{f} row {row} block {blk}");
+                }
+            }
+        }
+        let q4k = vec![5u8; flexkern_quant::Format::Q4K.tensor_bytes(1, 256).unwrap()];
+        assert!(matches!(
+            super::to_device(flexkern_quant::Format::Q4K, &q4k),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

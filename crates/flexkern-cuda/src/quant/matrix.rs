@@ -36,8 +36,9 @@ pub(super) struct FkMat {
     groups: i64,
 }
 
-/// A `[n, k]` weight matrix of `format` in device memory, in the file's layout (for MLX the
-/// single-buffer form: packed weights, scales, biases).
+/// A `[n, k]` weight matrix of `format` in device memory, in the device layout of
+/// `layout.rs` (the file's blocks, planar for some formats; for MLX the single-buffer form:
+/// packed weights, scales, biases).
 pub struct DeviceMatrix {
     pub buf: DeviceBuf,
     pub format: Format,
@@ -87,10 +88,11 @@ impl DeviceMatrix {
                 ),
             ));
         }
-        DeviceMatrix::from_device(dev.upload(bytes)?, format, n, k)
+        let bytes = super::layout::to_device(format, bytes);
+        DeviceMatrix::from_device(dev.upload(&bytes)?, format, n, k)
     }
 
-    /// A matrix over bytes already on the device (`buf` holds at least
+    /// A matrix over bytes already on the device, in the device layout (`buf` holds at least
     /// `format.tensor_bytes(n, k)`): benchmarks fill weights on the device.
     pub fn from_device(buf: DeviceBuf, format: Format, n: usize, k: usize) -> Result<DeviceMatrix> {
         let unit = unit_type(format, k)?;
@@ -148,27 +150,13 @@ impl DeviceMatrix {
 
     pub(super) fn mat(&self) -> FkMat {
         let base = self.buf.ptr();
-        match self.format {
-            Format::MlxAffine {
-                bits, group_size, ..
-            } => {
-                let (wb, sb) =
-                    flexkern_quant::mlx::array_bytes(bits, group_size as usize, self.n, self.k);
-                FkMat {
-                    w: base,
-                    s: base + wb as u64,
-                    b: base + (wb + sb) as u64,
-                    row_bytes: (self.k * bits as usize / 8) as i64,
-                    groups: (self.k / group_size as usize) as i64,
-                }
-            }
-            f => FkMat {
-                w: base,
-                s: 0,
-                b: 0,
-                row_bytes: f.row_bytes(self.k).unwrap_or(0) as i64,
-                groups: 0,
-            },
+        let g = super::layout::geometry(self.format, self.n, self.k);
+        FkMat {
+            w: base,
+            s: if g.s > 0 { base + g.s as u64 } else { 0 },
+            b: if g.b > 0 { base + g.b as u64 } else { 0 },
+            row_bytes: g.row_bytes as i64,
+            groups: g.groups as i64,
         }
     }
 }

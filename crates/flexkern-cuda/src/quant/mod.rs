@@ -43,11 +43,11 @@ pub fn unit_type(f: Format, k: usize) -> Result<String> {
         Format::F32 => format!("FkFloat<0, {}>", align_of(row_bytes).max(4)),
         Format::F16 => format!("FkFloat<1, {}>", align_of(row_bytes)),
         Format::BF16 => format!("FkFloat<2, {}>", align_of(row_bytes)),
-        Format::Q4_0 => "FkQ4_0".into(),
+        Format::Q4_0 => "FkQ4_0P".into(),
         Format::Q4_1 => "FkQ4_1".into(),
         Format::Q5_0 => "FkQ5_0".into(),
         Format::Q5_1 => "FkQ5_1".into(),
-        Format::Q8_0 => "FkQ8_0".into(),
+        Format::Q8_0 => "FkQ8_0P".into(),
         Format::Q2K => "FkQ2K".into(),
         Format::Q3K => "FkQ3K".into(),
         Format::Q4K => "FkQ4K".into(),
@@ -185,10 +185,13 @@ impl GemvConfig {
         if let Some(st) = self.stream {
             return KernelSource {
                 name: format!(
-                    "gemv_{}_{mode}_stream_c{}_s{}_w{}_b{}{}{}",
+                    "gemv_{}_{mode}_stream_{}_w{}_b{}{}{}",
                     ident(&self.unit),
-                    st.chunk,
-                    st.stages,
+                    if st.direct {
+                        format!("reg{}x{}", st.rows, st.unroll)
+                    } else {
+                        format!("c{}_s{}", st.chunk, st.stages)
+                    },
                     st.warps,
                     st.blocks,
                     ["", "_q8", "_q8k"][st.acts as usize],
@@ -197,7 +200,7 @@ impl GemvConfig {
                 source: format!(
                     "#define FK_FMT {}\n#define FK_MB 1\n#define FK_R 1\n#define FK_MODE {}\n#define FK_XV 1\n\
                      #define FK_STREAM 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_SS {}\n\
-                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n{}\n{GEMV}\n{GEMV_STREAM}",
+                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n#define FK_SREG {}\n#define FK_SR {}\n#define FK_SUN {}\n{}\n{GEMV}\n{GEMV_STREAM}",
                     self.unit,
                     self.mode as i32,
                     st.block_bytes,
@@ -207,6 +210,9 @@ impl GemvConfig {
                     st.blocks,
                     st.acts as i32,
                     self.acc as i32,
+                    st.direct as i32,
+                    st.rows,
+                    st.unroll,
                     prelude()
                 ),
             };

@@ -134,15 +134,10 @@ fn unit_decode_matches_flexkern_quant_on_the_host() {
         let bytes = flexkern_quant::quantize(*f, &w, n, *k).unwrap();
         let want = flexkern_quant::dequantize(*f, &bytes, n, *k).unwrap();
         let x: Vec<f32> = (0..*k).map(|_| rng.uniform() * 2.0 - 1.0).collect();
-        let (row_bytes, groups, soff) = match *f {
-            Format::MlxAffine {
-                bits, group_size, ..
-            } => {
-                let (wb, _) = flexkern_quant::mlx::array_bytes(bits, group_size as usize, n, *k);
-                (k * bits as usize / 8, k / group_size as usize, wb)
-            }
-            _ => (f.row_bytes(*k).unwrap(), 0, 0),
-        };
+        // The device layout (planar formats rearranged) and its geometry, as upload makes them.
+        let g = layout::geometry(*f, n, *k);
+        let (row_bytes, groups, soff) = (g.row_bytes, g.groups, g.s);
+        let bytes = layout::to_device(*f, &bytes).into_owned();
         let mut child = Command::new(&exe)
             .args([
                 code.to_string(),
@@ -376,8 +371,10 @@ fn gemv_configuration_follows_the_shape_and_format() {
     assert_eq!(config(132, Mode::Plain, &unit, 4096, 4096, 3).mb, 4);
     let st = |f, mb| staged(f, mb).map(|s: Staged| (s.block_bytes, s.chunk));
     // One unit per lane (32 or 64 weights) unless 16 rows of activations would pass 64 KB.
-    assert_eq!(st(Format::Q4_0, 1), Some((18, 1024)));
-    assert_eq!(st(Format::Q4_0, 16), Some((18, 1024)));
+    // Planar Q4_0 steps over its 16-byte codes (layout.rs).
+    assert_eq!(st(Format::Q4_0, 1), Some((16, 1024)));
+    assert_eq!(st(Format::Q4_0, 16), Some((16, 1024)));
+    assert_eq!(st(Format::Q4_1, 16), Some((20, 1024)));
     assert_eq!(st(Format::Q4K, 1), Some((144, 2048)));
     assert_eq!(st(Format::Q4K, 16), Some((144, 1024)));
     assert_eq!(st(Format::Q6K, 8), Some((210, 1024)));
@@ -397,12 +394,13 @@ fn gemv_configuration_follows_the_shape_and_format() {
     assert_ne!(src.name, direct);
     assert!(src
         .source
-        .contains("#define FK_STAGED 1\n#define FK_BB 18\n#define FK_CW 1024\n"));
+        .contains("#define FK_STAGED 1\n#define FK_BB 16\n#define FK_CW 1024\n"));
 }
 
-/// The streamed kernel's plan on an H100 (228 KB of shared memory per SM): the largest chunk
-/// and ring that let three blocks (integer dot) or two (f32 activations) share an SM, chunks
-/// that split k evenly, none where f32 activations alone would crowd the rings out.
+/// The streamed kernel's plan on an H100 (228 KB of shared memory per SM): planar formats and
+/// 16-byte blocks load into registers (no ring, two blocks per SM); the others take the largest chunk and ring
+/// that let three blocks (integer dot) or two (f32 activations) share an SM, chunks that split
+/// k evenly, none where f32 activations alone would crowd the rings out.
 #[test]
 fn stream_plan_fits_its_blocks_per_sm() {
     use crate::quant::Stream;
@@ -410,28 +408,43 @@ fn stream_plan_fits_its_blocks_per_sm() {
     let plan = |f, k, nm, dp4a| {
         Stream::plan(f, k, nm, dp4a, h100).map(|s| (s.chunk, s.stages, s.window()))
     };
-    // Q4_0 at 4096: the whole row (128 blocks of 18 bytes) in one stage of three.
-    assert_eq!(plan(Format::Q4_0, 4096, 1, true), Some((4096, 3, 2320)));
+    // Planar Q4_0 and Q8_0: only the activation row in shared memory (Q8_0 codes and their
+    // (scale, sum) pairs, or f32).
+    for (f, k, dp4a, smem) in [
+        (Format::Q4_0, 4096, true, 4096 + 128 * 8),
+        (Format::Q8_0, 14336, true, 14336 + 448 * 8),
+        (Format::Q4_0, 4096, false, 4 * 4096),
+    ] {
+        let s = Stream::plan(f, k, 2, dp4a, h100).unwrap();
+        assert!(
+            s.direct && s.blocks == 2 && s.smem_bytes(2, k) == smem,
+            "{f} {k}"
+        );
+    }
+    // Q5_0 at 4096 (f32 activations): the whole row (128 blocks of 22 bytes) in one stage of
+    // four.
+    assert_eq!(plan(Format::Q5_0, 4096, 1, false), Some((4096, 4, 2832)));
     // Gate and up share the 4 KB of a stage: two chunks of 2048 weights each.
-    assert_eq!(plan(Format::Q4_0, 4096, 2, true), Some((2048, 3, 1168)));
+    assert_eq!(plan(Format::Q5_0, 4096, 2, false), Some((2048, 4, 1424)));
     // 14336: f32 activations take 56 KB, so smaller chunks.
-    assert_eq!(plan(Format::Q4_0, 14336, 1, false), Some((3072, 4, 1744)));
-    assert_eq!(plan(Format::Q4_0, 14336, 1, true), Some((3072, 4, 1744)));
-    assert_eq!(plan(Format::Q8_0, 4096, 1, true), Some((2048, 4, 2192)));
-    assert_eq!(plan(Format::Q4K, 4096, 1, false), Some((4096, 4, 2320)));
+    assert_eq!(plan(Format::Q5_0, 14336, 1, false), Some((2048, 4, 1424)));
+    // Q4_K's 144-byte blocks are whole 16-byte words: loaded into registers too.
+    assert!(Stream::plan(Format::Q4K, 4096, 1, true, h100).is_some_and(|s| s.direct));
+    assert_eq!(plan(Format::IQ4XS, 4096, 1, false), Some((4096, 4, 2192)));
     assert_eq!(plan(Format::Q6K, 14336, 2, false).map(|p| p.0), Some(1024));
-    // Chunks split k evenly in rounds of 32 units: 3104 weights of Q8_0 is 4 rounds of 1024.
-    assert_eq!(plan(Format::Q8_0, 3104, 1, false).map(|p| p.0), Some(2048));
+    // Chunks split k evenly in rounds of 32 units: 3104 weights of Q5_0 gate and up is 4
+    // rounds of 1024, two a stage.
+    assert_eq!(plan(Format::Q5_0, 3104, 2, false).map(|p| p.0), Some(2048));
     for (f, k, nm, dp4a) in [
-        (Format::Q4_0, 4096, 1, true),
-        (Format::Q4K, 14336, 2, true),
+        (Format::Q6K, 14336, 2, true),
         (Format::Q6K, 4096, 1, true),
-        (Format::Q5K, 14336, 2, false),
+        (Format::Q3K, 14336, 2, false),
         (Format::Q6K, 14336, 1, false),
         (Format::Q2K, 4096, 2, false),
     ] {
         let s = Stream::plan(f, k, nm, dp4a, h100).unwrap();
         assert_eq!(s.blocks, if dp4a { 3 } else { 2 });
+        assert!(!s.direct);
         assert!(
             s.blocks * (s.smem_bytes(nm, k) + 1024) <= h100,
             "{f} {k} {nm}"
@@ -452,10 +465,19 @@ fn stream_plan_fits_its_blocks_per_sm() {
         acc: false,
     };
     let src = cfg.source();
-    assert_eq!(src.name, "gemv_FkQ4_0_plain_stream_c4096_s3_w8_b3_q8");
+    assert_eq!(src.name, "gemv_FkQ4_0P_plain_stream_reg1x4_w8_b2_q8");
     assert!(src.source.contains(
-        "#define FK_STREAM 1\n#define FK_BB 18\n#define FK_CW 4096\n#define FK_SS 3\n#define FK_SNW 8\n#define FK_SMINB 3\n#define FK_DP4A 1\n#define FK_ACC 0\n"
+        "#define FK_STREAM 1\n#define FK_BB 16\n#define FK_CW 1024\n#define FK_SS 2\n#define FK_SNW 8\n#define FK_SMINB 2\n#define FK_DP4A 1\n#define FK_ACC 0\n#define FK_SREG 1\n#define FK_SR 1\n#define FK_SUN 4\n"
     ));
+    let q6k = GemvConfig {
+        unit: unit_type(Format::Q6K, 4096).unwrap(),
+        stream: Stream::plan(Format::Q6K, 4096, 1, true, h100),
+        ..cfg
+    };
+    assert_eq!(
+        q6k.source().name,
+        "gemv_FkQ6K_plain_stream_c2048_s4_w8_b3_q8k"
+    );
 }
 
 /// Which kernel serves a call (H100: 132 SMs, 228 KB of shared memory per SM): single rows of
