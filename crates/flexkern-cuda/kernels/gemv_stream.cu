@@ -222,19 +222,32 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   // ceil(n / warps) rows each, 4096 rows on 3168 warps left a third of the SMs idle.
   const i64 r0 = gw * n / warps, r1 = (gw + 1) * n / warps;
 #if FK_SREG
-#if __CUDA_ARCH__ >= 900
-  // The warp's first rows into L2 while the previous kernel finishes (bulk prefetches, one
-  // thread): their loads below then wait on L2, not DRAM.
-  if (lane == 0) {
-    for (i64 row = r0; row < r1 && row < r0 + 2; ++row) {
-      const FkSRow r = fk_srow(a, b, st, Y, row);
+  const int units = (int)(k / F::UE);
+#if FK_DP4A == 1
+  // A batch: FK_SUN consecutive units of this lane (32 apart) of each matrix, code words and
+  // d bits, loaded before any is used. The warp's first batch is loaded before the wait
+  // below, while the previous kernel finishes (weights never depend on it).
+  constexpr int WORDS = FK_BB / 4;
+  struct Batch {
+    u32 w[FK_SUN][FK_SNM][WORDS];
+    u32 d[FK_SUN][FK_SNM];
+  };
+  auto load = [&](Batch& bt, const FkSRow& r, int u0) {
+#pragma unroll
+    for (int j = 0; j < FK_SUN; ++j) {
+      const int u = u0 + 32 * j;
 #pragma unroll
       for (int t = 0; t < FK_SNM; ++t) {
-        const u8* w = (t == 0 ? r.m.w : b.w) + r.row * a.row_bytes;
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w), "r"((u32)a.row_bytes) : "memory");
+        const FkMat& mw = t == 0 ? r.m : b;
+        if (u < units) {
+          fk_words<FK_BB, 16>(mw.w + r.row * mw.row_bytes + (i64)u * FK_BB, bt.w[j][t]);
+          bt.d[j][t] = F::d_bits(fk_side(mw, r.row, u, F::SB));
+        }
       }
     }
-  }
+  };
+  Batch first;
+  if (r0 < r1) load(first, fk_srow(a, b, st, Y, r0), lane);
 #endif
 #else
   const u32 ring = (u32)__cvta_generic_to_shared(fk_sm) + warp * FK_RING;
@@ -319,72 +332,70 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   };
 
 #if FK_SREG && FK_DP4A == 1
-  // The integer path walks pointers: each unit's codes, side entry and activations are the
-  // previous one's plus a constant (no 64-bit index products in the loop).
-  const int units = (int)(k / F::UE);
-  for (i64 row = r0; row < r1; row += FK_SR) {
-    const u8* wq[FK_SR][FK_SNM];
-    const u8* wsd[FK_SR][FK_SNM];
-    FkSRow r[FK_SR];
-    bool live[FK_SR];
+  // Batches of FK_SUN units a lane (about 64-128 bytes of loads in flight), loaded before any
+  // is computed; the warp's first batch came in before the wait.
+  auto compute = [&](const Batch& bt, int u0, float (&acc)[FK_SNM]) {
 #pragma unroll
-    for (int i = 0; i < FK_SR; ++i) {
-      live[i] = row + i < r1;
-      r[i] = fk_srow(a, b, st, Y, live[i] ? row + i : row);
+    for (int j = 0; j < FK_SUN; ++j) {
+      const int u = u0 + 32 * j;
+      if (u < units) {
+        int x8[8];
+        *(uint4*)x8 = *(const uint4*)(xq + 32 * u);
+        *(uint4*)(x8 + 4) = *(const uint4*)(xq + 32 * u + 16);
+        const float2 d = xd[u];
 #pragma unroll
-      for (int t = 0; t < FK_SNM; ++t) {
-        const FkMat& mw = t == 0 ? r[i].m : b;
-        wq[i][t] = mw.w + r[i].row * mw.row_bytes + lane * FK_BB;
-        wsd[i][t] = fk_side(mw, r[i].row, lane, F::SB);
+        for (int t = 0; t < FK_SNM; ++t) acc[t] += F::dot_q8_w(bt.w[j][t], bt.d[j][t], x8, d.x, __float_as_int(d.y));
       }
     }
-    float acc[FK_SR][FK_SNM] = {};
-    const signed char* xp = xq + 32 * lane;
-    const float2* dp = xd + lane;
-#pragma unroll (FK_SUN)
-    for (int u = lane; u < units; u += 32) {
-      int x8[8];
-      *(uint4*)x8 = *(const uint4*)xp;
-      *(uint4*)(x8 + 4) = *(const uint4*)(xp + 16);
-      const float2 d = *dp;
-#pragma unroll
-      for (int i = 0; i < FK_SR; ++i)
-#pragma unroll
-        for (int t = 0; t < FK_SNM; ++t) {
-          if (i == 0 || live[i]) acc[i][t] += F::dot_q8_at(wq[i][t], wsd[i][t], x8, d.x, __float_as_int(d.y));
-          wq[i][t] += 32 * FK_BB;
-          wsd[i][t] += 32 * F::SB;
-        }
-      xp += 32 * 32;
-      dp += 32;
+  };
+  // A software pipeline over the warp's batches, row after row: the next batch (of this row or
+  // the next) is loaded before the current one is computed, so two are in flight. Two Batch
+  // variables take turns (no copies).
+  i64 row = r0;
+  int u0 = lane;
+  FkSRow r = fk_srow(a, b, st, Y, row);
+  float acc[FK_SNM] = {};
+  // Moves (row, u0) to the next batch; true when it is in the warp's rows.
+  auto advance = [&](i64& rw, int& u) {
+    if ((u += 32 * FK_SUN) - lane >= units) u = lane, ++rw;
+    return rw < r1;
+  };
+  // One step: loads the next batch into `nxt`, computes `cur` (at row, u0), stores a finished
+  // row; false after the warp's last batch.
+  auto step = [&](Batch& cur, Batch& nxt) {
+    i64 nrow = row;
+    int nu = u0;
+    const bool more = advance(nrow, nu);
+    FkSRow nr = r;
+    if (more) {
+      if (nrow != row) nr = fk_srow(a, b, st, Y, nrow);
+      load(nxt, nr, nu);
     }
+    compute(cur, u0, acc);
+    if (nrow != row) {
+      store(r, acc);
 #pragma unroll
-    for (int i = 0; i < FK_SR; ++i)
-      if (i == 0 || live[i]) store(r[i], acc[i]);  // warp-uniform
+      for (int t = 0; t < FK_SNM; ++t) acc[t] = 0.f;
+    }
+    row = nrow, u0 = nu, r = nr;
+    return more;
+  };
+  if (r0 < r1) {
+    Batch other;
+    while (step(first, other) && step(other, first)) {
+    }
   }
 #elif FK_SREG
-  // f32 activations (the precise path): FK_SR rows at a time, FK_SUN units of each unrolled.
-  const int units = (int)(k / F::UE);
-  for (i64 row = r0; row < r1; row += FK_SR) {
-    FkSRow r[FK_SR];
-    bool live[FK_SR];
-#pragma unroll
-    for (int i = 0; i < FK_SR; ++i) {
-      live[i] = row + i < r1;
-      r[i] = fk_srow(a, b, st, Y, live[i] ? row + i : row);
-    }
-    float acc[FK_SR][FK_SNM] = {};
+  // Q8_K or f32 activations: FK_SUN units of a row unrolled.
+  for (i64 row = r0; row < r1; ++row) {
+    const FkSRow r = fk_srow(a, b, st, Y, row);
+    float acc[FK_SNM] = {};
 #pragma unroll (FK_SUN)
     for (int u = lane; u < units; u += 32) {
 #pragma unroll
-      for (int i = 0; i < FK_SR; ++i)
-#pragma unroll
-        for (int t = 0; t < FK_SNM; ++t)
-          if (i == 0 || live[i]) acc[i][t] += dot(t == 0 ? r[i].m : b, r[i].row, u, 0);
+      for (int t = 0; t < FK_SNM; ++t) acc[t] += dot(t == 0 ? r.m : b, r.row, u, 0);
     }
-#pragma unroll
-    for (int i = 0; i < FK_SR; ++i)
-      if (i == 0 || live[i]) store(r[i], acc[i]);  // warp-uniform
+    store(r, acc);
   }
 #else
   float acc[FK_SNM] = {};

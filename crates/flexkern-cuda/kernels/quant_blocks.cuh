@@ -209,18 +209,22 @@ struct FkQ4_0P {
   FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
     return dot_q8_at(m.w + row * m.row_bytes + u * FK_Q4_0P_BB, fk_side(m, row, u, SB), xq, dx, sx);
   }
-  // The same from the unit's codes and side entry (the streamed kernel walks both pointers).
+  // The same from the unit's code words w and its side entry's d bits (the streamed kernel
+  // loads a batch of units before computing any).
+  FK_HD static u32 d_bits(const u8* side) { return fk_ld16(side + FK_Q4_0P_D); }
   FK_HD static float dot_q8_at(const u8* codes, const u8* side, const int* xq, float dx, int sx) {
     u32 w[4];
     fk_words<16, 16>(codes, w);
-    const float d = fk_half(fk_ld16(side + FK_Q4_0P_D));
+    return dot_q8_w(w, d_bits(side), xq, dx, sx);
+  }
+  FK_HD static float dot_q8_w(const u32* w, u32 dh, const int* xq, float dx, int sx) {
     int acc = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       acc = __dp4a((int)(w[i] & 0x0f0f0f0fu), xq[i], acc);
       acc = __dp4a((int)((w[i] >> 4) & 0x0f0f0f0fu), xq[i + 4], acc);
     }
-    return (float)(acc - 8 * sx) * d * dx;
+    return (float)(acc - 8 * sx) * fk_half(dh) * dx;
   }
 #endif
 };
@@ -297,14 +301,17 @@ struct FkQ8_0P {
   FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
     return dot_q8_at(m.w + row * m.row_bytes + u * FK_Q8_0P_BB, fk_side(m, row, u, SB), xq, dx, sx);
   }
-  FK_HD static float dot_q8_at(const u8* codes, const u8* side, const int* xq, float dx, int) {
+  FK_HD static u32 d_bits(const u8* side) { return fk_ld16(side + FK_Q8_0P_D); }
+  FK_HD static float dot_q8_at(const u8* codes, const u8* side, const int* xq, float dx, int sx) {
     u32 w[8];
     fk_words<32, 16>(codes, w);
-    const float d = fk_half(fk_ld16(side + FK_Q8_0P_D));
+    return dot_q8_w(w, d_bits(side), xq, dx, sx);
+  }
+  FK_HD static float dot_q8_w(const u32* w, u32 dh, const int* xq, float dx, int) {
     int acc = 0;
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc = __dp4a((int)w[i], xq[i], acc);
-    return (float)acc * d * dx;
+    return (float)acc * fk_half(dh) * dx;
   }
 #endif
 };

@@ -120,8 +120,7 @@ struct Knobs {
     grid: Option<usize>,
     /// `FLEXKERN_GEMV_CHUNK`: the most weight bytes a streamed stage takes per matrix.
     chunk: Option<usize>,
-    /// `FLEXKERN_GEMV_SR` / `_SUN`: the direct streamed kernel's rows per pass and unroll.
-    sr: Option<usize>,
+    /// `FLEXKERN_GEMV_SUN`: the direct streamed kernel's units per batch.
     /// `FLEXKERN_GEMV_DIRECT`: `=0` keeps formats of 16-byte blocks on the ring.
     direct_aligned: Option<bool>,
     sun: Option<usize>,
@@ -150,9 +149,6 @@ fn knobs() -> &'static Knobs {
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|b| (1..=8).contains(b)),
             chunk: var("FLEXKERN_GEMV_CHUNK").and_then(|v| v.parse::<usize>().ok()),
-            sr: var("FLEXKERN_GEMV_SR")
-                .and_then(|v| v.parse::<usize>().ok())
-                .filter(|r| (1..=4).contains(r)),
             direct_aligned: var("FLEXKERN_GEMV_DIRECT").map(|v| v != "0"),
             sun: var("FLEXKERN_GEMV_SUN")
                 .and_then(|v| v.parse::<usize>().ok())
@@ -212,9 +208,7 @@ pub struct Stream {
     /// Units loaded straight into registers, no ring (`FK_SREG`): planar formats, whose codes
     /// are 16-byte aligned in global memory. `chunk` and `stages` are then unused.
     pub direct: bool,
-    /// Direct only: rows a warp walks together, and units of each unrolled (`FK_SR`,
-    /// `FK_SUN`), about 128 bytes of loads in flight per lane.
-    pub rows: usize,
+    /// Direct only: units a lane loads as one batch before computing any (`FK_SUN`).
     pub unroll: usize,
     pub block_bytes: usize,
     pub block_elems: usize,
@@ -297,16 +291,20 @@ impl Stream {
             // 32 floats, so two units.
             let unit_bytes = (ue * bb / qk).max(1);
             let int = acts != StreamActs::F32;
-            let rows = knobs().sr.unwrap_or(1);
-            let unroll = knobs().sun.unwrap_or(if int {
-                (128 / (rows * matrices.max(1) * unit_bytes)).clamp(2, 4)
+            let unroll = knobs().sun.unwrap_or(if acts == StreamActs::Q8_0 {
+                // Explicit batches: code words plus a d per unit and matrix, two batches live
+                // (the first loaded before the wait), within 36 registers each.
+                (144 / (matrices.max(1) * (bb + 4))).clamp(1, 4)
+            } else if int {
+                (128 / (matrices.max(1) * unit_bytes)).clamp(2, 4)
+            } else if ue >= 64 {
+                1 // 64 floats a unit: two spill (Q5_K)
             } else {
                 2
             });
             let st = Stream {
                 acts,
                 direct: true,
-                rows,
                 unroll,
                 block_bytes: bb,
                 block_elems: qk,
@@ -345,7 +343,6 @@ impl Stream {
                 Stream {
                     acts,
                     direct: false,
-                    rows: 1,
                     unroll: 1,
                     block_bytes: bb,
                     block_elems: qk,

@@ -208,7 +208,13 @@ fn kernels_compile_with_nvrtc_without_spills() {
         return;
     }
     let all = std::env::var("FK_GEMV_COMPILE_ALL").is_ok_and(|v| v == "1");
-    let heavy = [Format::F32, Format::Q5K, Format::Q4K, Format::Q4_0];
+    let heavy = [
+        Format::F32,
+        Format::Q5K,
+        Format::Q4K,
+        Format::Q4_0,
+        Format::Q8_0,
+    ];
     let mut report = Vec::new();
     for f in gpu_formats() {
         let mlx = matches!(f, Format::MlxAffine { .. });
@@ -465,9 +471,9 @@ fn stream_plan_fits_its_blocks_per_sm() {
         acc: false,
     };
     let src = cfg.source();
-    assert_eq!(src.name, "gemv_FkQ4_0P_plain_stream_reg1x4_w8_b2_q8");
+    assert_eq!(src.name, "gemv_FkQ4_0P_plain_stream_reg4_w8_b2_q8");
     assert!(src.source.contains(
-        "#define FK_STREAM 1\n#define FK_BB 16\n#define FK_CW 1024\n#define FK_SS 2\n#define FK_SNW 8\n#define FK_SMINB 2\n#define FK_DP4A 1\n#define FK_ACC 0\n#define FK_SREG 1\n#define FK_SR 1\n#define FK_SUN 4\n"
+        "#define FK_STREAM 1\n#define FK_BB 16\n#define FK_CW 1024\n#define FK_SS 2\n#define FK_SNW 8\n#define FK_SMINB 2\n#define FK_DP4A 1\n#define FK_ACC 0\n#define FK_SREG 1\n#define FK_SUN 4\n"
     ));
     let q6k = GemvConfig {
         unit: unit_type(Format::Q6K, 4096).unwrap(),
