@@ -14,5 +14,7 @@ if [ "${1:-}" = "--quick" ]; then quick=(--quick --n 14336,4096); fi
 echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 echo "== flexkern"
 "$bin" bench gemv --device cuda --formats "$formats" "${quick[@]}" 2>&1 | log gemv_cuda.log
+echo "== flexkern, each pass replayed as a CUDA graph (as a decode step runs)"
+"$bin" bench gemv --device cuda --graph --formats "$formats" "${quick[@]}" 2>&1 | log gemv_cuda_graph.log
 echo "== PyTorch peers (cuBLAS f16)"
-PYTHONUNBUFFERED=1 python3 "$here/gemv_peers_cuda.py" "$@" 2>&1 | log gemv_peers_cuda.log
+PYTHONUNBUFFERED=1 python3 "$here/gemv_peers_cuda.py" --graph "$@" 2>&1 | log gemv_peers_cuda.log
