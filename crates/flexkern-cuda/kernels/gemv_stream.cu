@@ -292,15 +292,12 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
 #endif
   __syncthreads();
 
+  // Q8_0 activations serve only the planar formats, which take the batches below.
+  static_assert(FK_DP4A != 1 || FK_SREG, "Q8_0 activations stream through registers");
+#if FK_DP4A != 1
   // Unit u of row `row` of `mw` against the activations from element c0 + u * UE.
   auto dot = [&](const FkMat& mw, i64 row, int u, i64 c0) -> float {
-#if FK_DP4A == 1
-    int x8[8];
-    *(uint4*)x8 = *(const uint4*)(xq + c0 + 32 * u);
-    *(uint4*)(x8 + 4) = *(const uint4*)(xq + c0 + 32 * u + 16);
-    const float2 d = xd[c0 / 32 + u];
-    return F::dot_q8(mw, row, u, x8, d.x, __float_as_int(d.y));
-#elif FK_DP4A == 2
+#if FK_DP4A == 2
     const i64 e0 = c0 + F::UE * u;  // the unit's first weight
     int x8[F::UE / 4], s16[F::UE / 16];
 #pragma unroll
@@ -315,6 +312,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
     return fk_unit_dot<F>(q, s, o, FkXs<F>{xs, (int)(c0 / F::UE) + u});
 #endif
   };
+#endif
   // A row's sums reduced across the warp and stored (mode 1: silu(gate) * up).
   auto store = [&](const FkSRow& r, float (&acc)[FK_SNM]) {
 #pragma unroll
