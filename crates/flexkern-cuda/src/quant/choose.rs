@@ -120,9 +120,9 @@ struct Knobs {
     grid: Option<usize>,
     /// `FLEXKERN_GEMV_CHUNK`: the most weight bytes a streamed stage takes per matrix.
     chunk: Option<usize>,
-    /// `FLEXKERN_GEMV_SUN`: the direct streamed kernel's units per batch.
     /// `FLEXKERN_GEMV_DIRECT`: `=0` keeps formats of 16-byte blocks on the ring.
     direct_aligned: Option<bool>,
+    /// `FLEXKERN_GEMV_SUN`: the direct streamed kernel's units per batch.
     sun: Option<usize>,
 }
 
@@ -205,8 +205,9 @@ pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usi
 pub struct Stream {
     /// What the weights are dotted with.
     pub acts: StreamActs,
-    /// Units loaded straight into registers, no ring (`FK_SREG`): planar formats, whose codes
-    /// are 16-byte aligned in global memory. `chunk` and `stages` are then unused.
+    /// Units loaded straight into registers, no ring (`FK_SREG`): planar formats and blocks of
+    /// whole 16-byte words (Q4_K, Q5_K), whose codes are 16-byte aligned in global memory.
+    /// `chunk` and `stages` are then unused.
     pub direct: bool,
     /// Direct only: units a lane loads as one batch before computing any (`FK_SUN`).
     pub unroll: usize,
@@ -286,9 +287,9 @@ impl Stream {
             // kernel's blocks fit beside them and start early (programmatic launch), and each
             // block's activation prologue repeats fewer times. Against three blocks (H100, A/B
             // in one call): 4096 x 14336 Q4_0 51 -> 59 % of copy, 4096 x 4096 Q8_0 59 -> 64 %.
-            // Loads per lane: matrices x unroll x unit bytes up to 128 on the integer path
-            // (two to four units: more lost in A/B runs); f32 activations widen every unit to
-            // 32 floats, so two units.
+            // Units per batch (more lost in A/B runs): Q8_0 activations (planar formats) load
+            // explicit batches, two live at once; Q8_K activations (Q4_K) up to 128 bytes of
+            // loads a lane; f32 activations widen every unit to 32 floats, so two units.
             let unit_bytes = (ue * bb / qk).max(1);
             let int = acts != StreamActs::F32;
             let unroll = knobs().sun.unwrap_or(if acts == StreamActs::Q8_0 {
