@@ -229,6 +229,10 @@ mod tests {
                 }
             }
         }
+        // A ragged length (upload refuses it first) rearranges the whole blocks, keeps the
+        // length, and does not panic; so does a geometry for a k the format cannot hold.
+        assert_eq!(super::to_device(Format::Q4_0, &[7u8; 27]).len(), 27);
+        assert_eq!(super::geometry(Format::Q8_0, 2, 33).row_bytes, 0);
         let q4k = vec![5u8; flexkern_quant::Format::Q4K.tensor_bytes(1, 256).unwrap()];
         assert!(matches!(
             super::to_device(flexkern_quant::Format::Q4K, &q4k),
