@@ -123,18 +123,23 @@ __device__ __forceinline__ FkMRows fk_mma_q(const FkArgs& a, const FkSeq& sq, u3
 }
 
 // One score: scaled, through the variant's score hook, and -inf where the mask drops it (the
-// hooks are skipped in tiles the host proved fully kept), the key is past the tile or before the
-// sequence's first visible page, or the row is padding.
+// mask hook is skipped in tiles the host proved fully kept), the key is past the tile or before
+// the sequence's first visible page, or the row is padding. `checked` false: the caller proved
+// the key live and the mask true (a whole tile inside the full range), and only the score hook
+// runs, without a branch (the hooks are; a branch per element would serialize the unrolled
+// softmax on latency). The checked form keeps its early return: it serves the tiles at the
+// edges, and its branches cost fewer registers than computing every element's mask.
 __device__ __forceinline__ float fk_mma_score(const FkParams& P, const FkSeq& sq, u32 seq, const FkMRows& q, int h,
-                                              float s, float kscale, bool key_ok, i64 pos, bool tile_true) {
-  if (!key_ok || !q.ok[h]) return FK_NEG_INF;
+                                              float s, float kscale, bool key_ok, i64 pos, bool tile_true,
+                                              bool checked = true) {
+  if (checked && (!key_ok || !q.ok[h])) return FK_NEG_INF;
   float x = s * kscale;
-  if (FK_HAS_SCORE || (FK_HAS_MASK && !tile_true)) {
+  if (FK_HAS_SCORE || (checked && FK_HAS_MASK && !tile_true)) {
     FkVars V;
     V.b = seq; V.h = q.head[h]; V.q_pos = sq.q_pos0 + q.qi[h]; V.kv_pos = pos;
     V.q_len = sq.q_len; V.kv_len = sq.kv_len; V.q_token = sq.q_start + q.qi[h];
     x = fk_score(P, V, x);
-    if (!tile_true && !fk_mask(P, V)) x = FK_NEG_INF;
+    if (checked && !tile_true && !fk_mask(P, V)) x = FK_NEG_INF;
   }
   return x;
 }

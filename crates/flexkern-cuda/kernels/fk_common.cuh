@@ -44,6 +44,38 @@ __device__ __forceinline__ i64 fk_max_i(i64 a, i64 b) { return a > b ? a : b; }
 __device__ __forceinline__ i64 fk_shl_i(i64 a, i64 b) { return (b >= 0 && b < 64) ? (i64)((u64)a << b) : 0; }
 __device__ __forceinline__ i64 fk_shr_i(i64 a, i64 b) { return (b >= 0 && b < 64) ? (a >> b) : 0; }
 
+// i64 -> f32, for values the code generator proved within +-2^22 while every hook variable is
+// below 2^21 (FK_SMALL_VARS, which the host sets from the call's lengths): the integer lands in
+// the mantissa of 1.5 * 2^23 and a float subtraction removes the bias, exactly, on full-rate
+// pipes (I2F.S64 runs at a quarter of the rate, on the pipe of the softmax's exponentials).
+__device__ __forceinline__ float fk_i2f_small(i64 x) {
+#if FK_SMALL_VARS
+  return __int_as_float(0x4B400000 + (int)x) - 12582912.0f;
+#else
+  return __ll2float_rn(x);
+#endif
+}
+
+// The hooks' tanh, branch-free (a branch per element would serialize the unrolled softmax on
+// latency). 16-bit kernels: 1 - 2 / (1 + e^{2|x|}) with the sign put back, from ex2 and rcp on
+// the MUFU pipe (about 2e-6 relative), and an odd Taylor polynomial below |x| = 1/8, where the
+// subtraction cancels; NaN takes the polynomial and stays NaN, e^{2|x|} = inf gives exactly 1.
+// f32 kernels keep the library's tanhf: their 1e-5 tolerance leaves no room.
+__device__ __forceinline__ float fk_tanh(float x) {
+#if defined(FK_QT) && FK_QT != 0
+  const float a = fabsf(x);
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(a * 2.8853900817779268f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.f + e));
+  const float big = copysignf(fmaf(-2.f, r, 1.f), x);
+  const float x2 = x * x;
+  const float small = fmaf(x * x2, fmaf(x2, fmaf(x2, -0.053968254f, 0.13333334f), -0.33333334f), x);
+  return a >= 0.125f ? big : small;
+#else
+  return tanhf(x);
+#endif
+}
+
 // Element types (the host's `elem_code`): 0 f32, 1 f16, 2 bf16, 3 fp8 e4m3fn, 4 fp8 e5m2, 5 i8.
 template <int T> struct FkSize { static constexpr int value = T == 0 ? 4 : (T <= 2 ? 2 : 1); };
 

@@ -67,6 +67,24 @@ pub struct KernelConfig {
     pub nwarps: usize,
     /// The Hopper kernel copies whole K/V tiles with TMA (strided K/V; `tma.rs`).
     pub tma: bool,
+    /// Every hook variable of the call is below `codegen::SMALL_VARS` (`small_vars`): the hooks
+    /// may convert the integers they prove small on full-rate pipes.
+    pub small_vars: bool,
+}
+
+/// Whether every value a hook variable takes for a kept element of the call (batch, head, query
+/// and key positions, lengths, token index) is below `codegen::SMALL_VARS` in magnitude (query
+/// positions are negative where a query is longer than its keys).
+pub(super) fn small_vars(lens: &SeqLens, num_q_heads: usize) -> bool {
+    let lim = crate::codegen::SMALL_VARS as usize;
+    let n = lens.num_seqs();
+    n < lim
+        && num_q_heads < lim
+        && lens.total_q() < lim
+        && (0..n).all(|s| {
+            let p0 = lens.q_pos0(s);
+            lens.kv_len(s) < lim && p0 > -(lim as i64) && p0 + (lens.q_len(s) as i64) < lim as i64
+        })
 }
 
 /// The cp.async pipeline's shape: `FLEXKERN_CUDA_ASYNC=tile,stages` (or `0` for the register
@@ -140,11 +158,12 @@ impl KernelConfig {
             String::new()
         };
         format!(
-            "attn_{}{pages}_q{}_{kv}_{hd}_r{}w{}{pipe}",
+            "attn_{}{pages}_q{}_{kv}_{hd}_r{}w{}{pipe}{}",
             if self.paged { "paged" } else { "strided" },
             N[self.qt as usize],
             self.rows,
-            self.nwarps
+            self.nwarps,
+            if self.small_vars { "" } else { "_wide" }
         )
     }
 
@@ -171,9 +190,9 @@ impl KernelConfig {
         let defines = format!(
             "{defines}#define FK_MMA {}\n#define FK_MMA_MT {}\n#define FK_MMA_TILE {}\n#define FK_MMA_STAGES {}\n\
              #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n#define FK_MMA_MINB {}\n#define FK_WGMMA {}\n#define FK_WG_S {}\n\
-             #define FK_WTMA {}\n",
+             #define FK_WTMA {}\n#define FK_SMALL_VARS {}\n",
             self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch, m.min_blocks,
-            m.wg as u8, m.wg_s, self.tma as u8
+            m.wg as u8, m.wg_s, self.tma as u8, self.small_vars as u8
         );
         use crate::headers::{text, COMMON, MMA, WGMMA};
         let common = text(&[COMMON]);
@@ -297,6 +316,7 @@ pub(super) fn config(c: &AttnCall, rows: usize) -> Result<(KernelConfig, DType, 
         },
         nwarps: 4,
         tma: false,
+        small_vars: small_vars(c.lens, c.num_q_heads),
     };
     Ok((cfg, kd, vd))
 }

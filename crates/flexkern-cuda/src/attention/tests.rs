@@ -84,6 +84,7 @@ fn kernels_compile_with_nvrtc() {
             page_shift: if paged { 4 } else { -1 },
             nwarps: 4,
             tma: false,
+            small_vars: true,
         };
         let src = k.source(&hooks.source, 0);
         let t = std::time::Instant::now();
@@ -167,6 +168,7 @@ fn tensor_core_kernels_compile_without_spills() {
             page_shift: if paged { 4 } else { -1 },
             nwarps: if m.wg { crate::plan::WG_WARPS } else { 4 },
             tma: false,
+            small_vars: true,
         };
         assert_eq!(
             m.wg,
@@ -258,6 +260,7 @@ fn module_names_are_readable() {
         page_shift: 4,
         nwarps: 4,
         tma: false,
+        small_vars: true,
     };
     assert_eq!(k.name(), "attn_paged16_qbf16_bf16_hd128_r4w4_a32x4");
     let s = k.source("/*hooks*/", 0xabcd);

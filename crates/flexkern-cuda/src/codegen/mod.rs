@@ -6,12 +6,17 @@
 //! (`sliding_window(4096)` and `(2048)`) share one compiled module. Integer and float operations
 //! spell out the CPU's semantics (`lowered.rs`): wrapping i64 arithmetic, division by zero and
 //! out-of-range shifts give 0, float `+ - * /` rounded per operation (`__fadd_rn`, ...: no FMA
-//! contraction the CPU does not do).
+//! contraction the CPU does not do). Two exceptions within an ulp (`facts.rs`): a division by a
+//! launch-wide value multiplies by its reciprocal, and `tanh` is `fk_tanh` (fk_common.cuh).
+//! Every hook is branch-free: kernels run it for dropped elements too and select.
 
 use flexkern::expr::{BinOp, Ty, UnOp, Var};
 use flexkern::variant::lowered::{Lowered, LoweredOp};
 use flexkern::variant::CompiledVariant;
 use std::fmt::Write as _;
+
+mod facts;
+pub use facts::SMALL_VARS;
 
 /// The parameter block a variant needs at launch, laid out as `fk_params_load` reads it:
 /// `ints` (i64), then capture pointers (u64) and lengths (i64), then `floats` (f32).
@@ -149,14 +154,31 @@ pub fn generate(v: &CompiledVariant) -> VariantCode {
     }
 }
 
-/// Capture loads: 0 outside the capture (a guard; bounds are proven before launch).
+/// Capture loads: 0 outside the capture (a guard; bounds are proven before launch). In the
+/// Hopper kernel, whose whole tiles run the hooks branch-free, the read itself is unconditional,
+/// at index 0 when out of range (the host uploads an empty capture as one element), so equal
+/// loads of a tile's elements merge into one; the other kernels keep the guarded read, which
+/// costs them fewer registers.
 const LOADS: &str = "\
+#if FK_WGMMA
+__device__ __forceinline__ long long fk_load_i(const FkParams& P, int c, long long i) {
+  const bool in = (unsigned long long)i < (unsigned long long)P.cap_len[c];
+  const long long v = __ldg((const long long*)P.cap[c] + (in ? i : 0));
+  return in ? v : 0;
+}
+__device__ __forceinline__ float fk_load_f(const FkParams& P, int c, long long i) {
+  const bool in = (unsigned long long)i < (unsigned long long)P.cap_len[c];
+  const float v = __ldg((const float*)P.cap[c] + (in ? i : 0));
+  return in ? v : 0.0f;
+}
+#else
 __device__ __forceinline__ long long fk_load_i(const FkParams& P, int c, long long i) {
   return (i >= 0 && i < P.cap_len[c]) ? ((const long long*)P.cap[c])[i] : 0;
 }
 __device__ __forceinline__ float fk_load_f(const FkParams& P, int c, long long i) {
   return (i >= 0 && i < P.cap_len[c]) ? ((const float*)P.cap[c])[i] : 0.0f;
 }
+#endif
 ";
 
 #[derive(Clone, Copy)]
@@ -222,6 +244,7 @@ fn function(out: &mut String, l: Option<&Lowered>, which: Which, base: &Bases) {
         return;
     };
     let insts = l.insts();
+    let facts = facts::facts(l);
     for (i, inst) in insts.iter().enumerate() {
         let ty = |r: usize| insts[r].ty;
         let e = match inst.op {
@@ -237,7 +260,14 @@ fn function(out: &mut String, l: Option<&Lowered>, which: Which, base: &Bases) {
                 };
                 format!("{f}(P, {}, r{index})", base.cap + capture)
             }
+            LoweredOp::Unary(UnOp::ToFloat, a) if facts::small_int(facts[a].range) => {
+                format!("fk_i2f_small(r{a})")
+            }
             LoweredOp::Unary(op, a) => unary(op, ty(a), a),
+            // The reciprocal is one value per launch: the compiler hoists it out of the loops.
+            LoweredOp::Binary(BinOp::Div, a, b) if ty(a) == Ty::Float && facts[b].invariant => {
+                format!("__fmul_rn(r{a}, __frcp_rn(r{b}))")
+            }
             LoweredOp::Binary(op, a, b) => binary(op, ty(a), a, b),
             LoweredOp::Select(c, a, b) => format!("(r{c} ? r{a} : r{b})"),
         };
@@ -254,7 +284,7 @@ fn unary(op: UnOp, t: Ty, a: usize) -> String {
         (UnOp::Neg, _) => format!("(-r{a})"),
         (UnOp::Abs, _) => format!("fabsf(r{a})"),
         (UnOp::Not, _) => format!("(!r{a})"),
-        (UnOp::Tanh, _) => format!("tanhf(r{a})"),
+        (UnOp::Tanh, _) => format!("fk_tanh(r{a})"),
         (UnOp::Exp, _) => format!("expf(r{a})"),
         (UnOp::Log, _) => format!("logf(r{a})"),
         (UnOp::Sqrt, _) => format!("sqrtf(r{a})"),

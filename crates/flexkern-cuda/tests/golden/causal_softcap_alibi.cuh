@@ -14,12 +14,25 @@ __device__ __forceinline__ void fk_params_load(FkParams& P, const unsigned char*
   const float* fl = (const float*)(q + 2);
   P.f[0] = fl[0];
 }
+#if FK_WGMMA
+__device__ __forceinline__ long long fk_load_i(const FkParams& P, int c, long long i) {
+  const bool in = (unsigned long long)i < (unsigned long long)P.cap_len[c];
+  const long long v = __ldg((const long long*)P.cap[c] + (in ? i : 0));
+  return in ? v : 0;
+}
+__device__ __forceinline__ float fk_load_f(const FkParams& P, int c, long long i) {
+  const bool in = (unsigned long long)i < (unsigned long long)P.cap_len[c];
+  const float v = __ldg((const float*)P.cap[c] + (in ? i : 0));
+  return in ? v : 0.0f;
+}
+#else
 __device__ __forceinline__ long long fk_load_i(const FkParams& P, int c, long long i) {
   return (i >= 0 && i < P.cap_len[c]) ? ((const long long*)P.cap[c])[i] : 0;
 }
 __device__ __forceinline__ float fk_load_f(const FkParams& P, int c, long long i) {
   return (i >= 0 && i < P.cap_len[c]) ? ((const float*)P.cap[c])[i] : 0.0f;
 }
+#endif
 __device__ __forceinline__ bool fk_mask(const FkParams& P, const FkVars& V) {
   const long long r0 = V.kv_pos;
   const long long r1 = V.q_pos;
@@ -29,15 +42,15 @@ __device__ __forceinline__ bool fk_mask(const FkParams& P, const FkVars& V) {
 __device__ __forceinline__ float fk_score(const FkParams& P, const FkVars& V, float score) {
   const float r0 = score;
   const float r1 = P.f[0];
-  const float r2 = __fdiv_rn(r0, r1);
-  const float r3 = tanhf(r2);
+  const float r2 = __fmul_rn(r0, __frcp_rn(r1));
+  const float r3 = fk_tanh(r2);
   const float r4 = __fmul_rn(r3, r1);
   const long long r5 = V.h;
   const float r6 = fk_load_f(P, 0, r5);
   const long long r7 = V.kv_pos;
   const long long r8 = V.q_pos;
   const long long r9 = fk_sub_i(r7, r8);
-  const float r10 = __ll2float_rn(r9);
+  const float r10 = fk_i2f_small(r9);
   const float r11 = __fmul_rn(r6, r10);
   const float r12 = __fadd_rn(r4, r11);
   return r12;
