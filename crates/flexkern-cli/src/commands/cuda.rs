@@ -69,8 +69,10 @@ pub fn verify(quick: bool, seed: u64, report: &mut dyn FnMut(Outcome)) -> Result
     // poisoning); cases run on a few threads sharing the device's one stream, so first-use
     // NVRTC compiles (CPU-bound, thread-safe) overlap. Rows print in case order.
     let backend = flexkern_cuda::backend::CudaBackend::on(dev.clone());
-    let std_cases = standard_cases(quick);
-    let paged = paged_cases(quick);
+    let (mut std_cases, mut paged) = (standard_cases(quick), paged_cases(quick));
+    let (more, more_paged) = flexkern_cuda::verify::wave_cases();
+    std_cases.extend(more);
+    paged.extend(more_paged);
     let n = std_cases.len() + paged.len();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let done: std::sync::Mutex<Vec<Option<Outcome>>> = std::sync::Mutex::new(vec![None; n]);

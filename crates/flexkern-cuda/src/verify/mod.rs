@@ -155,7 +155,9 @@ pub(crate) fn paged_pool(
 mod extra;
 pub mod gemv;
 pub mod ops;
+mod waves;
 pub use extra::extra_checks;
+pub use waves::wave_cases;
 
 /// Lengths helper for the extra checks.
 pub(crate) fn lens_of(seqs: &[(usize, usize)]) -> SeqLens {
