@@ -68,6 +68,22 @@ __device__ __forceinline__ void fk_wrows(const FkArgs& a, const u8* kb, const u8
   }
 }
 
+// fk_mma_score for the tiles at a mask's edges, branch-free: the mask (and score) hooks run for
+// every element and a select drops what they, the tile end or a padding row exclude. Branching
+// per element, as the mma.sync kernels do, serializes the unrolled softmax on latency; these
+// tiles are a causal row's last, both ends of a window. (Not for masks that read captures: all
+// their loads in flight at once spill, FK_MASK_LOADS. Not for paged K/V: its kernel measured
+// 6 % slower with it, session 15 call e.)
+__device__ __forceinline__ float fk_wg_masked(const FkParams& P, const FkSeq& sq, u32 seq, const FkMRows& q, int h,
+                                              float s, float kscale, bool key_ok, i64 pos, bool tile_true) {
+  FkVars V;
+  V.b = seq; V.h = q.head[h]; V.q_pos = sq.q_pos0 + q.qi[h]; V.kv_pos = pos;
+  V.q_len = sq.q_len; V.kv_len = sq.kv_len; V.q_token = sq.q_start + q.qi[h];
+  const float x = fk_score(P, V, s * kscale);
+  const bool keep = key_ok & q.ok[h] & (tile_true | fk_mask(P, V));
+  return keep ? x : FK_NEG_INF;
+}
+
 // Warpgroup wg's 64 Q rows into the swizzled column blocks at `qs` (zero past the tile's
 // queries), then visible to its wgmma; returns this thread's rows (r0 + 8 h of the warpgroup).
 __device__ __forceinline__ FkMRows fk_wq(const FkArgs& a, const FkSeq& sq, u32 row_tile, i64 kvh, int wg, int r0,
@@ -300,7 +316,11 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
           for (int e = 0; e < 4; ++e) {
             const int j = nt * 8 + 2 * c4 + (e & 1);
             const i64 pos = t0 + j;
+#if FK_MASK_LOADS || FK_PAGED
             sc[nt][e] = fk_mma_score(P, sq, seq, q, e >> 1, sc[nt][e], kscale, j < n && pos >= visible0, pos, tile_true);
+#else
+            sc[nt][e] = fk_wg_masked(P, sq, seq, q, e >> 1, sc[nt][e], kscale, j < n && pos >= visible0, pos, tile_true);
+#endif
           }
       }
 #pragma unroll

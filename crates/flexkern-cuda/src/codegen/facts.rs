@@ -5,7 +5,7 @@
 //! Both pick cheaper instructions with the CPU's results: a division by an invariant becomes a
 //! multiplication by its reciprocal, computed once; an integer proven within +-2^22 converts to
 //! float on the full-rate pipes (`fk_i2f_small`) instead of the quarter-rate `I2F.S64` that
-//! competes with the softmax's exponentials.
+//! competes with the softmax's exponentials; one proven within 32 bits is held in an int.
 
 use flexkern::expr::{BinOp, Ty, UnOp, Var};
 use flexkern::variant::lowered::{Lowered, LoweredOp};
@@ -104,6 +104,11 @@ fn binary(op: BinOp, a: Option<(i128, i128)>, b: Option<(i128, i128)>) -> Option
     }
 }
 
+/// Whether an integer of this range fits 32 bits (held as `fk_n`, an int under FK_SMALL_VARS).
+pub fn narrow(range: Option<(i128, i128)>) -> bool {
+    range.is_some_and(|(lo, hi)| lo >= i32::MIN as i128 && hi <= i32::MAX as i128)
+}
+
 /// Whether `fk_i2f_small` converts every value of this range exactly.
 pub fn small_int(range: Option<(i128, i128)>) -> bool {
     range.is_some_and(|(lo, hi)| lo >= -(I2F_SMALL as i128) && hi < I2F_SMALL as i128)
@@ -140,7 +145,7 @@ mod tests {
             f[a].range,
             Some((1 - SMALL_VARS as i128, 2 * SMALL_VARS as i128 - 2))
         );
-        assert!(small_int(f[a].range));
+        assert!(small_int(f[a].range) && narrow(f[a].range));
         assert!(!f[a].invariant);
 
         let (_, s) = lowered(flexkern::Variant::full().score(softcap(30.0)));
@@ -194,5 +199,7 @@ mod tests {
             None
         );
         assert_eq!(unary(UnOp::Abs, Some((-5, 3))), Some((0, 5)));
+        assert!(narrow(Some((i32::MIN as i128, i32::MAX as i128))));
+        assert!(!narrow(Some((0, i32::MAX as i128 + 1))) && !narrow(None));
     }
 }

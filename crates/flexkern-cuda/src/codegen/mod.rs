@@ -8,6 +8,7 @@
 //! out-of-range shifts give 0, float `+ - * /` rounded per operation (`__fadd_rn`, ...: no FMA
 //! contraction the CPU does not do). Two exceptions within an ulp (`facts.rs`): a division by a
 //! launch-wide value multiplies by its reciprocal, and `tanh` is `fk_tanh` (fk_common.cuh).
+//! Integers proven small are held in 32 bits (`fk_n`), with the same values.
 //! Every hook is branch-free: kernels run it for dropped elements too and select.
 
 use flexkern::expr::{BinOp, Ty, UnOp, Var};
@@ -111,6 +112,13 @@ pub fn generate(v: &CompiledVariant) -> VariantCode {
     );
     let _ = writeln!(src, "#define FK_HAS_MASK {}", mask.is_some() as u8);
     let _ = writeln!(src, "#define FK_HAS_SCORE {}", score.is_some() as u8);
+    // A mask that reads captured tensors (a document's ids): kernels keep its per-element
+    // branches, whose loads would otherwise all be in flight at once and spill.
+    let _ = writeln!(
+        src,
+        "#define FK_MASK_LOADS {}",
+        mask.as_ref().is_some_and(|m| !m.captures().is_empty()) as u8
+    );
     let (ni, nf, nc) = (
         params.ints.len(),
         params.floats.len(),
@@ -271,7 +279,14 @@ fn function(out: &mut String, l: Option<&Lowered>, which: Which, base: &Bases) {
             LoweredOp::Binary(op, a, b) => binary(op, ty(a), a, b),
             LoweredOp::Select(c, a, b) => format!("(r{c} ? r{a} : r{b})"),
         };
-        let _ = writeln!(out, "  const {} r{i} = {e};", cty(inst.ty));
+        // Integers proven to fit 32 bits are `fk_n` (int under FK_SMALL_VARS, else i64): the
+        // compiler then keeps them, and the masks over them, in half the registers.
+        let t = if inst.ty == Ty::Int && facts::narrow(facts[i].range) {
+            "fk_n"
+        } else {
+            cty(inst.ty)
+        };
+        let _ = writeln!(out, "  const {t} r{i} = {e};");
     }
     let _ = writeln!(out, "  return r{};", insts.len() - 1);
     let _ = writeln!(out, "}}");
