@@ -297,7 +297,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
       // Variant hooks and mask; fragment (nt, e) is row g + 8 (e / 2), key 8 nt + 2 c4 + e % 2.
       // A score hook in a whole tile the mask keeps runs unchecked and branch-free. (Behind the
       // preprocessor: even a dead `if (FK_HAS_SCORE ...)` changed the code of variants without
-      // one, 2 % more instructions and 7 % less speed, session 15 calls a-b.)
+      // one, 2 % more instructions, session 15.)
 #if FK_HAS_SCORE
       if (tile_true && n == FK_WT && t0 >= visible0) {
 #pragma unroll

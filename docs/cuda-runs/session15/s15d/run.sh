@@ -1,0 +1,18 @@
+#!/bin/bash
+# Session 15 call d (H100): the persistent Hopper prefill again, its stage addresses made
+# warp-uniform (__shfl_sync) so the wgmma descriptors stay in uniform registers as before
+# (call c's persistent binary had lost them: 45 R2UR in the loop against 17). verify; bench
+# prefill A/B three times against flexkern_hooks (commit 69ff765, not persistent).
+cd "$(dirname "$0")"
+export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:$LD_LIBRARY_PATH FLEXKERN_CACHE_DIR=$PWD/fkcache PATH=$PATH:/usr/local/cuda-13.0/bin
+O=$OUT/s15d; mkdir -p $O
+date -u +%FT%TZ
+echo "== verify"; timeout 300 ./flexkern verify --device cuda > $O/verify.txt 2>&1; rc=$?; echo rc=$rc; grep -E " fail|FAIL" $O/verify.txt | head -8; tail -2 $O/verify.txt
+if [ $rc != 0 ]; then exit 0; fi
+row() { grep -E "^(prefill|chunked)" $1 | awk '{n=NF; printf "%.0f|", $(n-5)/1000}'; echo; }
+for r in 1 2 3; do for b in flexkern_hooks flexkern; do
+  echo "== $b $r" >> $O/prefill_all.txt; timeout 150 ./$b bench attn --device cuda --only prefill > $O/p.txt 2>&1; cat $O/p.txt >> $O/prefill_all.txt
+  echo "-- $b $r: $(row $O/p.txt)"
+done; done
+rm -f $O/p.txt
+date -u +%FT%TZ
