@@ -127,8 +127,9 @@ __device__ __forceinline__ FkMRows fk_mma_q(const FkArgs& a, const FkSeq& sq, u3
 // the sequence's first visible page, or the row is padding. `checked` false: the caller proved
 // the key live and the mask true (a whole tile inside the full range), and only the score hook
 // runs, without a branch (the hooks are; a branch per element would serialize the unrolled
-// softmax on latency). The checked form keeps its early return: it serves the tiles at the
-// edges, and its branches cost fewer registers than computing every element's mask.
+// softmax on latency). The checked form keeps its early return: it serves the mma.sync kernels
+// and, in the Hopper kernel, the edge tiles over paged K/V or masks that read captures, where
+// its branches cost fewer registers than every element's mask at once (fk_wg_masked).
 __device__ __forceinline__ float fk_mma_score(const FkParams& P, const FkSeq& sq, u32 seq, const FkMRows& q, int h,
                                               float s, float kscale, bool key_ok, i64 pos, bool tile_true,
                                               bool checked = true) {
