@@ -44,17 +44,6 @@ __device__ __forceinline__ i64 fk_max_i(i64 a, i64 b) { return a > b ? a : b; }
 __device__ __forceinline__ i64 fk_shl_i(i64 a, i64 b) { return (b >= 0 && b < 64) ? (i64)((u64)a << b) : 0; }
 __device__ __forceinline__ i64 fk_shr_i(i64 a, i64 b) { return (b >= 0 && b < 64) ? (a >> b) : 0; }
 
-// The hooks' integers the code generator proved to fit 32 bits while every hook variable is
-// below 2^21: held in an int when the host promises that (FK_SMALL_VARS), else in an i64. Same
-// values either way; the int halves their registers and the compares over them, which the
-// Hopper kernel's branch-free edge tiles need (strided K/V only; the other kernels, which
-// branch per element there, keep the code they were measured with).
-#if FK_SMALL_VARS && FK_WGMMA && !FK_PAGED
-typedef int fk_n;
-#else
-typedef long long fk_n;
-#endif
-
 // i64 -> f32, for values the code generator proved within +-2^22 while every hook variable is
 // below 2^21 (FK_SMALL_VARS, which the host sets from the call's lengths): the integer lands in
 // the mantissa of 1.5 * 2^23 and a float subtraction removes the bias, exactly, on full-rate
