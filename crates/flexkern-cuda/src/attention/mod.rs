@@ -400,7 +400,7 @@ fn prepare_with(
         .captures
         .iter()
         // An empty capture still gets one element: the Hopper kernel's hooks read index 0
-        // of a capture before their bounds guard drops the value (codegen's LOADS).
+        // of a capture before their bounds guard drops the value (kernels/hooks.cuh).
         .map(|cd| match cd {
             codegen::CaptureData::Int(v) if v.is_empty() => step.push(&[0i64]),
             codegen::CaptureData::Float(v) if v.is_empty() => step.push(&[0f32]),

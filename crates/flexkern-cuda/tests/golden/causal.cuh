@@ -11,30 +11,7 @@ struct FkParams {
 __device__ __forceinline__ void fk_params_load(FkParams& P, const unsigned char* blob) {
   const long long* q = (const long long*)blob;
 }
-#if FK_SMALL_VARS && FK_WGMMA && !FK_PAGED && !FK_MASK_LOADS
-typedef int fk_n;
-#else
-typedef long long fk_n;
-#endif
-#if FK_WGMMA && !FK_MASK_LOADS
-__device__ __forceinline__ long long fk_load_i(const FkParams& P, int c, long long i) {
-  const bool in = (unsigned long long)i < (unsigned long long)P.cap_len[c];
-  const long long v = __ldg((const long long*)P.cap[c] + (in ? i : 0));
-  return in ? v : 0;
-}
-__device__ __forceinline__ float fk_load_f(const FkParams& P, int c, long long i) {
-  const bool in = (unsigned long long)i < (unsigned long long)P.cap_len[c];
-  const float v = __ldg((const float*)P.cap[c] + (in ? i : 0));
-  return in ? v : 0.0f;
-}
-#else
-__device__ __forceinline__ long long fk_load_i(const FkParams& P, int c, long long i) {
-  return (i >= 0 && i < P.cap_len[c]) ? ((const long long*)P.cap[c])[i] : 0;
-}
-__device__ __forceinline__ float fk_load_f(const FkParams& P, int c, long long i) {
-  return (i >= 0 && i < P.cap_len[c]) ? ((const float*)P.cap[c])[i] : 0.0f;
-}
-#endif
+// kernels/hooks.cuh
 __device__ __forceinline__ bool fk_mask(const FkParams& P, const FkVars& V) {
   const fk_n r0 = V.kv_pos;
   const fk_n r1 = V.q_pos;
