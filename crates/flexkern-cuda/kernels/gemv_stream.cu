@@ -19,7 +19,7 @@
 //
 // Shared memory (dynamic): the rings [FK_SNW][FK_SS][matrices][FK_SWB] bytes, then the
 // activations: FK_DP4A 1: Q8_0 codes [k] and (scale, code sum) [k / 32]; 2: Q8_K codes [k],
-// scales [k / 256], sums of 16 codes [k / 16]; 0: k floats, float4-swizzled.
+// sums of 16 codes [k / 16], scales [k / 256]; 0: k floats, float4-swizzled.
 
 constexpr int FK_SNM = FK_MODE == 1 ? 2 : 1;
 static_assert(FK_MODE == 0 || FK_MODE == 1 || FK_MODE == 3, "plain, gate/up or stacked");
@@ -223,27 +223,20 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   const i64 r0 = gw * n / warps, r1 = (gw + 1) * n / warps;
 #if FK_SREG
   const int units = (int)(k / F::UE);
-#if FK_DP4A == 1
-  // A batch: FK_SUN consecutive units of this lane (32 apart) of each matrix, code words and
-  // d bits, loaded before any is used. The warp's first batch is loaded before the wait
-  // below, while the previous kernel finishes (weights never depend on it).
-  constexpr int WORDS = FK_BB / 4;
+#if FK_SPIPE
+  // A batch: FK_SUN consecutive units of this lane (32 apart) of each matrix, as the format's
+  // raw words (F::Raw), loaded before any is used. The warp's first batch is loaded before
+  // the wait below, while the previous kernel finishes (weights never depend on it).
   struct Batch {
-    u32 w[FK_SUN][FK_SNM][WORDS];
-    u32 d[FK_SUN][FK_SNM];
+    typename F::Raw r[FK_SUN][FK_SNM];
   };
   auto load = [&](Batch& bt, const FkSRow& r, int u0) {
 #pragma unroll
     for (int j = 0; j < FK_SUN; ++j) {
       const int u = u0 + 32 * j;
 #pragma unroll
-      for (int t = 0; t < FK_SNM; ++t) {
-        const FkMat& mw = t == 0 ? r.m : b;
-        if (u < units) {
-          fk_words<FK_BB, 16>(mw.w + r.row * mw.row_bytes + (i64)u * FK_BB, bt.w[j][t]);
-          bt.d[j][t] = F::d_bits(fk_side(mw, r.row, u, F::SB));
-        }
-      }
+      for (int t = 0; t < FK_SNM; ++t)
+        if (u < units) F::load(t == 0 ? r.m : b, r.row, u, bt.r[j][t]);
     }
   };
   Batch first;
@@ -281,8 +274,8 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   fk_squant(X, NW, ns, xq, xd, k);
 #elif FK_DP4A == 2
   signed char* const xq = (signed char*)acts;
-  float* const xd = (float*)(acts + k);
-  int* const xs16 = (int*)(acts + k + k / 64);
+  int* const xs16 = (int*)(acts + k);  // 16-byte aligned: k is a multiple of 256
+  float* const xd = (float*)(acts + k + k / 4);
   fk_squant_k(X, NW, ns, xq, xd, xs16, k, warp, lane);
 #else
   float* const xs = (float*)acts;
@@ -293,8 +286,9 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   __syncthreads();
 
   // Q8_0 activations serve only the planar formats, which take the batches below.
-  static_assert(FK_DP4A != 1 || FK_SREG, "Q8_0 activations stream through registers");
-#if FK_DP4A != 1
+  static_assert(FK_DP4A != 1 || FK_SPIPE, "Q8_0 activations stream through register batches");
+  static_assert(!FK_SPIPE || (FK_SREG && FK_DP4A != 0), "batches hold raw words for an integer dot");
+#if !FK_SPIPE
   // Unit u of row `row` of `mw` against the activations from element c0 + u * UE.
   auto dot = [&](const FkMat& mw, i64 row, int u, i64 c0) -> float {
 #if FK_DP4A == 2
@@ -329,20 +323,37 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
     }
   };
 
-#if FK_SREG && FK_DP4A == 1
-  // Batches of FK_SUN units a lane (about 64-128 bytes of loads in flight), loaded before any
+#if FK_SPIPE
+  // Unit u's raw words dotted with its activations (Q8_0: 32 codes, scale and code sum; Q8_K:
+  // UE codes, the block scale and the sums of 16).
+  auto act_dot = [&](const typename F::Raw& w, int u) -> float {
+#if FK_DP4A == 1
+    int x8[8];
+    *(uint4*)x8 = *(const uint4*)(xq + 32 * u);
+    *(uint4*)(x8 + 4) = *(const uint4*)(xq + 32 * u + 16);
+    const float2 d = xd[u];
+    return F::dot_raw(w, u, x8, d.x, __float_as_int(d.y));
+#else
+    const int e0 = F::UE * u;
+    int x8[F::UE / 4], s16[F::UE / 16];
+#pragma unroll
+    for (int i = 0; i < F::UE / 16; ++i) *(uint4*)(x8 + 4 * i) = *(const uint4*)(xq + e0 + 16 * i);
+    if constexpr (F::UE / 16 == 4)
+      *(int4*)s16 = *(const int4*)(xs16 + e0 / 16);
+    else
+      *(int2*)s16 = *(const int2*)(xs16 + e0 / 16);
+    return F::dot_raw(w, u, x8, xd[e0 / 256], s16);
+#endif
+  };
+  // Batches of FK_SUN units a lane (about 64-144 bytes of loads in flight), loaded before any
   // is computed; the warp's first batch came in before the wait.
   auto compute = [&](const Batch& bt, int u0, float (&acc)[FK_SNM]) {
 #pragma unroll
     for (int j = 0; j < FK_SUN; ++j) {
       const int u = u0 + 32 * j;
       if (u < units) {
-        int x8[8];
-        *(uint4*)x8 = *(const uint4*)(xq + 32 * u);
-        *(uint4*)(x8 + 4) = *(const uint4*)(xq + 32 * u + 16);
-        const float2 d = xd[u];
 #pragma unroll
-        for (int t = 0; t < FK_SNM; ++t) acc[t] += F::dot_q8_w(bt.w[j][t], bt.d[j][t], x8, d.x, __float_as_int(d.y));
+        for (int t = 0; t < FK_SNM; ++t) acc[t] += act_dot(bt.r[j][t], u);
       }
     }
   };

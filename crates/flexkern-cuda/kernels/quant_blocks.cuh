@@ -203,28 +203,32 @@ struct FkQ4_0P {
     }
   }
 #if defined(__CUDACC__)
+  // A unit's bytes in registers (the streamed GEMV loads a batch of them before computing any):
+  // its code words and d's bits.
+  struct Raw {
+    u32 w[4];
+    u32 d;
+  };
+  FK_HD static void load(const FkMat& m, i64 row, i64 u, Raw& r) {
+    fk_words<16, 16>(m.w + row * m.row_bytes + u * FK_Q4_0P_BB, r.w);
+    r.d = fk_ld16(fk_side(m, row, u, SB) + FK_Q4_0P_D);
+  }
   // Against Q8_0 activations (int8 words xq, scale dx, code sum sx): the integer dot of the
   // CPU's default path, sum (q - 8) x = sum q x - 8 sum x, exact; then isum * d * dx as the
   // CPU rounds it.
-  FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
-    return dot_q8_at(m.w + row * m.row_bytes + u * FK_Q4_0P_BB, fk_side(m, row, u, SB), xq, dx, sx);
-  }
-  // The same from the unit's code words w and its side entry's d bits (the streamed kernel
-  // loads a batch of units before computing any).
-  FK_HD static u32 d_bits(const u8* side) { return fk_ld16(side + FK_Q4_0P_D); }
-  FK_HD static float dot_q8_at(const u8* codes, const u8* side, const int* xq, float dx, int sx) {
-    u32 w[4];
-    fk_words<16, 16>(codes, w);
-    return dot_q8_w(w, d_bits(side), xq, dx, sx);
-  }
-  FK_HD static float dot_q8_w(const u32* w, u32 dh, const int* xq, float dx, int sx) {
+  FK_HD static float dot_raw(const Raw& r, i64, const int* xq, float dx, int sx) {
     int acc = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      acc = __dp4a((int)(w[i] & 0x0f0f0f0fu), xq[i], acc);
-      acc = __dp4a((int)((w[i] >> 4) & 0x0f0f0f0fu), xq[i + 4], acc);
+      acc = __dp4a((int)(r.w[i] & 0x0f0f0f0fu), xq[i], acc);
+      acc = __dp4a((int)((r.w[i] >> 4) & 0x0f0f0f0fu), xq[i + 4], acc);
     }
-    return (float)(acc - 8 * sx) * fk_half(dh) * dx;
+    return (float)(acc - 8 * sx) * fk_half(r.d) * dx;
+  }
+  FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
+    Raw r;
+    load(m, row, u, r);
+    return dot_raw(r, u, xq, dx, sx);
   }
 #endif
 };
@@ -297,21 +301,25 @@ struct FkQ8_0P {
     for (int j = 0; j < 32; ++j) q[j] = fk_u2f_off<128>(fk_byte(w, j) ^ 0x80u);  // int8
   }
 #if defined(__CUDACC__)
-  // Against Q8_0 activations: the CPU default path's integer dot, then isum * d * dx.
-  FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
-    return dot_q8_at(m.w + row * m.row_bytes + u * FK_Q8_0P_BB, fk_side(m, row, u, SB), xq, dx, sx);
-  }
-  FK_HD static u32 d_bits(const u8* side) { return fk_ld16(side + FK_Q8_0P_D); }
-  FK_HD static float dot_q8_at(const u8* codes, const u8* side, const int* xq, float dx, int sx) {
+  struct Raw {  // as FkQ4_0P's
     u32 w[8];
-    fk_words<32, 16>(codes, w);
-    return dot_q8_w(w, d_bits(side), xq, dx, sx);
+    u32 d;
+  };
+  FK_HD static void load(const FkMat& m, i64 row, i64 u, Raw& r) {
+    fk_words<32, 16>(m.w + row * m.row_bytes + u * FK_Q8_0P_BB, r.w);
+    r.d = fk_ld16(fk_side(m, row, u, SB) + FK_Q8_0P_D);
   }
-  FK_HD static float dot_q8_w(const u32* w, u32 dh, const int* xq, float dx, int) {
+  // Against Q8_0 activations: the CPU default path's integer dot, then isum * d * dx.
+  FK_HD static float dot_raw(const Raw& r, i64, const int* xq, float dx, int) {
     int acc = 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) acc = __dp4a((int)w[i], xq[i], acc);
-    return (float)acc * fk_half(dh) * dx;
+    for (int i = 0; i < 8; ++i) acc = __dp4a((int)r.w[i], xq[i], acc);
+    return (float)acc * fk_half(r.d) * dx;
+  }
+  FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
+    Raw r;
+    load(m, row, u, r);
+    return dot_raw(r, u, xq, dx, sx);
   }
 #endif
 };
@@ -446,26 +454,61 @@ FK_HD void fk_scale_min_k4(const u8* p, int j, u32& sc, u32& mn) {
   }
 }
 
+// __byte_perm: byte n of the result is byte (s >> 4n) & 7 of {x, y} (x the low four).
+FK_HD u32 fk_perm(u32 x, u32 y, u32 s) {
+#if defined(__CUDACC__)
+  return __byte_perm(x, y, s);
+#else
+  const u64 b = (u64)x | ((u64)y << 32);
+  u32 r = 0;
+  for (int n = 0; n < 4; ++n) r |= (u32)((b >> (8 * ((s >> (4 * n)) & 7u))) & 0xffu) << (8 * n);
+  return r;
+#endif
+}
+
+// Q4_K sub-blocks 2i and 2i + 1's scales and mins as the bytes (sc0, sc1, mn0, mn1), from the
+// scale words a0..a2, without branches or byte indexing that depend on i: the streamed GEMV's
+// lanes hold different i (SASS: fk_scale_min_k4 per unit branched per lane and loaded
+// the 12 bytes as three words twice).
+FK_HD u32 fk_q4k_scales(u32 a0, u32 a1, u32 a2, int i) {
+  const u32 c = (u32)i & 1u;
+  const u32 h = fk_perm(a0, a1, c ? 0x7632u : 0x5410u);  // a[2c], a[2c+1], a[2c+4], a[2c+5]
+  const u32 l = fk_perm(a2, a2, c ? 0x3232u : 0x1010u);  // a[8+2c], a[9+2c], twice
+  const u32 hi = (l & 0x00000f0fu) | ((l >> 4) & 0x0f0f0000u) | ((h >> 2) & 0x30303030u);
+  return i < 2 ? h & 0x3f3f3f3fu : hi;
+}
+
 struct FkQ4K {
   // Unit i (of 4) = weights 64i..64i+64: low nibbles of qs[32i..32i+32], then high nibbles.
   static constexpr int UE = 64, G = 2, QK = 256;
   static constexpr bool OFF = true;
-  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float* o) {
-    const u8* p = m.w + row * m.row_bytes + (u >> 2) * FK_Q4_K_BYTES;
-    const int i = (int)(u & 3);
+  // The head (d, dmin, the 12 scale bytes) is the block's first 16 bytes: one aligned load.
+  static_assert(FK_Q4_K_D == 0 && FK_Q4_K_DMIN == 2 && FK_Q4_K_SCALES == 4 && FK_Q4_K_QS == 16 &&
+                    FK_Q4_K_BYTES % 16 == 0,
+                "Q4_K's head is one 16-byte word");
+  // A unit's bytes in registers: the head words and the 32 code bytes.
+  struct Raw {
+    u32 h[4];
     u32 w[8];
-    fk_words<32, fk_align_of(FK_Q4_K_BYTES, FK_Q4_K_QS)>(p + FK_Q4_K_QS + 32 * i, w);
-    const float d = fk_half(fk_ld16(p + FK_Q4_K_D)), dmin = fk_half(fk_ld16(p + FK_Q4_K_DMIN));
+  };
+  FK_HD static void load(const FkMat& m, i64 row, i64 u, Raw& r) {
+    const u8* p = m.w + row * m.row_bytes + (u >> 2) * FK_Q4_K_BYTES;
+    fk_words<16, 16>(p, r.h);
+    fk_words<32, 16>(p + FK_Q4_K_QS + 32 * (u & 3), r.w);
+  }
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float* o) {
+    Raw r;
+    load(m, row, u, r);
+    const float d = fk_half(r.h[0] & 0xffffu), dmin = fk_half(r.h[0] >> 16);
+    const u32 sm = fk_q4k_scales(r.h[1], r.h[2], r.h[3], (int)(u & 3));
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
-      u32 sc, mn;
-      fk_scale_min_k4<FK_Q4_K_BYTES, FK_Q4_K_SCALES>(p, 2 * i + g, sc, mn);
-      s[g] = d * fk_u2f(sc);
-      o[g] = -(dmin * fk_u2f(mn));
+      s[g] = d * fk_u2f((sm >> (8 * g)) & 0xffu);
+      o[g] = -(dmin * fk_u2f((sm >> (8 * g + 16)) & 0xffu));
     }
 #pragma unroll
     for (int l = 0; l < 32; ++l) {
-      const u32 b = fk_byte(w, l);
+      const u32 b = fk_byte(r.w, l);
       q[l] = fk_u2f(b & 15u);
       q[l + 32] = fk_u2f(b >> 4);
     }
@@ -474,24 +517,23 @@ struct FkQ4K {
   // Against Q8_K activations (the CPU default path's): 64 codes xq, the block scale dx and the
   // codes' sums per 16 (s16[4]); the integer sums of ggml's vec_dot_q4_K_q8_K, then
   // dx * (d * sum sc * q.x - dmin * sum m * sum x).
-  FK_HD static float dot_q8k(const FkMat& m, i64 row, i64 u, const int* xq, float dx, const int* s16) {
-    const u8* p = m.w + row * m.row_bytes + (u >> 2) * FK_Q4_K_BYTES;
-    const int i = (int)(u & 3);
-    u32 w[8];
-    fk_words<32, fk_align_of(FK_Q4_K_BYTES, FK_Q4_K_QS)>(p + FK_Q4_K_QS + 32 * i, w);
+  FK_HD static float dot_raw(const Raw& r, i64 u, const int* xq, float dx, const int* s16) {
     int lo = 0, hi = 0;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      lo = __dp4a((int)(w[j] & 0x0f0f0f0fu), xq[j], lo);
-      hi = __dp4a((int)((w[j] >> 4) & 0x0f0f0f0fu), xq[j + 8], hi);
+      lo = __dp4a((int)(r.w[j] & 0x0f0f0f0fu), xq[j], lo);
+      hi = __dp4a((int)((r.w[j] >> 4) & 0x0f0f0f0fu), xq[j + 8], hi);
     }
-    u32 sc0, mn0, sc1, mn1;
-    fk_scale_min_k4<FK_Q4_K_BYTES, FK_Q4_K_SCALES>(p, 2 * i, sc0, mn0);
-    fk_scale_min_k4<FK_Q4_K_BYTES, FK_Q4_K_SCALES>(p, 2 * i + 1, sc1, mn1);
-    const int isum = lo * (int)sc0 + hi * (int)sc1;
-    const int imin = (int)mn0 * (s16[0] + s16[1]) + (int)mn1 * (s16[2] + s16[3]);
-    const float d = fk_half(fk_ld16(p + FK_Q4_K_D)), dmin = fk_half(fk_ld16(p + FK_Q4_K_DMIN));
+    const u32 sm = fk_q4k_scales(r.h[1], r.h[2], r.h[3], (int)(u & 3));
+    const int isum = lo * (int)(sm & 0xffu) + hi * (int)((sm >> 8) & 0xffu);
+    const int imin = (int)((sm >> 16) & 0xffu) * (s16[0] + s16[1]) + (int)(sm >> 24) * (s16[2] + s16[3]);
+    const float d = fk_half(r.h[0] & 0xffffu), dmin = fk_half(r.h[0] >> 16);
     return dx * (d * (float)isum - dmin * (float)imin);
+  }
+  FK_HD static float dot_q8k(const FkMat& m, i64 row, i64 u, const int* xq, float dx, const int* s16) {
+    Raw r;
+    load(m, row, u, r);
+    return dot_raw(r, u, xq, dx, s16);
   }
 #endif
 };

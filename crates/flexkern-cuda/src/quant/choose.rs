@@ -124,6 +124,9 @@ struct Knobs {
     direct_aligned: Option<bool>,
     /// `FLEXKERN_GEMV_SUN`: the direct streamed kernel's units per batch.
     sun: Option<usize>,
+    /// `FLEXKERN_GEMV_PIPE=0`: Q8_K activations (Q4_K) unroll a row's units instead of the
+    /// pipelined batches (Q8_0 activations have only the latter).
+    pipe: Option<bool>,
 }
 
 fn knobs() -> &'static Knobs {
@@ -153,8 +156,18 @@ fn knobs() -> &'static Knobs {
             sun: var("FLEXKERN_GEMV_SUN")
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|r| (1..=16).contains(r)),
+            pipe: var("FLEXKERN_GEMV_PIPE").map(|v| v != "0"),
         }
     })
+}
+
+/// Register bytes of one unit in a pipelined batch (`F::Raw` in quant_blocks.cuh): a planar
+/// unit's codes and its d word; a Q4_K unit's 32 code bytes and its block's 16-byte head.
+fn raw_unit_bytes(f: Format, unit_bytes: usize) -> usize {
+    match f {
+        Format::Q4K => 48,
+        _ => unit_bytes + 4,
+    }
 }
 
 /// The integer-dot path (Q8_0 activations, dp4a): Q8_0 and Q4_0 weights, k whole 32-blocks,
@@ -211,6 +224,9 @@ pub struct Stream {
     pub direct: bool,
     /// Direct only: units a lane loads as one batch before computing any (`FK_SUN`).
     pub unroll: usize,
+    /// Direct with an integer dot: the batches hold the units' raw words and run as a software
+    /// pipeline across rows, two in flight (`FK_SPIPE`); else a row's units are unrolled.
+    pub pipe: bool,
     pub block_bytes: usize,
     pub block_elems: usize,
     pub chunk: usize,
@@ -292,10 +308,12 @@ impl Stream {
             // loads a lane; f32 activations widen every unit to 32 floats, so two units.
             let unit_bytes = (ue * bb / qk).max(1);
             let int = acts != StreamActs::F32;
-            let unroll = knobs().sun.unwrap_or(if acts == StreamActs::Q8_0 {
-                // Explicit batches: code words plus a d per unit and matrix, two batches live
+            // Q8_0 activations only have the pipelined form.
+            let pipe = acts == StreamActs::Q8_0 || (int && knobs().pipe != Some(false));
+            let unroll = knobs().sun.unwrap_or(if pipe {
+                // Explicit batches: each unit's raw words (F::Raw) per matrix, two batches live
                 // (the first loaded before the wait), within 36 registers each.
-                (144 / (matrices.max(1) * (bb + 4))).clamp(1, 4)
+                (144 / (matrices.max(1) * raw_unit_bytes(f, unit_bytes))).clamp(1, 4)
             } else if int {
                 (128 / (matrices.max(1) * unit_bytes)).clamp(2, 4)
             } else if ue >= 64 {
@@ -307,6 +325,7 @@ impl Stream {
                 acts,
                 direct: true,
                 unroll,
+                pipe,
                 block_bytes: bb,
                 block_elems: qk,
                 chunk: round,
@@ -345,6 +364,7 @@ impl Stream {
                     acts,
                     direct: false,
                     unroll: 1,
+                    pipe: false,
                     block_bytes: bb,
                     block_elems: qk,
                     chunk: rounds.div_ceil(chunks) * round,

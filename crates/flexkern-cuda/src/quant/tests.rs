@@ -434,8 +434,10 @@ fn stream_plan_fits_its_blocks_per_sm() {
     assert_eq!(plan(Format::Q5_0, 4096, 2, false), Some((2048, 4, 1424)));
     // 14336: f32 activations take 56 KB, so smaller chunks.
     assert_eq!(plan(Format::Q5_0, 14336, 1, false), Some((2048, 4, 1424)));
-    // Q4_K's 144-byte blocks are whole 16-byte words: loaded into registers too.
-    assert!(Stream::plan(Format::Q4K, 4096, 1, true, h100).is_some_and(|s| s.direct));
+    // Q4_K's 144-byte blocks are whole 16-byte words: loaded into registers too, in pipelined
+    // batches of raw units (48 bytes: the block's head and 32 code bytes), three a batch.
+    let q4k = Stream::plan(Format::Q4K, 4096, 1, true, h100).unwrap();
+    assert!(q4k.direct && (q4k.pipe, q4k.unroll) == (true, 3), "{q4k:?}");
     assert_eq!(plan(Format::IQ4XS, 4096, 1, false), Some((4096, 4, 2192)));
     assert_eq!(plan(Format::Q6K, 14336, 2, false).map(|p| p.0), Some(1024));
     // Chunks split k evenly in rounds of 32 units: 3104 weights of Q5_0 gate and up is 4
@@ -471,9 +473,9 @@ fn stream_plan_fits_its_blocks_per_sm() {
         acc: false,
     };
     let src = cfg.source();
-    assert_eq!(src.name, "gemv_FkQ4_0P_plain_stream_reg4_w8_b2_q8");
+    assert_eq!(src.name, "gemv_FkQ4_0P_plain_stream_reg4p_w8_b2_q8");
     assert!(src.source.contains(
-        "#define FK_STREAM 1\n#define FK_BB 16\n#define FK_CW 1024\n#define FK_SS 2\n#define FK_SNW 8\n#define FK_SMINB 2\n#define FK_DP4A 1\n#define FK_ACC 0\n#define FK_SREG 1\n#define FK_SUN 4\n"
+        "#define FK_STREAM 1\n#define FK_BB 16\n#define FK_CW 1024\n#define FK_SS 2\n#define FK_SNW 8\n#define FK_SMINB 2\n#define FK_DP4A 1\n#define FK_ACC 0\n#define FK_SREG 1\n#define FK_SUN 4\n#define FK_SPIPE 1\n"
     ));
     let q6k = GemvConfig {
         unit: unit_type(Format::Q6K, 4096).unwrap(),
