@@ -222,7 +222,8 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   // ceil(n / warps) rows each, 4096 rows on 3168 warps left a third of the SMs idle.
   const i64 r0 = gw * n / warps, r1 = (gw + 1) * n / warps;
 #if FK_SREG
-  const int units = (int)(k / F::UE);
+  constexpr int UE = F::UE;
+  const int units = (int)(k / UE);
 #if FK_SPIPE
   // A batch: FK_SUN consecutive units of this lane (32 apart) of each matrix, as the format's
   // raw words (F::Raw), loaded before any is used. The warp's first batch is loaded before
@@ -334,14 +335,12 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
     const float2 d = xd[u];
     return F::dot_raw(w, u, x8, d.x, __float_as_int(d.y));
 #else
-    const int e0 = F::UE * u;
-    int x8[F::UE / 4], s16[F::UE / 16];
+    static_assert(UE == 64, "Q8_K batches: Q4_K's 64-weight units");
+    const int e0 = UE * u;
+    int x8[UE / 4], s16[UE / 16];
 #pragma unroll
-    for (int i = 0; i < F::UE / 16; ++i) *(uint4*)(x8 + 4 * i) = *(const uint4*)(xq + e0 + 16 * i);
-    if constexpr (F::UE / 16 == 4)
-      *(int4*)s16 = *(const int4*)(xs16 + e0 / 16);
-    else
-      *(int2*)s16 = *(const int2*)(xs16 + e0 / 16);
+    for (int i = 0; i < UE / 16; ++i) *(uint4*)(x8 + 4 * i) = *(const uint4*)(xq + e0 + 16 * i);
+    *(int4*)s16 = *(const int4*)(xs16 + e0 / 16);
     return F::dot_raw(w, u, x8, xd[e0 / 256], s16);
 #endif
   };

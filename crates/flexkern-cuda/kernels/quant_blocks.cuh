@@ -564,21 +564,35 @@ struct FkQ5K {
   }
 };
 
-struct FkQ6K {
+// Q6_K, planar (layout.rs): a block's codes and 16 scale bytes in the row (208 bytes, whole
+// 16-byte words), its d in the side entry.
+struct FkQ6KP {
   // Unit uu (of 8) = weights 32uu..32uu+32: half h = uu/4, quarter c = uu%4 of unpack_q6.
-  static constexpr int UE = 32, G = 2, QK = 256;
+  static constexpr int UE = 32, G = 2, QK = 256, SB = FK_Q6_KP_SB;
   static constexpr bool OFF = false;
-  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
-    const u8* p = m.w + row * m.row_bytes + (u >> 3) * FK_Q6_K_BYTES;
+  static_assert(FK_Q6_KP_BB % 16 == 0 && FK_Q6_KP_QL % 16 == 0 && FK_Q6_KP_QH % 16 == 0 &&
+                    FK_Q6_KP_SCALES % 8 == 0,
+                "Q6_K's planar codes are 16-byte words, its scales 8-byte ones");
+  FK_HD static void codes(const FkMat& m, i64 row, i64 u, u32* lw, u32* hw) {
+    const u8* p = m.w + row * m.row_bytes + (u >> 3) * FK_Q6_KP_BB;
     const int uu = (int)(u & 7), h = uu >> 2, c = uu & 3;
+    fk_words<32, 16>(p + FK_Q6_KP_QL + 64 * h + 32 * (c & 1), lw);
+    fk_words<32, 16>(p + FK_Q6_KP_QH + 32 * h, hw);
+  }
+  // Unit u's two group scales (bytes 2c, 2c + 1 of the half's eight).
+  FK_HD static u32 scales(const FkMat& m, i64 row, i64 u) {
+    const int uu = (int)(u & 7);
+    return fk_ld16(m.w + row * m.row_bytes + (u >> 3) * FK_Q6_KP_BB + FK_Q6_KP_SCALES + 8 * (uu >> 2) + 2 * (uu & 3));
+  }
+  FK_HD static u32 d_bits(const FkMat& m, i64 row, i64 u) { return fk_ld16(fk_side(m, row, u >> 3, SB) + FK_Q6_KP_D); }
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
     u32 lw[8], hw[8];
-    fk_words<32, fk_align_of(FK_Q6_K_BYTES, FK_Q6_K_QL)>(p + FK_Q6_K_QL + 64 * h + 32 * (c & 1), lw);
-    fk_words<32, fk_align_of(FK_Q6_K_BYTES, FK_Q6_K_QH)>(p + FK_Q6_K_QH + 32 * h, hw);
-    const float d = fk_half(fk_ld16(p + FK_Q6_K_D));
-    const u32 sc = fk_ld16(p + FK_Q6_K_SCALES + 8 * h + 2 * c);
+    codes(m, row, u, lw, hw);
+    const float d = fk_half(d_bits(m, row, u));
+    const u32 sc = scales(m, row, u);
 #pragma unroll
     for (int g = 0; g < 2; ++g) s[g] = d * (float)(int)(signed char)((sc >> (8 * g)) & 0xffu);
-    const int lsh = 4 * (c >> 1), hsh = 2 * c;
+    const int c = (int)(u & 3), lsh = 4 * (c >> 1), hsh = 2 * c;
 #pragma unroll
     for (int l = 0; l < 32; ++l) {
       const u32 v = ((fk_byte(lw, l) >> lsh) & 15u) | (((fk_byte(hw, l) >> hsh) & 3u) << 4);
@@ -589,22 +603,19 @@ struct FkQ6K {
   // Against Q8_K activations: 32 codes xq, the block scale dx, the codes' sums per 16 (s16[2]);
   // per group of 16, sc * (sum q.x - 32 sum x) exactly, then dx * d * the total.
   FK_HD static float dot_q8k(const FkMat& m, i64 row, i64 u, const int* xq, float dx, const int* s16) {
-    const u8* p = m.w + row * m.row_bytes + (u >> 3) * FK_Q6_K_BYTES;
-    const int uu = (int)(u & 7), h = uu >> 2, c = uu & 3;
     u32 lw[8], hw[8];
-    fk_words<32, fk_align_of(FK_Q6_K_BYTES, FK_Q6_K_QL)>(p + FK_Q6_K_QL + 64 * h + 32 * (c & 1), lw);
-    fk_words<32, fk_align_of(FK_Q6_K_BYTES, FK_Q6_K_QH)>(p + FK_Q6_K_QH + 32 * h, hw);
-    const int lsh = 4 * (c >> 1), hsh = 2 * c;
+    codes(m, row, u, lw, hw);
+    const int c = (int)(u & 3), lsh = 4 * (c >> 1), hsh = 2 * c;
     int acc[2] = {0, 0};
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const u32 v = ((lw[j] >> lsh) & 0x0f0f0f0fu) | (((hw[j] >> hsh) & 0x03030303u) << 4);
       acc[j >> 2] = __dp4a((int)v, xq[j], acc[j >> 2]);
     }
-    const u32 sc = fk_ld16(p + FK_Q6_K_SCALES + 8 * h + 2 * c);
+    const u32 sc = scales(m, row, u);
     const int isum = (int)(signed char)(sc & 0xffu) * (acc[0] - 32 * s16[0]) +
                      (int)(signed char)(sc >> 8) * (acc[1] - 32 * s16[1]);
-    return dx * (fk_half(fk_ld16(p + FK_Q6_K_D)) * (float)isum);
+    return dx * (fk_half(d_bits(m, row, u)) * (float)isum);
   }
 #endif
 };

@@ -6,7 +6,7 @@
 use crate::backend::{CudaBackend, CudaBuffer};
 use crate::headers::{text, COMMON};
 use crate::quant::choose::streams;
-use crate::quant::gemv::{embedding, gemv, gemv_stacked, DeviceMatrix, GemvCall, GemvNorm};
+use crate::quant::gemv::{embedding, gemv, gemv_stacked, stacks, DeviceMatrix, GemvCall, GemvNorm};
 use crate::quant::Mode;
 use crate::runtime::compile::{KernelSource, Module};
 use crate::runtime::Device;
@@ -155,6 +155,25 @@ impl CudaBackend {
         };
         Ok(gemv(&self.dev, &call)?)
     }
+}
+
+/// `ws` split into runs of consecutive matrices that one stacked GEMV could take: one format
+/// and activation precision.
+fn format_runs(ws: &[&DeviceMatrix]) -> Vec<std::ops::Range<usize>> {
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, w) in ws.iter().enumerate() {
+        match runs.last_mut() {
+            Some(r)
+                if ws[r.start].format == w.format
+                    && ws[r.start].quantized_acts == w.quantized_acts
+                    && r.len() < 3 =>
+            {
+                r.end = i + 1
+            }
+            _ => runs.push(i..i + 1),
+        }
+    }
+    runs
 }
 
 /// `rope`'s checks: u32 positions, the rotated dims and frequencies, x holding the rows.
@@ -309,6 +328,39 @@ impl TensorOps for CudaBackend {
             }
             let outs: Vec<_> = ys.iter().map(|y| y.device_buf()).collect();
             if gemv_stacked(&self.dev, ws, x.device_buf(), Some(nm), &outs)? {
+                return Ok(());
+            }
+            // One matrix, or mixed formats (Q4_K_M keeps some layers' V in Q6_K): each run of
+            // one format is its own normalizing launch, where the streamed kernel serves every
+            // run, instead of a norm launch first (ncu, H100, 8B: it took as long as K's GEMV).
+            let runs = format_runs(ws);
+            let served = |r: &std::ops::Range<usize>| match r.len() {
+                1 => streams(&self.dev, Mode::Plain, ws[r.start], 1, x.device_buf()),
+                _ => stacks(&self.dev, &ws[r.clone()], x.device_buf()),
+            };
+            if !runs.is_empty() && runs.iter().all(served) {
+                for r in runs {
+                    if r.len() == 1 {
+                        self.run_gemv(
+                            Mode::Plain,
+                            ws[r.start],
+                            None,
+                            x,
+                            1,
+                            ys[r.start],
+                            false,
+                            Some(nm),
+                        )?;
+                    } else {
+                        gemv_stacked(
+                            &self.dev,
+                            &ws[r.clone()],
+                            x.device_buf(),
+                            Some(nm),
+                            &outs[r],
+                        )?;
+                    }
+                }
                 return Ok(());
             }
         }

@@ -475,8 +475,12 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                 m
             }
         };
-        b.rms_norm(&s.h, rows, &w.output_norm, c.rms_eps, &mut s.proj)?;
-        b.matmul(w.output(), &s.proj, rows, logits)?;
+        let norm = Norm {
+            weight: &w.output_norm,
+            eps: c.rms_eps,
+        };
+        // One launch on a backend that normalizes inside the GEMV (CUDA decode).
+        b.norm_matmul_many(norm, &[w.output()], &s.h, rows, &mut s.proj, &mut [logits])?;
         Ok(())
     }
 

@@ -120,7 +120,8 @@ struct Knobs {
     grid: Option<usize>,
     /// `FLEXKERN_GEMV_CHUNK`: the most weight bytes a streamed stage takes per matrix.
     chunk: Option<usize>,
-    /// `FLEXKERN_GEMV_DIRECT`: `=0` keeps formats of 16-byte blocks on the ring.
+    /// `FLEXKERN_GEMV_DIRECT`: `=0` keeps formats of 16-byte blocks on the ring (not with Q8_0
+    /// activations).
     direct_aligned: Option<bool>,
     /// `FLEXKERN_GEMV_SUN`: the direct streamed kernel's units per batch.
     sun: Option<usize>,
@@ -161,12 +162,15 @@ fn knobs() -> &'static Knobs {
     })
 }
 
-/// Register bytes of one unit in a pipelined batch (`F::Raw` in quant_blocks.cuh): a planar
-/// unit's codes and its d word; a Q4_K unit's 32 code bytes and its block's 16-byte head.
-fn raw_unit_bytes(f: Format, unit_bytes: usize) -> usize {
+/// Register bytes of one unit in a pipelined batch (`F::Raw` in quant_blocks.cuh), for the
+/// formats that have one: a planar unit's codes and its d word; a Q4_K unit's 32 code bytes
+/// and its block's 16-byte head.
+fn raw_unit_bytes(f: Format) -> Option<usize> {
     match f {
-        Format::Q4K => 48,
-        _ => unit_bytes + 4,
+        Format::Q4_0 => Some(20),
+        Format::Q8_0 => Some(36),
+        Format::Q4K => Some(48),
+        _ => None,
     }
 }
 
@@ -295,10 +299,10 @@ impl Stream {
             return None;
         }
         // Planar formats, and blocks of whole 16-byte words (Q4_K, Q5_K), load straight into
-        // registers. `FLEXKERN_GEMV_DIRECT=0` keeps the ring for the latter (A/B runs).
-        if super::layout::planar(f).is_some()
-            || (bb.is_multiple_of(16) && knobs().direct_aligned != Some(false))
-        {
+        // registers. `FLEXKERN_GEMV_DIRECT=0` keeps the ring for all but Q8_0 activations,
+        // which only the register batches take (A/B runs).
+        let ring = knobs().direct_aligned == Some(false) && acts != StreamActs::Q8_0;
+        if (super::layout::planar(f).is_some() || bb.is_multiple_of(16)) && !ring {
             // Two blocks of eight warps per SM (at most 128 registers a thread): the next
             // kernel's blocks fit beside them and start early (programmatic launch), and each
             // block's activation prologue repeats fewer times. Against three blocks (H100, A/B
@@ -308,12 +312,17 @@ impl Stream {
             // loads a lane; f32 activations widen every unit to 32 floats, so two units.
             let unit_bytes = (ue * bb / qk).max(1);
             let int = acts != StreamActs::F32;
-            // Q8_0 activations only have the pipelined form.
-            let pipe = acts == StreamActs::Q8_0 || (int && knobs().pipe != Some(false));
+            // Q8_0 activations only have the pipelined form; Q8_K ones take it for Q4_K, whose
+            // rows hold two units a lane at k 4096 (H100, A/B in one call: 14336 x 4096 61 ->
+            // 68 % of copy). Q6_K's eight 32-weight units a block, unrolled over a row, beat
+            // its half blocks in batches (76 against 63 %; 49152 x 4096 90 against 73 %).
+            let raw = raw_unit_bytes(f).map(|b| matrices.max(1) * b);
+            let pipe =
+                acts == StreamActs::Q8_0 || (int && raw.is_some() && knobs().pipe != Some(false));
             let unroll = knobs().sun.unwrap_or(if pipe {
                 // Explicit batches: each unit's raw words (F::Raw) per matrix, two batches live
                 // (the first loaded before the wait), within 36 registers each.
-                (144 / (matrices.max(1) * raw_unit_bytes(f, unit_bytes))).clamp(1, 4)
+                (144 / raw.unwrap_or(144)).clamp(1, 4)
             } else if int {
                 (128 / (matrices.max(1) * unit_bytes)).clamp(2, 4)
             } else if ue >= 64 {

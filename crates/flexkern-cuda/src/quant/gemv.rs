@@ -257,6 +257,26 @@ fn launch_gemv(
     Ok(())
 }
 
+/// Whether `gemv_stacked` serves `ws` with activations at `x` (decides, launches nothing): two or
+/// three matrices of one format, k and activation precision, with slack, that the streamed
+/// kernel takes stacked.
+pub fn stacks(dev: &Device, ws: &[&DeviceMatrix], x: &DeviceBuf) -> bool {
+    let Some(a) = ws.first() else {
+        return false;
+    };
+    (2..=3).contains(&ws.len())
+        && x.ptr().is_multiple_of(16)
+        && ws.iter().all(|w| {
+            w.format == a.format
+                && w.k == a.k
+                && w.quantized_acts == a.quantized_acts
+                && w.traits().slack
+        })
+        && config_for(dev.props.sms, dev.props.smem_per_sm, Mode::Stack, a, 1)
+            .stream
+            .is_some()
+}
+
 /// `ys[i] = x · ws[i]ᵀ` for two or three matrices of one format and `k` (Q, K and V), a
 /// single activation row, as one launch of the streamed kernel (mode 3: the matrices' rows
 /// stacked). Ok(false), with nothing queued, where that kernel does not serve them (the caller
@@ -268,19 +288,10 @@ pub fn gemv_stacked(
     norm: Option<GemvNorm<'_>>,
     ys: &[&DeviceBuf],
 ) -> Result<bool> {
-    if !(2..=3).contains(&ws.len()) || ys.len() != ws.len() {
+    if ys.len() != ws.len() || !stacks(dev, ws, x) {
         return Ok(false);
     }
     let a = ws[0];
-    if ws.iter().any(|w| {
-        w.format != a.format
-            || w.k != a.k
-            || w.quantized_acts != a.quantized_acts
-            || !w.traits().slack
-    }) || !x.ptr().is_multiple_of(16)
-    {
-        return Ok(false);
-    }
     need("x", x, a.k, "activation elements (k)")?;
     if let Some(nm) = norm {
         nm.check(a.k)?;

@@ -52,7 +52,7 @@ pub fn unit_type(f: Format, k: usize) -> Result<String> {
         Format::Q3K => "FkQ3K".into(),
         Format::Q4K => "FkQ4K".into(),
         Format::Q5K => "FkQ5K".into(),
-        Format::Q6K => "FkQ6K".into(),
+        Format::Q6K => "FkQ6KP".into(),
         Format::IQ4NL => "FkIQ4NL".into(),
         Format::IQ4XS => "FkIQ4XS".into(),
         Format::MXFP4 => "FkMXFP4".into(),

@@ -212,6 +212,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
         Format::F32,
         Format::Q5K,
         Format::Q4K,
+        Format::Q6K,
         Format::Q4_0,
         Format::Q8_0,
     ];
@@ -383,7 +384,8 @@ fn gemv_configuration_follows_the_shape_and_format() {
     assert_eq!(st(Format::Q4_1, 16), Some((20, 1024)));
     assert_eq!(st(Format::Q4K, 1), Some((144, 2048)));
     assert_eq!(st(Format::Q4K, 16), Some((144, 1024)));
-    assert_eq!(st(Format::Q6K, 8), Some((210, 1024)));
+    // Planar Q6_K steps over its 208 bytes of codes and scales.
+    assert_eq!(st(Format::Q6K, 8), Some((208, 1024)));
     assert_eq!(staged(Format::Q4K, 16).unwrap().smem_bytes(16), 64 << 10);
     assert_eq!(st(Format::F16, 1), None);
     assert_eq!(
@@ -439,19 +441,26 @@ fn stream_plan_fits_its_blocks_per_sm() {
     let q4k = Stream::plan(Format::Q4K, 4096, 1, true, h100).unwrap();
     assert!(q4k.direct && (q4k.pipe, q4k.unroll) == (true, 3), "{q4k:?}");
     assert_eq!(plan(Format::IQ4XS, 4096, 1, false), Some((4096, 4, 2192)));
-    assert_eq!(plan(Format::Q6K, 14336, 2, false).map(|p| p.0), Some(1024));
+    // Planar Q6_K: registers too, a row's 32-weight units unrolled (four a lane, two for gate
+    // and up), not batches across rows.
+    for (nm, unroll) in [(1, 4), (2, 2)] {
+        let q6k = Stream::plan(Format::Q6K, 14336, nm, true, h100).unwrap();
+        assert!(
+            q6k.direct && (q6k.pipe, q6k.unroll) == (false, unroll),
+            "{q6k:?}"
+        );
+    }
     // Chunks split k evenly in rounds of 32 units: 3104 weights of Q5_0 gate and up is 4
     // rounds of 1024, two a stage.
     assert_eq!(plan(Format::Q5_0, 3104, 2, false).map(|p| p.0), Some(2048));
-    for (f, k, nm, dp4a) in [
-        (Format::Q6K, 14336, 2, true),
-        (Format::Q6K, 4096, 1, true),
-        (Format::Q3K, 14336, 2, false),
-        (Format::Q6K, 14336, 1, false),
-        (Format::Q2K, 4096, 2, false),
+    for (f, k, nm) in [
+        (Format::Q3K, 14336, 2),
+        (Format::Q5_1, 4096, 1),
+        (Format::Q2K, 4096, 2),
+        (Format::IQ4XS, 14336, 1),
     ] {
-        let s = Stream::plan(f, k, nm, dp4a, h100).unwrap();
-        assert_eq!(s.blocks, if dp4a { 3 } else { 2 });
+        let s = Stream::plan(f, k, nm, false, h100).unwrap();
+        assert_eq!(s.blocks, 2);
         assert!(!s.direct);
         assert!(
             s.blocks * (s.smem_bytes(nm, k) + 1024) <= h100,
@@ -480,12 +489,16 @@ fn stream_plan_fits_its_blocks_per_sm() {
     let q6k = GemvConfig {
         unit: unit_type(Format::Q6K, 4096).unwrap(),
         stream: Stream::plan(Format::Q6K, 4096, 1, true, h100),
+        ..cfg.clone()
+    };
+    assert_eq!(q6k.source().name, "gemv_FkQ6KP_plain_stream_reg4_w8_b2_q8k");
+    let q5k = GemvConfig {
+        unit: unit_type(Format::Q5_1, 4096).unwrap(),
+        stream: Stream::plan(Format::Q5_1, 4096, 1, false, h100),
+        dp4a: false,
         ..cfg
     };
-    assert_eq!(
-        q6k.source().name,
-        "gemv_FkQ6K_plain_stream_c2048_s4_w8_b3_q8k"
-    );
+    assert_eq!(q5k.source().name, "gemv_FkQ5_1_plain_stream_c4096_s4_w8_b2");
 }
 
 /// Which kernel serves a call (H100: 132 SMs, 228 KB of shared memory per SM): single rows of
