@@ -243,7 +243,6 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention(const 
   __shared__ float s_p[FK_ROWS][FK_TILE];
   __shared__ float s_m[FK_ROWS], s_l[FK_ROWS], s_alpha[FK_ROWS];
   __shared__ float s_red[FK_ROWS][FK_DV];
-  FK_PDL_ENTER();  // decode launches it with programmatic dependent launch (mod.rs)
 
   const u32 item = blockIdx.x;
   const i64 kvh = blockIdx.y;
@@ -415,7 +414,6 @@ extern "C" __global__ void __launch_bounds__(FK_MERGE_WARPS * 32) fk_merge(const
   __shared__ float s_w[FK_MAX_PARTS];
   __shared__ float s_o[FK_MERGE_WARPS][FK_DV];
   __shared__ float s_red[FK_MERGE_WARPS];
-  FK_PDL_ENTER();  // the partitions come from the kernel just before
   const uint4 t = ((const uint4*)(a.step + a.off_tiles))[blockIdx.x];
   const i64 kvh = blockIdx.y;
   const int r = blockIdx.z;

@@ -45,10 +45,6 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32) fk_attention_async(
   extern __shared__ __align__(16) u8 fk_stages[];
   __shared__ float s_p[FK_ROWS][FK_ATILE];
   __shared__ float s_m[FK_ROWS], s_l[FK_ROWS], s_alpha[FK_ROWS];
-  // Decode launches it with programmatic dependent launch (mod.rs): the launch overlaps the
-  // previous kernel's tail, and the next GEMV loads its first weights while this one runs. Any
-  // kernel may come before it, so nothing is read before the wait.
-  FK_PDL_ENTER();
 
   const u32 item = blockIdx.x;
   const i64 kvh = blockIdx.y;

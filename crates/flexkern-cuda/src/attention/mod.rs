@@ -7,6 +7,7 @@ use crate::codegen::{self, ParamLayout};
 use crate::error::{driver, invalid, Result};
 use crate::plan::{mma_shape, plan_work, rows_per_block, MmaQuery, MmaShape, WorkPlan, TILE};
 use crate::runtime::{Device, DeviceBuf};
+use cudarc::driver::result::launch_kernel;
 use cudarc::driver::sys::CUtensorMap;
 use flexkern::attention::problem::{SeqLens, MAX_HEAD_DIM};
 use flexkern::variant::CompiledVariant;
@@ -239,10 +240,6 @@ impl Prepared {
             // Graph nodes are re-pointed through the one `FkArgs` parameter (nodes.rs).
             return Err(invalid("graph", "the TMA prefill kernel is not recorded"));
         }
-        // The decode kernels (register and cp.async paths) and the merge start with
-        // FK_PDL_ENTER, so they launch with programmatic dependent launch; the tensor-core
-        // prefill kernels do not wait, so they launch without it.
-        let pdl = self.dev.pdl();
         launch(
             &self.dev,
             self.f_attn,
@@ -251,7 +248,6 @@ impl Prepared {
             self.smem_attn,
             &mut args,
             maps.as_mut(),
-            pdl && self.config.mma.is_none(),
         )?;
         if self.self_join {
             return Ok(()); // the attention kernel joined (or wrote) the partitions
@@ -264,7 +260,6 @@ impl Prepared {
             0,
             &mut args,
             None,
-            pdl,
         )
     }
 }
@@ -534,9 +529,7 @@ fn prepare_with(
     }))
 }
 
-/// Launches `f` with `args` (and, for the TMA kernel, its K and V maps after them), with
-/// programmatic dependent launch when `pdl` (the kernel must begin with FK_PDL_ENTER).
-#[allow(clippy::too_many_arguments)]
+/// Launches `f` with `args` (and, for the TMA kernel, its K and V maps after them).
 fn launch(
     dev: &Device,
     f: cudarc::driver::sys::CUfunction,
@@ -545,7 +538,6 @@ fn launch(
     smem: u32,
     args: &mut FkArgs,
     maps: Option<&mut [CUtensorMap; 2]>,
-    pdl: bool,
 ) -> Result<()> {
     dev.bind()?;
     let mut params: Vec<*mut c_void> = vec![(args as *mut FkArgs).cast()];
@@ -556,18 +548,9 @@ fn launch(
     // SAFETY: `f` takes one `FkArgs` by value (same layout), then the two maps where it was
     // built with FK_WTMA (exactly when `maps` is given); every pointer in them was checked
     // against its buffer's size in `validate` (the maps' extents in `tma.rs`), and the buffers
-    // outlive the stream's work. With `pdl` the kernel waits for the previous one first.
-    unsafe {
-        crate::runtime::launch_grid(
-            f,
-            grid,
-            (threads, 1, 1),
-            smem,
-            dev.stream(),
-            &mut params,
-            pdl,
-        )
-    }
+    // outlive the stream's work.
+    unsafe { launch_kernel(f, grid, (threads, 1, 1), smem, dev.stream(), &mut params) }
+        .map_err(|e| driver("cuLaunchKernel", e))
 }
 
 fn seq_records(c: &AttnCall) -> Vec<i64> {
