@@ -157,19 +157,13 @@ impl CudaBackend {
     }
 }
 
-/// `ws` split into runs of consecutive matrices that one stacked GEMV could take: one format
-/// and activation precision.
-fn format_runs(ws: &[&DeviceMatrix]) -> Vec<std::ops::Range<usize>> {
+/// Matrices split into runs of consecutive ones that one stacked GEMV could take (at most
+/// three): equal keys, a matrix's format and activation precision.
+fn format_runs<K: PartialEq>(keys: &[K]) -> Vec<std::ops::Range<usize>> {
     let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-    for (i, w) in ws.iter().enumerate() {
+    for (i, key) in keys.iter().enumerate() {
         match runs.last_mut() {
-            Some(r)
-                if ws[r.start].format == w.format
-                    && ws[r.start].quantized_acts == w.quantized_acts
-                    && r.len() < 3 =>
-            {
-                r.end = i + 1
-            }
+            Some(r) if keys[r.start] == *key && r.len() < 3 => r.end = i + 1,
             _ => runs.push(i..i + 1),
         }
     }
@@ -333,7 +327,8 @@ impl TensorOps for CudaBackend {
             // One matrix, or mixed formats (Q4_K_M keeps some layers' V in Q6_K): each run of
             // one format is its own normalizing launch, where the streamed kernel serves every
             // run, instead of a norm launch first (ncu, H100, 8B: it took as long as K's GEMV).
-            let runs = format_runs(ws);
+            let keys: Vec<_> = ws.iter().map(|w| (w.format, w.quantized_acts)).collect();
+            let runs = format_runs(&keys);
             let served = |r: &std::ops::Range<usize>| match r.len() {
                 1 => streams(&self.dev, Mode::Plain, ws[r.start], 1, x.device_buf()),
                 _ => stacks(&self.dev, &ws[r.clone()], x.device_buf()),
@@ -673,6 +668,21 @@ impl TensorOps for CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flexkern_quant::Format;
+
+    /// Q4_K_M's layers: Q and K one launch, a Q6_K V its own; three of a kind stay one run, a
+    /// fourth starts another; a precision change splits too.
+    #[test]
+    fn format_runs_split_where_a_stacked_launch_cannot_go() {
+        let (q4k, q6k) = (Format::Q4K, Format::Q6K);
+        assert_eq!(format_runs(&[q4k, q4k, q6k]), vec![0..2, 2..3]);
+        assert_eq!(format_runs(&[q4k, q4k, q4k]), vec![0..3]);
+        assert_eq!(format_runs(&[q6k]), vec![0..1]);
+        assert_eq!(format_runs(&[q4k, q4k, q4k, q4k]), vec![0..3, 3..4]);
+        assert_eq!(format_runs(&[q6k, q4k, q6k]), vec![0..1, 1..2, 2..3]);
+        assert_eq!(format_runs(&[(q4k, true), (q4k, false)]), vec![0..1, 1..2]);
+        assert!(format_runs::<Format>(&[]).is_empty());
+    }
 
     #[test]
     fn ops_compile_with_nvrtc() {
