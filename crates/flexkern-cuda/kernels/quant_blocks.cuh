@@ -570,9 +570,8 @@ struct FkQ6KP {
   // Unit uu (of 8) = weights 32uu..32uu+32: half h = uu/4, quarter c = uu%4 of unpack_q6.
   static constexpr int UE = 32, G = 2, QK = 256, SB = FK_Q6_KP_SB;
   static constexpr bool OFF = false;
-  static_assert(FK_Q6_KP_BB % 16 == 0 && FK_Q6_KP_QL % 16 == 0 && FK_Q6_KP_QH % 16 == 0 &&
-                    FK_Q6_KP_SCALES % 8 == 0,
-                "Q6_K's planar codes are 16-byte words, its scales 8-byte ones");
+  static_assert(FK_Q6_KP_BB % 16 == 0 && FK_Q6_KP_QL % 16 == 0 && FK_Q6_KP_QH % 16 == 0,
+                "Q6_K's planar codes are 16-byte words");
   FK_HD static void codes(const FkMat& m, i64 row, i64 u, u32* lw, u32* hw) {
     const u8* p = m.w + row * m.row_bytes + (u >> 3) * FK_Q6_KP_BB;
     const int uu = (int)(u & 7), h = uu >> 2, c = uu & 3;

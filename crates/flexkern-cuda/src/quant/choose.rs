@@ -307,9 +307,10 @@ impl Stream {
             // kernel's blocks fit beside them and start early (programmatic launch), and each
             // block's activation prologue repeats fewer times. Against three blocks (H100, A/B
             // in one call): 4096 x 14336 Q4_0 51 -> 59 % of copy, 4096 x 4096 Q8_0 59 -> 64 %.
-            // Units per batch (more lost in A/B runs): Q8_0 activations (planar formats) load
-            // explicit batches, two live at once; Q8_K activations (Q4_K) up to 128 bytes of
-            // loads a lane; f32 activations widen every unit to 32 floats, so two units.
+            // Units per batch (more lost in A/B runs): pipelined batches hold their units' raw
+            // words, two batches live; a row's unrolled units (Q6_K, and Q4_K with
+            // `FLEXKERN_GEMV_PIPE=0`) up to 128 bytes of loads a lane; f32 activations widen
+            // every unit to 32 floats, so two units.
             let unit_bytes = (ue * bb / qk).max(1);
             let int = acts != StreamActs::F32;
             // Q8_0 activations only have the pipelined form; Q8_K ones take it for Q4_K, whose
