@@ -260,6 +260,11 @@ mod tests {
         // length, and does not panic; so does a geometry for a k the format cannot hold.
         assert_eq!(super::to_device(Format::Q4_0, &[7u8; 27]).len(), 27);
         assert_eq!(super::geometry(Format::Q8_0, 2, 33).row_bytes, 0);
+        // Q6_K (210-byte blocks, bulk at offset 0): one block and a ragged tail, and a k that
+        // is not whole 256-blocks.
+        let q6k = super::to_device(Format::Q6K, &[9u8; 210 + 100]);
+        assert_eq!(q6k.len(), 310);
+        assert_eq!(super::geometry(Format::Q6K, 2, 300).row_bytes, 0);
         let q4k = vec![5u8; flexkern_quant::Format::Q4K.tensor_bytes(1, 256).unwrap()];
         assert!(matches!(
             super::to_device(flexkern_quant::Format::Q4K, &q4k),
