@@ -25,6 +25,15 @@ typedef long long i64;
   } while (0)
 #endif
 
+// x rounded to nearest even to a 16-bit float: `to` 2 bf16, else f16 (fk_convert, and the
+// 16-bit Q that fk_rope_kv_write can write beside f32 Q: the same bits).
+__device__ __forceinline__ u16 fk_to16(float x, int to) {
+  unsigned short h;
+  if (to == 2) asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  else asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+}
+
 // Variables a variant hook reads (expr.rs `Var`).
 struct FkVars {
   i64 b, h, q_pos, kv_pos, q_len, kv_len, q_token;

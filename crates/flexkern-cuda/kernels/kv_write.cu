@@ -61,7 +61,9 @@ __device__ __forceinline__ int2 fk_rope_pair(float* row, int p, u32 pos, const f
 
 // Decode's RoPE and KV append in one launch (fk_rope on Q, fk_rope on K, fk_kv_write of K and V):
 // one thread per Q pair, K pair (rotated in place, both elements stored), K element past the
-// rotated ones (stored), and V element (stored).
+// rotated ones (stored), and V element (stored). With `qcode` (1 f16, 2 bf16) Q is also written
+// to `qh` rounded as fk_convert rounds it (one more thread per Q element past the rotated
+// ones), so the attention reads 16-bit Q without a convert launch.
 struct FkRopeKv {
   float* q;
   float* k;
@@ -73,34 +75,44 @@ struct FkRopeKv {
   u8* vdst;
   const float* kscales;
   const float* vscales;
+  u16* qh;
   i64 tokens;
-  int hq, hkv, dim, dim_v, half, neox, kcode, vcode;
+  int hq, hkv, dim, dim_v, half, neox, kcode, vcode, qcode;
   float mscale;
 };
 
 extern "C" __global__ void fk_rope_kv_write(const FkRopeKv a) {
   FK_PDL_ENTER();
   const i64 T = a.tokens, tail = a.dim - 2 * a.half;
-  const i64 nq = T * a.hq * a.half, nk = T * a.hkv * a.half, nt = T * a.hkv * tail;
-  const i64 total = nq + nk + nt + T * a.hkv * a.dim_v;
+  const i64 nq = T * a.hq * a.half, nqt = a.qcode ? T * a.hq * tail : 0;
+  const i64 nk = T * a.hkv * a.half, nt = T * a.hkv * tail;
+  const i64 total = nq + nqt + nk + nt + T * a.hkv * a.dim_v;
   for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
     if (i < nq) {
       const i64 th = i / a.half;
-      fk_rope_pair(a.q + th * a.dim, (int)(i % a.half), a.pos[th / a.hq], a.inv_freq, a.half, a.neox, a.mscale);
-    } else if (i < nq + nk) {
-      const i64 j = i - nq, th = j / a.half, t = th / a.hkv;
+      float* row = a.q + th * a.dim;
+      const int2 ab = fk_rope_pair(row, (int)(i % a.half), a.pos[th / a.hq], a.inv_freq, a.half, a.neox, a.mscale);
+      if (a.qcode) {
+        a.qh[th * a.dim + ab.x] = fk_to16(row[ab.x], a.qcode);
+        a.qh[th * a.dim + ab.y] = fk_to16(row[ab.y], a.qcode);
+      }
+    } else if (i < nq + nqt) {
+      const i64 j = i - nq, at = (j / tail) * a.dim + 2 * a.half + j % tail;
+      a.qh[at] = fk_to16(a.q[at], a.qcode);
+    } else if (i < nq + nqt + nk) {
+      const i64 j = i - nq - nqt, th = j / a.half, t = th / a.hkv;
       const int h = (int)(th % a.hkv);
       float* row = a.k + th * a.dim;
       const int2 ab = fk_rope_pair(row, (int)(j % a.half), a.pos[t], a.inv_freq, a.half, a.neox, a.mscale);
       const u64 base = ((u64)a.slots[t] * a.hkv + h) * a.dim;
       fk_kv_store(a.kdst, a.kcode, base + ab.x, row[ab.x], a.kscales[h]);
       fk_kv_store(a.kdst, a.kcode, base + ab.y, row[ab.y], a.kscales[h]);
-    } else if (i < nq + nk + nt) {
-      const i64 j = i - nq - nk, th = j / tail, t = th / a.hkv;
+    } else if (i < nq + nqt + nk + nt) {
+      const i64 j = i - nq - nqt - nk, th = j / tail, t = th / a.hkv;
       const int h = (int)(th % a.hkv), e = (int)(2 * a.half + j % tail);
       fk_kv_store(a.kdst, a.kcode, ((u64)a.slots[t] * a.hkv + h) * a.dim + e, a.k[th * a.dim + e], a.kscales[h]);
     } else {
-      const i64 j = i - nq - nk - nt, th = j / a.dim_v, t = th / a.hkv;
+      const i64 j = i - nq - nqt - nk - nt, th = j / a.dim_v, t = th / a.hkv;
       const int h = (int)(th % a.hkv), e = (int)(j % a.dim_v);
       fk_kv_store(a.vdst, a.vcode, ((u64)a.slots[t] * a.hkv + h) * a.dim_v + e, a.v[j], a.vscales[h]);
     }

@@ -66,10 +66,6 @@ extern "C" __global__ void fk_add_bias(float* __restrict__ x, const float* __res
 // out[i] = x[i] rounded to nearest even: to 1 f16, 2 bf16 (the prompt attention's Q).
 extern "C" __global__ void fk_convert(const float* __restrict__ x, u16* __restrict__ out, i64 len, int to) {
   FK_PDL_ENTER();
-  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < len; i += (i64)gridDim.x * blockDim.x) {
-    unsigned short h;
-    if (to == 2) asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x[i]));
-    else asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x[i]));
-    out[i] = h;
-  }
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < len; i += (i64)gridDim.x * blockDim.x)
+    out[i] = fk_to16(x[i], to);
 }

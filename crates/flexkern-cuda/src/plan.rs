@@ -522,7 +522,7 @@ pub fn plan_work(
     let chunk = if deterministic {
         DETERMINISTIC_CHUNK
     } else {
-        wave_chunk(lens, &row_tiles, num_kv_heads, wave.max(1))
+        wave_chunk(lens, &row_tiles, num_kv_heads, wave.max(1), split_costs())
     };
     let mut items = Vec::new();
     let mut tiles = Vec::new();
@@ -591,6 +591,20 @@ const BLOCK_COST_KEYS: usize = 64;
 /// block takes for ~200 keys at decode); a sole partition is written by the attention kernel.
 const MERGE_COST_KEYS: usize = 192;
 
+/// `MIN_CHUNK` and `MERGE_COST_KEYS`, or `FLEXKERN_CUDA_SPLIT=min_chunk,merge_cost` (A/B runs;
+/// the chunk a positive multiple of `CHUNK_STEP`).
+fn split_costs() -> (usize, usize) {
+    let env = std::env::var("FLEXKERN_CUDA_SPLIT").unwrap_or_default();
+    let v: Vec<usize> = env
+        .split(',')
+        .filter_map(|x| x.trim().parse().ok())
+        .collect();
+    match v[..] {
+        [c, m] if c > 0 && c.is_multiple_of(CHUNK_STEP) => (c, m),
+        _ => (MIN_CHUNK, MERGE_COST_KEYS),
+    }
+}
+
 /// The partition length that minimizes waves x (partition + block cost): candidates are the
 /// lengths that split the longest sequence into p equal parts, from one part up to 16 waves of
 /// blocks, never below `MIN_CHUNK`; more than one part adds the merge.
@@ -599,6 +613,7 @@ fn wave_chunk(
     row_tiles: &dyn Fn(usize) -> usize,
     hkv: usize,
     wave: usize,
+    (min_chunk, merge_cost): (usize, usize),
 ) -> usize {
     let n = lens.num_seqs();
     let longest = (0..n).map(|s| lens.kv_len(s)).max().unwrap_or(0);
@@ -609,12 +624,13 @@ fn wave_chunk(
     };
     let mut best = (
         usize::MAX,
-        MIN_CHUNK.max(longest.div_ceil(CHUNK_STEP) * CHUNK_STEP),
+        min_chunk.max(longest.div_ceil(CHUNK_STEP) * CHUNK_STEP),
     );
     let mut last = 0;
-    for p in 1.. {
+    // Past `longest` parts every chunk is the smallest step: nothing new to try.
+    for p in 1..=longest.max(1) {
         let chunk = longest.div_ceil(p).div_ceil(CHUNK_STEP) * CHUNK_STEP;
-        if chunk < MIN_CHUNK {
+        if chunk < min_chunk {
             break;
         }
         if chunk == last {
@@ -622,7 +638,7 @@ fn wave_chunk(
         }
         last = chunk;
         let b = blocks(chunk);
-        let merge = if p > 1 { MERGE_COST_KEYS } else { 0 };
+        let merge = if p > 1 { merge_cost } else { 0 };
         let cost = b.div_ceil(wave) * (chunk + BLOCK_COST_KEYS) + merge;
         if cost < best.0 {
             best = (cost, chunk);
@@ -696,6 +712,30 @@ mod tests {
         };
         assert_eq!(parts(160), 1);
         assert!(parts(600) >= 4, "{}", parts(600));
+    }
+
+    #[test]
+    fn the_smallest_chunk_step_ends_the_search() {
+        // A minimum of one step: every p past the length gives the same chunk, so the search
+        // must end there (an earlier loop spun forever on a 30-key sequence).
+        let row_tiles = |_: usize| 1;
+        for l in [0, 1, 30, 64, 160, 600, 5000] {
+            let lens = SeqLens::uniform(1, 1, l);
+            for costs in [
+                (CHUNK_STEP, 0),
+                (CHUNK_STEP, 96),
+                (MIN_CHUNK, MERGE_COST_KEYS),
+            ] {
+                let c = wave_chunk(&lens, &row_tiles, 8, 396, costs);
+                assert!(
+                    c >= costs.0 && c % CHUNK_STEP == 0,
+                    "{l} keys, {costs:?}: {c}"
+                );
+            }
+        }
+        // Free splits of a lone 160-key sequence over 8 heads: three 64-key parts.
+        let lens = SeqLens::uniform(1, 1, 160);
+        assert_eq!(wave_chunk(&lens, &row_tiles, 8, 396, (CHUNK_STEP, 0)), 64);
     }
 
     #[test]

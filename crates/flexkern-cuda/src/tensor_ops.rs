@@ -13,7 +13,7 @@ use crate::runtime::Device;
 use cudarc::driver::sys::CUfunction;
 use flexkern::attention::plan::Plan;
 use flexkern::attention::problem::Problem;
-use flexkern::backend::tensor_ops::{GraphId, Norm, Rope, RopeStyle, TensorOps};
+use flexkern::backend::tensor_ops::{check_q16, GraphId, Norm, Rope, RopeStyle, TensorOps};
 use flexkern::backend::{check_range, AttnIo, Buffer, Pages, Slice};
 use flexkern::error::{Error, Result};
 use flexkern::DType;
@@ -60,6 +60,7 @@ struct RopeKv {
     vdst: u64,
     kscales: u64,
     vscales: u64,
+    qh: u64,
     tokens: i64,
     hq: i32,
     hkv: i32,
@@ -69,6 +70,7 @@ struct RopeKv {
     neox: i32,
     kcode: i32,
     vcode: i32,
+    qcode: i32,
     mscale: f32,
 }
 
@@ -502,6 +504,7 @@ impl TensorOps for CudaBackend {
     fn rope_kv_write(
         &self,
         q: &mut CudaBuffer,
+        q16: Option<&mut CudaBuffer>,
         k: &mut CudaBuffer,
         v: &CudaBuffer,
         (hq, hkv): (usize, usize),
@@ -525,11 +528,21 @@ impl TensorOps for CudaBackend {
                 ),
             ));
         }
+        let t = positions.len;
+        let (qh, qcode) = match &q16 {
+            Some(h) => {
+                check_q16(q, h, t * hq * head_dim)?;
+                (
+                    h.device_buf().ptr(),
+                    if h.dtype() == DType::BF16 { 2 } else { 1 },
+                )
+            }
+            None => (0, 0),
+        };
         let Some(w) = self.kv_write_args(&pages, &slots, k, v)? else {
             return Ok(());
         };
         let f = w.function("fk_rope_kv_write")?;
-        let t = positions.len;
         let mut a = RopeKv {
             q: q.device_buf().ptr(),
             k: k.device_buf().ptr(),
@@ -541,6 +554,7 @@ impl TensorOps for CudaBackend {
             vdst: w.v,
             kscales: w.scales.ptr(),
             vscales: w.v_scales(),
+            qh,
             tokens: t as i64,
             hq: hq as i32,
             hkv: hkv as i32,
@@ -550,9 +564,15 @@ impl TensorOps for CudaBackend {
             neox: (rope.style == RopeStyle::Neox) as i32,
             kcode: w.codes.0,
             vcode: w.codes.1,
+            qcode,
             mscale: rope.mscale,
         };
-        let total = t * (hq * half + hkv * (head_dim - half) + hkv * l.head_dim_v);
+        let q_tail = if qcode != 0 {
+            hq * (head_dim - 2 * half)
+        } else {
+            0
+        };
+        let total = t * (hq * half + q_tail + hkv * (head_dim - half) + hkv * l.head_dim_v);
         let mut p: [*mut c_void; 1] = [(&mut a as *mut RopeKv).cast()];
         self.dev.bind()?;
         // SAFETY: fk_rope_kv_write(FkRopeKv) (same layout) rotates `t` rows of q and k (checked

@@ -48,7 +48,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             *guard = Some(DecodeGraph {
                 cache: cache.id(),
                 words: b.alloc(DType::U32, words)?,
-                s: self.scratch(1)?,
+                s: self.scratch(cache, 1)?,
                 logits: b.alloc(DType::F32, c.vocab)?,
                 id: None,
                 eager: false,
@@ -66,8 +66,12 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         let (p, pl) = self.attn_problem(cache, batch, tables)?;
         if let Some(id) = g.id {
             let store = cache.store(0);
+            let q = match &g.s.qh {
+                Some(h) if h.dtype() == p.q.dtype => h,
+                _ => &g.s.q,
+            };
             let io = AttnIo {
-                q: &g.s.q,
+                q,
                 kv: paged_bufs(tables, &store.k, &store.v, &g.words, st.tables),
                 out: &mut g.s.att,
                 lse: None,

@@ -50,9 +50,6 @@ pub struct SeqTokens<'t> {
     pub tokens: &'t [u32],
 }
 
-/// Query rows from which a GPU prompt's attention reads 16-bit Q (`Model::attn_q_dtype`).
-const HALF_Q_ROWS: usize = 16;
-
 /// The packed step upload: where each array sits.
 pub(crate) struct Step {
     pub(crate) m: usize,
@@ -320,11 +317,16 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         (words, step)
     }
 
-    /// Activation buffers for `m` rows.
-    pub(crate) fn scratch(&self, m: usize) -> Result<Scratch<B::Buffer>> {
+    /// Activation buffers for `m` rows, with a 16-bit Q where the attention reads one
+    /// (`attn_q_dtype`).
+    pub(crate) fn scratch(&self, cache: &KvCache<B>, m: usize) -> Result<Scratch<B::Buffer>> {
         let (c, b) = (&self.config, &self.backend);
         let (d, qd, kvd) = (c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
         let f32s = |n: usize| b.alloc(DType::F32, n);
+        let qh = match self.attn_q_dtype(cache) {
+            DType::F32 => None,
+            t => Some(b.alloc(t, m * qd)?),
+        };
         Ok(Scratch {
             x: f32s(m * d)?,
             h: f32s(m * d)?,
@@ -334,19 +336,17 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             att: f32s(m * qd)?,
             proj: f32s(m * d)?,
             ff: f32s(m * c.n_ff)?,
-            qh: None,
+            qh,
         })
     }
 
-    /// The dtype the attention reads Q in for a step of `rows` query rows: f32, except a GPU
-    /// prompt at the default precision, whose Q is rounded to the cache's 16-bit type (F16 for
-    /// 8-bit caches) so that the attention runs on tensor cores (the default path already
-    /// rounds activations; decode keeps f32 Q: its attention streams the cache, not products).
-    pub(crate) fn attn_q_dtype(&self, cache: &KvCache<B>, rows: usize) -> DType {
-        if rows < HALF_Q_ROWS
-            || self.precision() != Precision::Default
-            || !self.backend.caps().is_gpu()
-        {
+    /// The dtype the attention reads Q in: f32, except on a GPU at the default precision,
+    /// where Q is rounded to the cache's 16-bit type (F16 for 8-bit caches) so that the
+    /// attention runs on tensor cores (the default path already rounds activations). Decode
+    /// too: at a few hundred keys the f32-Q kernel is bound by its own instruction stream
+    /// (one warp per scheduler, ~2,900 instructions a warp at 160 keys), not by the cache.
+    pub(crate) fn attn_q_dtype(&self, cache: &KvCache<B>) -> DType {
+        if self.precision() != Precision::Default || !self.backend.caps().is_gpu() {
             return DType::F32;
         }
         match cache.store(0).layout.k_dtype {
@@ -369,9 +369,8 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         for t in batch {
             cu_q.push(cu_q[cu_q.len() - 1] + t.tokens.len() as u64);
         }
-        let rows = cu_q[cu_q.len() - 1] as usize;
         let p = prepare_buffers(
-            self.attn_q_dtype(cache, rows),
+            self.attn_q_dtype(cache),
             self.config.n_head,
             &cu_q,
             &layout,
@@ -395,11 +394,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         let b = &self.backend;
         let (words, st) = Self::step_words(batch, olds, slots, tables);
         let words = to_device(b, &words)?;
-        let mut s = self.scratch(st.m)?;
-        let qd = self.attn_q_dtype(cache, st.m);
-        if qd != DType::F32 {
-            s.qh = Some(b.alloc(qd, st.m * self.config.n_head * self.config.head_dim)?);
-        }
+        let mut s = self.scratch(cache, st.m)?;
         let rows = match which {
             Logits::Last => batch.len(),
             Logits::All => st.m,
@@ -502,6 +497,8 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             weight: &l.attn_norm,
             eps: c.rms_eps,
         };
+        // The attention's 16-bit Q, written by the RoPE launch (or converted after calibration).
+        let half_q = s.qh.as_ref().is_some_and(|h| h.dtype() == p.q.dtype);
         b.norm_matmul_many(
             norm,
             &[&l.wq, &l.wk, &l.wv],
@@ -547,6 +544,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         } else {
             b.rope_kv_write(
                 &mut s.q,
+                s.qh.as_mut().filter(|_| half_q),
                 &mut s.k,
                 &s.v,
                 heads,
@@ -571,8 +569,10 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
             _ => p,
         };
         let q = match &mut s.qh {
-            Some(qh) if p.q.dtype == qh.dtype() => {
-                b.convert(&s.q, qh, m * c.n_head * c.head_dim)?;
+            Some(qh) if half_q => {
+                if cache.needs_scales() {
+                    b.convert(&s.q, qh, m * c.n_head * c.head_dim)?;
+                }
                 &*qh
             }
             _ => &s.q,

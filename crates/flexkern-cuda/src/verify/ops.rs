@@ -134,9 +134,10 @@ fn ropes(b: &CudaBackend, rng: &mut Rng) -> Vec<(String, Result<f64>)> {
     v
 }
 
-/// `rope_kv_write` (one fused launch) against `rope`, `rope`, `kv_write` on a copy: the same
-/// bits in Q, K and both stores, for a store of `dtype`, partial rotation (`n_rot` < head
-/// size) and a slot per token anywhere in the pool.
+/// `rope_kv_write` (one fused launch) against `rope`, `rope`, `kv_write` (and `convert`) on a
+/// copy: the same bits in Q, K, both stores and the 16-bit Q the model's attention reads (f16
+/// beside 1-byte stores, the store's type beside 16-bit ones, none beside f32), for a store of
+/// `dtype`, partial rotation (`n_rot` < head size) and a slot per token anywhere in the pool.
 fn rope_kv_fused(b: &CudaBackend, rng: &mut Rng, style: RopeStyle, dtype: DType) -> Result<f64> {
     use flexkern::kv_cache::quant::Scales;
     use flexkern::kv_cache::{CacheConfig, PageStore};
@@ -148,6 +149,11 @@ fn rope_kv_fused(b: &CudaBackend, rng: &mut Rng, style: RopeStyle, dtype: DType)
         cfg.k_scales = Some(Scales::PerHead(vec![0.03, 0.05]));
         cfg.v_scales = Some(Scales::PerHead(vec![0.02, 0.04]));
     }
+    let q16_dtype = match dtype {
+        DType::F32 => None,
+        DType::BF16 => Some(DType::BF16),
+        _ => Some(DType::F16),
+    };
     let (q, k, v) = (
         random(rng, t * hq * hd),
         random(rng, t * hkv * hd),
@@ -160,9 +166,19 @@ fn rope_kv_fused(b: &CudaBackend, rng: &mut Rng, style: RopeStyle, dtype: DType)
     for fused in [true, false] {
         let mut store = PageStore::new(b, &cfg)?;
         let (mut qd, mut kd, vd) = (up(b, &q)?, up(b, &k)?, up(b, &v)?);
+        // Poisoned: every element must be written.
+        let mut qh = match q16_dtype {
+            Some(d) => {
+                let mut h = b.alloc(d, t * hq * hd)?;
+                b.upload(&mut h, 0, &vec![0xffu8; t * hq * hd * 2])?;
+                Some(h)
+            }
+            None => None,
+        };
         if fused {
             b.rope_kv_write(
                 &mut qd,
+                qh.as_mut(),
                 &mut kd,
                 &vd,
                 (hq, hkv),
@@ -177,15 +193,31 @@ fn rope_kv_fused(b: &CudaBackend, rng: &mut Rng, style: RopeStyle, dtype: DType)
             b.rope(&mut qd, hq, hd, Slice::all(&pos), &rope, &freqs)?;
             b.rope(&mut kd, hkv, hd, Slice::all(&pos), &rope, &freqs)?;
             b.kv_write(store.pages(), Slice::all(&slots), &kd, &vd)?;
+            if let Some(h) = qh.as_mut() {
+                b.convert(&qd, h, t * hq * hd)?;
+            }
         }
         let bytes = |buf: &CudaBuffer| -> Result<Vec<u8>> {
             let mut out = vec![0u8; buf.len() * buf.dtype().size()];
             b.download(buf, 0, &mut out)?;
             Ok(out)
         };
-        got.push([bytes(&qd)?, bytes(&kd)?, bytes(&store.k)?, bytes(&store.v)?]);
+        let q16 = match &qh {
+            Some(h) => bytes(h)?,
+            None => vec![],
+        };
+        got.push([
+            bytes(&qd)?,
+            bytes(&kd)?,
+            bytes(&store.k)?,
+            bytes(&store.v)?,
+            q16,
+        ]);
     }
-    for (i, what) in ["q", "k", "k store", "v store"].iter().enumerate() {
+    for (i, what) in ["q", "k", "k store", "v store", "16-bit q"]
+        .iter()
+        .enumerate()
+    {
         if got[0][i] != got[1][i] {
             return Err(invalid(
                 "rope_kv_write",
@@ -409,7 +441,7 @@ pub fn ops_checks(dev: &Arc<crate::runtime::Device>, seed: u64) -> Vec<Outcome> 
         ] {
             v.push(row(
                 format!(
-                    "rope_kv_write {style:?} {} store (bit-exact with rope + kv_write)",
+                    "rope_kv_write {style:?} {} store (bit-exact with rope + kv_write + convert)",
                     dtype.name()
                 ),
                 0.0,

@@ -214,6 +214,7 @@ impl<B: TensorOps> TensorOps for Counting<B> {
     fn rope_kv_write(
         &self,
         q: &mut B::Buffer,
+        q16: Option<&mut B::Buffer>,
         k: &mut B::Buffer,
         v: &B::Buffer,
         heads: (usize, usize),
@@ -225,7 +226,7 @@ impl<B: TensorOps> TensorOps for Counting<B> {
         slots: Slice<'_, B::Buffer>,
     ) -> Result<()> {
         self.inner.rope_kv_write(
-            q, k, v, heads, head_dim, positions, rope, inv_freq, pages, slots,
+            q, q16, k, v, heads, head_dim, positions, rope, inv_freq, pages, slots,
         )
     }
     fn largest(&self, x: &B::Buffer, n: usize, k: usize) -> Result<Option<Vec<(u32, f32)>>> {

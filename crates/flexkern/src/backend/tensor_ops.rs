@@ -253,12 +253,14 @@ pub trait TensorOps: Backend {
     ) -> Result<()>;
 
     /// RoPE on `q` (`heads.0` heads) and `k` (`heads.1`), as `rope` does to each, then K and
-    /// V stored at `slots` of `pages` (`kv_write`). By default those three calls; a backend
-    /// may fuse them (the CUDA decode step: one launch instead of four).
+    /// V stored at `slots` of `pages` (`kv_write`), and the rotated Q rounded into `q16` (F16
+    /// or BF16, as `convert` rounds) where given. By default those calls; a backend may fuse
+    /// them (the CUDA decode step: one launch instead of five).
     #[allow(clippy::too_many_arguments)]
     fn rope_kv_write(
         &self,
         q: &mut Self::Buffer,
+        q16: Option<&mut Self::Buffer>,
         k: &mut Self::Buffer,
         v: &Self::Buffer,
         heads: (usize, usize),
@@ -269,9 +271,17 @@ pub trait TensorOps: Backend {
         pages: Pages<'_, Self::Buffer>,
         slots: Slice<'_, Self::Buffer>,
     ) -> Result<()> {
+        let nq = positions.len * heads.0 * head_dim;
+        if let Some(h) = &q16 {
+            check_q16(q, h, nq)?;
+        }
         self.rope(q, heads.0, head_dim, positions, rope, inv_freq)?;
         self.rope(k, heads.1, head_dim, positions, rope, inv_freq)?;
-        self.kv_write(pages, slots, k, v)
+        self.kv_write(pages, slots, k, v)?;
+        match q16 {
+            Some(h) => self.convert(q, h, nq),
+            None => Ok(()),
+        }
     }
 
     /// `acc[..len] += x[..len]`.
@@ -360,6 +370,14 @@ pub fn check_convert<B: Buffer>(x: &B, out: &B, len: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// `rope_kv_write`'s 16-bit copy of Q: `convert`'s rules, the error naming `q16`.
+pub fn check_q16<B: Buffer>(q: &B, q16: &B, len: usize) -> Result<()> {
+    check_convert(q, q16, len).map_err(|e| match e {
+        crate::Error::InvalidArgument { arg: "out", msg } => invalid("q16", msg),
+        e => e,
+    })
 }
 
 /// An RMSNorm fused into a product: rows become `x / sqrt(mean(x²) + eps) * weight`, exactly

@@ -469,7 +469,8 @@ mod tests {
             b.norm_swiglu(bad, &w, &w, &x, 1, &mut h, &mut y)
         ));
 
-        // RoPE + KV write: the separate ops' result, and a slot past the pool refused.
+        // RoPE + KV write (+ Q rounded to f16): the separate ops' result; a slot past the pool
+        // or a 16-bit Q of the wrong type or length refused before anything is stored.
         let (hq, hkv, hd) = (2, 1, 4);
         let rope = Rope::new(RopeStyle::Neox, 4, 10_000.0, 1.0);
         let freqs = buf(&rope.inv_freq);
@@ -478,13 +479,21 @@ mod tests {
         let q0: Vec<f32> = (0..hq * hd).map(val).collect();
         let kv0: Vec<f32> = (0..hkv * hd).map(|i| val(i + 40)).collect();
         let mut stores = Vec::new();
-        for (fused, slot) in [(true, 5u32), (false, 5), (true, 8)] {
+        for (fused, slot, q16) in [
+            (true, 5u32, Some((DType::F16, hq * hd))),
+            (false, 5, Some((DType::F16, hq * hd))),
+            (true, 8, None),
+            (true, 5, Some((DType::F32, hq * hd))),
+            (true, 5, Some((DType::BF16, hq * hd - 1))),
+        ] {
             let mut store = PageStore::new(&b, &cfg).unwrap();
             let slots = to_device(&b, &[slot]).unwrap();
             let (mut q, mut kk, v) = (buf(&q0), buf(&kv0), buf(&kv0));
+            let mut qh = q16.map(|(t, n)| b.alloc(t, n).unwrap());
             let r = if fused {
                 b.rope_kv_write(
                     &mut q,
+                    qh.as_mut(),
                     &mut kk,
                     &v,
                     (hq, hkv),
@@ -499,18 +508,30 @@ mod tests {
                 b.rope(&mut q, hq, hd, Slice::all(&pos), &rope, &freqs)
                     .and_then(|_| b.rope(&mut kk, hkv, hd, Slice::all(&pos), &rope, &freqs))
                     .and_then(|_| b.kv_write(store.pages(), Slice::all(&slots), &kk, &v))
+                    .and_then(|_| b.convert(&q, qh.as_mut().unwrap(), hq * hd))
             };
-            stores.push((
-                r.is_ok(),
-                bits(&q),
-                to_host::<_, f32>(&b, &store.k).unwrap(),
-            ));
+            let half = qh.and_then(|h| {
+                let mut raw = vec![0u8; 2 * hq * hd];
+                b.download(&h, 0, &mut raw).ok().map(|_| raw)
+            });
+            stores.push((r, bits(&q), to_host::<_, f32>(&b, &store.k).unwrap(), half));
         }
-        assert!(stores[0].0 && stores[1].0);
+        assert!(stores[0].0.is_ok() && stores[1].0.is_ok());
         assert_eq!(stores[0].1, stores[1].1);
         assert_eq!(stores[0].2, stores[1].2);
-        assert!(!stores[2].0, "slot 8 of a pool of 8");
-        assert!(stores[2].2.iter().all(|&x| x == 0.0), "nothing stored");
+        assert_eq!(stores[0].3, stores[1].3);
+        assert!(stores[0].3.as_ref().is_some_and(|h| h.len() == 2 * hq * hd));
+        for (i, arg) in [(2, "pages"), (3, "q16"), (4, "q16")] {
+            let e = stores[i].0.as_ref().expect_err("refused");
+            assert!(
+                matches!(e, crate::Error::InvalidArgument { arg: a, .. } if *a == arg || arg == "pages"),
+                "case {i}: {e}"
+            );
+            assert!(
+                stores[i].2.iter().all(|&x| x == 0.0),
+                "case {i}: nothing stored"
+            );
+        }
         assert_eq!(b.largest(&x, k, 3).unwrap(), None);
     }
 }
