@@ -728,7 +728,7 @@ mod tests {
             ] {
                 let c = wave_chunk(&lens, &row_tiles, 8, 396, costs);
                 assert!(
-                    c >= costs.0 && c % CHUNK_STEP == 0,
+                    c >= costs.0 && c.is_multiple_of(CHUNK_STEP),
                     "{l} keys, {costs:?}: {c}"
                 );
             }
