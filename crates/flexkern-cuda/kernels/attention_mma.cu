@@ -113,8 +113,10 @@ __device__ __forceinline__ FkMRows fk_mma_q(const FkArgs& a, const FkSeq& sq, u3
       for (int hh = 0; hh < 2; ++hh) {
         u32 w = 0;
         if (q.ok[h]) {
+          // A pair of adjacent elements: one 4-byte load where the row starts on an even element.
           const i64 d = qo + fk_mqdim(kk, hh, c4, 0);
-          w = (u32)__ldg((const unsigned short*)a.q + d) | ((u32)__ldg((const unsigned short*)a.q + d + 1) << 16);
+          if ((qo & 1) == 0) w = __ldg((const u32*)a.q + d / 2);
+          else w = (u32)__ldg((const unsigned short*)a.q + d) | ((u32)__ldg((const unsigned short*)a.q + d + 1) << 16);
         }
         qf[kk][h + 2 * hh] = w;
       }
@@ -213,13 +215,51 @@ __device__ __forceinline__ void fk_mrows(const FkArgs& a, const FkSeq& sq, u32 s
   }
 }
 
+// As fk_mrows for K and V at once, where their rows have the same bytes: one address (one
+// page-table lookup when paged) and one loop per key instead of two (at a few hundred keys a
+// decode block is bound by its own instruction stream, and these loops were a fifth of it).
+__device__ __forceinline__ void fk_mrows_kv(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, u8* kdst,
+                                            u8* vdst, i64 t0, i64 end, i64 visible0) {
+  constexpr int CH = FK_DK * FK_MKB / 16;
+  constexpr int WHOLE = CH >= 32 ? 32 : (CH >= 16 ? 16 : (CH >= 8 ? 8 : (CH >= 4 ? 4 : (CH >= 2 ? 2 : 1))));
+  constexpr int TPR = FK_MMA_TPR > 0 && FK_MMA_TPR < WHOLE ? FK_MMA_TPR : WHOLE;
+  constexpr int RPP = FK_NWARPS * 32 / TPR;
+  const int sub = threadIdx.x % TPR;
+  constexpr int UNROLL = 2;
+#pragma unroll UNROLL
+  for (int j = threadIdx.x / TPR; j < FK_MTILE; j += RPP) {
+    const i64 pos = t0 + j;
+    const bool live = pos < end && pos >= visible0;
+#if FK_PAGED
+    // K's and V's rows sit at the same offset of their pools.
+    const i64 slot = live ? fk_kv_slot(a, seq, pos) * a.num_kv_heads + kvh : 0;
+    const u8* ks = a.k + slot * (FK_DK * FK_MKB);
+    const u8* vs = ks + (a.v - a.k);
+#else
+    const u8* ks = live ? a.k + fk_kv_row(a, sq, seq, pos, kvh, false) * FK_MKB : a.k;
+    const u8* vs = live ? a.v + fk_kv_row(a, sq, seq, pos, kvh, true) * FK_MVB : a.v;
+#endif
+    const u32 dk = fk_msmem(kdst + j * FK_KPITCH), dv = fk_msmem(vdst + j * FK_VPITCH);
+#pragma unroll
+    for (int ch = sub; ch < CH; ch += TPR) {
+      fk_cp16(dk + ch * 16, ks + (live ? ch * 16 : 0), live);
+      fk_cp16(dv + ch * 16, vs + (live ? ch * 16 : 0), live);
+    }
+  }
+}
+
 // Queues K and V of keys [t0, t0 + FK_MTILE) into `stage` as one commit group (empty past the
 // item's end, so group counting stays uniform).
 __device__ __forceinline__ void fk_missue(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, u8* stage,
                                           i64 t0, i64 end, i64 visible0) {
   if (t0 < end) {
-    fk_mrows<false>(a, sq, seq, kvh, stage, t0, end, visible0);
-    fk_mrows<true>(a, sq, seq, kvh, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
+    // Heads above 128 keep two loops: both at once spill their registers.
+    if constexpr (FK_DK * FK_MKB == FK_DV * FK_MVB && FK_DK <= 128 && FK_DV <= 128) {
+      fk_mrows_kv(a, sq, seq, kvh, stage, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
+    } else {
+      fk_mrows<false>(a, sq, seq, kvh, stage, t0, end, visible0);
+      fk_mrows<true>(a, sq, seq, kvh, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
+    }
   }
   asm volatile("cp.async.commit_group;");
 }
@@ -231,8 +271,9 @@ __device__ __forceinline__ void fk_join_tile(const FkArgs& a, const uint4 t, i64
   const FkSeq sq = fk_seq(a, t.x);
   const i64 G = a.group, hq = a.num_kv_heads * G;
   const float* sinks = (const float*)(a.step + a.off_sinks);
-  for (int i = threadIdx.x; i < FK_ROWS * FK_DV; i += FK_NWARPS * 32) {
-    const int r = i / FK_DV, d = i % FK_DV;
+  const int lane = threadIdx.x & 31;
+  // A warp per row (its max, weights and total once), its lanes over the columns.
+  for (int r = threadIdx.x >> 5; r < FK_ROWS; r += FK_NWARPS) {
     const i64 R = (i64)t.y * FK_ROWS + r, qi = R / G, head = kvh * G + R % G;
     if (qi >= sq.q_len) continue;
     auto row = [&](u32 p) { return ((u64)(t.z + p) * a.num_kv_heads + kvh) * FK_ROWS + r; };
@@ -244,16 +285,23 @@ __device__ __forceinline__ void fk_join_tile(const FkArgs& a, const uint4 t, i64
       M = fmaxf(M, l);
       nan |= l != l;
     }
-    float total = (M == FK_NEG_INF || sink == FK_NEG_INF) ? 0.f : expf(sink - M), o = 0.f;
+    float total = (M == FK_NEG_INF || sink == FK_NEG_INF) ? 0.f : expf(sink - M);
     for (u32 p = 0; p < t.w; ++p) {
       const float l = __ldcg(a.part_lse + row(p));
-      const float w = (M == FK_NEG_INF || l == FK_NEG_INF) ? 0.f : expf(l - M);
-      total += w;
-      if (w != 0.f) o = fmaf(w, __ldcg(a.part_o + row(p) * FK_DV + d), o);
+      total += (M == FK_NEG_INF || l == FK_NEG_INF) ? 0.f : expf(l - M);
     }
     const i64 token = sq.q_start + qi;
-    a.out[(token * hq + head) * FK_DV + d] = nan ? __int_as_float(0x7fc00000) : (M == FK_NEG_INF ? 0.f : o / total);
-    if (d == 0 && a.has_lse)
+    float* out = a.out + (token * hq + head) * FK_DV;
+    for (int d = lane; d < FK_DV; d += 32) {
+      float o = 0.f;
+      for (u32 p = 0; p < t.w; ++p) {
+        const float l = __ldcg(a.part_lse + row(p));
+        const float w = (M == FK_NEG_INF || l == FK_NEG_INF) ? 0.f : expf(l - M);
+        if (w != 0.f) o = fmaf(w, __ldcg(a.part_o + row(p) * FK_DV + d), o);
+      }
+      out[d] = nan ? __int_as_float(0x7fc00000) : (M == FK_NEG_INF ? 0.f : o / total);
+    }
+    if (lane == 0 && a.has_lse)
       a.lse[token * hq + head] = nan ? __int_as_float(0x7fc00000) : (M == FK_NEG_INF ? FK_NEG_INF : M + logf(total));
   }
 }
@@ -303,7 +351,6 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
   FkParams P;
   fk_params_load(P, a.step + a.off_params);
   const float kscale = ((const float*)(a.step + a.off_kscale))[kvh] * a.scale;
-  const float vscale = ((const float*)(a.step + a.off_vscale))[kvh];
   const i64 visible0 = fk_first_visible(a, seq);
   const i64 k0 = it.z, k1 = it.w;
   const uint2 full = ((const uint2*)(a.step + a.off_item_full))[item];
@@ -461,36 +508,46 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
   __syncthreads();
   const u64 base = ((u64)item * a.num_kv_heads + kvh) * FK_ROWS;
   const bool sole = ((it.y >> 30) & 1u) && !a.has_sinks;
-  for (int i = threadIdx.x; i < FK_ROWS * FK_DV; i += FK_NWARPS * 32) {
-    const int r = i / FK_DV, d = i % FK_DV;
-    const int slot0 = (r / 16) * 16 + r % 16;  // warp (r / 16), row r % 16
+  // Loaded here, not at the start: one register fewer through the loop (wide heads spill).
+  const float vscale = ((const float*)(a.step + a.off_vscale))[kvh];
+  // A warp per row: the row's max, split weights, sum, final scale and destination once, its
+  // lanes over the columns (per element, they cost a decode block a third of its time: four
+  // rows of 128 columns on 128 threads recomputed them, with two 64-bit divisions, 4 times).
+  for (int r = warp; r < FK_ROWS; r += FK_NWARPS) {
     float M = FK_NEG_INF;
 #pragma unroll
-    for (int k = 0; k < FK_MKS; ++k) M = fmaxf(M, red_m[slot0 + k * FK_MMT * 16]);
-    float L = 0.f, O = 0.f;
+    for (int k = 0; k < FK_MKS; ++k) M = fmaxf(M, red_m[r + k * FK_MMT * 16]);
+    float w[FK_MKS], L = 0.f;
 #pragma unroll
     for (int k = 0; k < FK_MKS; ++k) {
-      const int slot = slot0 + k * FK_MMT * 16;
-      const float mw = red_m[slot];
+      const float mw = red_m[r + k * FK_MMT * 16];
       // 0 * NaN stays NaN: a kept NaN score poisons the row whatever its weight.
-      const float w = mw == FK_NEG_INF ? 0.f : fk_ex2((mw - M) * L2E);
-      L = fmaf(red_l[slot], w, L);
-      O = fmaf(red_o[slot * FK_DV + d], w, O);
+      w[k] = mw == FK_NEG_INF ? 0.f : fk_ex2((mw - M) * L2E);
+      L = fmaf(red_l[r + k * FK_MMT * 16], w[k], L);
     }
     const float2 f = fk_mma_final(M, L, vscale);
-    const float o = L > 0.f ? O * f.x : f.x, lse = f.y;
+    float* dst;
+    float* lse_at = nullptr;
     if (sole) {
       // The only partition of its rows and no sinks: the merge would copy it; write it here.
+      // The sequence record is read again: kept through the loop, it spilled wide heads.
+      const FkSeq se = fk_seq(a, seq);
       const i64 R = (i64)(it.y & FK_ROW_TILE_BITS) * FK_ROWS + r, qi = R / G;
-      if (qi < sq.q_len) {
-        const i64 hq = a.num_kv_heads * G, head = kvh * G + R % G, token = sq.q_start + qi;
-        a.out[(token * hq + head) * FK_DV + d] = o;
-        if (d == 0 && a.has_lse) a.lse[token * hq + head] = lse;
-      }
+      if (qi >= se.q_len) continue;
+      const i64 hq = a.num_kv_heads * G, head = kvh * G + R % G, token = se.q_start + qi;
+      dst = a.out + (token * hq + head) * FK_DV;
+      if (a.has_lse) lse_at = a.lse + token * hq + head;
     } else {
-      a.part_o[(base + r) * FK_DV + d] = o;
-      if (d == 0) a.part_lse[base + r] = lse;
+      dst = a.part_o + (base + r) * FK_DV;
+      lse_at = a.part_lse + base + r;
     }
+    for (int d = lane; d < FK_DV; d += 32) {
+      float O = 0.f;
+#pragma unroll
+      for (int k = 0; k < FK_MKS; ++k) O = fmaf(red_o[(r + k * FK_MMT * 16) * FK_DV + d], w[k], O);
+      dst[d] = L > 0.f ? O * f.x : f.x;
+    }
+    if (lane == 0 && lse_at != nullptr) *lse_at = f.y;
   }
   if (sole || a.off_counters == 0) return;
   fk_mma_join_last(a, item, kvh);
