@@ -215,30 +215,26 @@ __device__ __forceinline__ void fk_mrows(const FkArgs& a, const FkSeq& sq, u32 s
   }
 }
 
-// As fk_mrows for K and V at once, where their rows have the same bytes: one address (one
-// page-table lookup when paged) and one loop per key instead of two (at a few hundred keys a
-// decode block is bound by its own instruction stream, and these loops were a fifth of it).
-__device__ __forceinline__ void fk_mrows_kv(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, u8* kdst,
-                                            u8* vdst, i64 t0, i64 end, i64 visible0) {
+#if FK_PAGED
+// As fk_mrows for K and V at once, for paged rows of the same bytes: one page-table lookup and
+// one loop per key instead of two (at a few hundred keys a decode block is bound by its own
+// instruction stream, and these loops were a fifth of it).
+__device__ __forceinline__ void fk_mrows_kv(const FkArgs& a, u32 seq, i64 kvh, u8* kdst, u8* vdst, i64 t0,
+                                            i64 end, i64 visible0) {
   constexpr int CH = FK_DK * FK_MKB / 16;
   constexpr int WHOLE = CH >= 32 ? 32 : (CH >= 16 ? 16 : (CH >= 8 ? 8 : (CH >= 4 ? 4 : (CH >= 2 ? 2 : 1))));
   constexpr int TPR = FK_MMA_TPR > 0 && FK_MMA_TPR < WHOLE ? FK_MMA_TPR : WHOLE;
   constexpr int RPP = FK_NWARPS * 32 / TPR;
   const int sub = threadIdx.x % TPR;
-  constexpr int UNROLL = 2;
-#pragma unroll UNROLL
+  // Two rows at once: four spilled the 1-byte-KV decode kernel (128-key tiles).
+#pragma unroll 2
   for (int j = threadIdx.x / TPR; j < FK_MTILE; j += RPP) {
     const i64 pos = t0 + j;
     const bool live = pos < end && pos >= visible0;
-#if FK_PAGED
     // K's and V's rows sit at the same offset of their pools.
     const i64 slot = live ? fk_kv_slot(a, seq, pos) * a.num_kv_heads + kvh : 0;
     const u8* ks = a.k + slot * (FK_DK * FK_MKB);
     const u8* vs = ks + (a.v - a.k);
-#else
-    const u8* ks = live ? a.k + fk_kv_row(a, sq, seq, pos, kvh, false) * FK_MKB : a.k;
-    const u8* vs = live ? a.v + fk_kv_row(a, sq, seq, pos, kvh, true) * FK_MVB : a.v;
-#endif
     const u32 dk = fk_msmem(kdst + j * FK_KPITCH), dv = fk_msmem(vdst + j * FK_VPITCH);
 #pragma unroll
     for (int ch = sub; ch < CH; ch += TPR) {
@@ -247,16 +243,20 @@ __device__ __forceinline__ void fk_mrows_kv(const FkArgs& a, const FkSeq& sq, u3
     }
   }
 }
+#endif
 
 // Queues K and V of keys [t0, t0 + FK_MTILE) into `stage` as one commit group (empty past the
 // item's end, so group counting stays uniform).
 __device__ __forceinline__ void fk_missue(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, u8* stage,
                                           i64 t0, i64 end, i64 visible0) {
   if (t0 < end) {
+#if FK_PAGED
     // Heads above 128 keep two loops: both at once spill their registers.
     if constexpr (FK_DK * FK_MKB == FK_DV * FK_MVB && FK_DK <= 128 && FK_DV <= 128) {
-      fk_mrows_kv(a, sq, seq, kvh, stage, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
-    } else {
+      fk_mrows_kv(a, seq, kvh, stage, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
+    } else
+#endif
+    {
       fk_mrows<false>(a, sq, seq, kvh, stage, t0, end, visible0);
       fk_mrows<true>(a, sq, seq, kvh, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
     }
@@ -265,8 +265,8 @@ __device__ __forceinline__ void fk_missue(const FkArgs& a, const FkSeq& sq, u32 
 }
 
 // Joins the partitions of row tile `t` for KV head kvh, as fk_merge does (the same weights,
-// sinks, NaN and fully-masked rules), one output element per thread at a time. Partials are read
-// through L2 (`ld.global.cg`): other blocks wrote them.
+// sinks, NaN and fully-masked rules). Partials are read through L2 (`ld.global.cg`): other
+// blocks wrote them.
 __device__ __forceinline__ void fk_join_tile(const FkArgs& a, const uint4 t, i64 kvh) {
   const FkSeq sq = fk_seq(a, t.x);
   const i64 G = a.group, hq = a.num_kv_heads * G;
