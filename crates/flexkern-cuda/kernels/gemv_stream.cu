@@ -122,9 +122,9 @@ __device__ __forceinline__ float fk_snorm_scale(const float* __restrict__ X, con
 }
 
 // The norm weights' cache lines into L1, issued before the wait for the previous kernel (they
-// never change): the normalizing prologue then reads X from L2 once, for the sum of squares,
-// and finds both X and NW in L1 when it quantizes (ncu, H100: that pass waited on its loads for
-// about 8 % of an 8B QKV launch's warp samples).
+// never change), so that the quantizing pass after the sum of squares finds both X and NW in L1
+// (ncu, H100: that pass waited on its loads for about 8 % of an 8B QKV launch's warp samples;
+// the prefetch's own effect is within the end-to-end noise and was not profiled).
 __device__ __forceinline__ void fk_sprefetch_nw(const float* NW, i64 k) {
   if (NW == nullptr) return;
   for (i64 l = threadIdx.x; 32 * l < k; l += FK_SNW * 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(NW + 32 * l));
