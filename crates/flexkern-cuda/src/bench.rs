@@ -149,9 +149,14 @@ pub fn copy_bandwidth(dev: &Arc<Device>, reps: usize) -> Result<f64> {
 
 /// What one decode shape ran: time, kernel, partitions, registers.
 pub struct DecodeRun {
-    /// The whole call: validation, planning, step upload, attention and merge kernels.
+    /// A layer's whole call, its plan reused (`attention_memo`, as the model's layers share
+    /// one plan a step): validation, plan lookup, attention and merge kernels.
     pub ms: f64,
-    /// The kernels of a prepared call alone (plan once per step, run per layer).
+    /// A call planned afresh (`attention`): planning and the step upload too.
+    pub fresh_ms: f64,
+    /// Host microseconds of planning alone (`prepare`: validation, plan, step upload queued).
+    pub plan_us: f64,
+    /// The kernels of a prepared call alone.
     pub launch_ms: f64,
     pub kernel: String,
     pub blocks: usize,
@@ -247,9 +252,23 @@ pub fn decode(
     let (kernel, blocks, chunk) = (p.config.name(), p.plan.items.len() * hkv, p.plan.chunk);
     let launch_ms = time_ms(dev, 3, reps, || p.launch())?;
     drop(p);
-    let ms = time_ms(dev, 3, reps, || attention::attention(dev, &call))?;
+    let mut plan_us = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = std::time::Instant::now();
+        let p = attention::prepare(dev, &call)?;
+        plan_us.push(t.elapsed().as_secs_f64() * 1e6);
+        dev.synchronize()?; // the step upload has landed before `p`'s buffers go back
+        drop(p);
+    }
+    let fresh_ms = time_ms(dev, 3, reps, || attention::attention(dev, &call))?;
+    let memo = attention::PlanMemo::default();
+    let ms = time_ms(dev, 3, reps, || {
+        attention::attention_memo(dev, &call, &memo)
+    })?;
     Ok(DecodeRun {
         ms,
+        fresh_ms,
+        plan_us: median(plan_us),
         launch_ms,
         kernel,
         blocks,

@@ -591,30 +591,54 @@ const BLOCK_COST_KEYS: usize = 64;
 /// block takes for ~200 keys at decode); a sole partition is written by the attention kernel.
 const MERGE_COST_KEYS: usize = 192;
 
-/// `MIN_CHUNK` and `MERGE_COST_KEYS`, or `FLEXKERN_CUDA_SPLIT=min_chunk,merge_cost` (A/B runs;
-/// the chunk a positive multiple of `CHUNK_STEP`).
-fn split_costs() -> (usize, usize) {
+/// The partition search's bounds and costs: (smallest chunk, merge cost, largest chunk).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct SplitCosts {
+    min_chunk: usize,
+    merge_cost: usize,
+    max_chunk: usize,
+}
+
+/// `MIN_CHUNK`, `MERGE_COST_KEYS` and no largest chunk, or
+/// `FLEXKERN_CUDA_SPLIT=min_chunk,merge_cost[,max_chunk]` (A/B runs; chunks positive multiples of
+/// `CHUNK_STEP`).
+fn split_costs() -> SplitCosts {
     let env = std::env::var("FLEXKERN_CUDA_SPLIT").unwrap_or_default();
     let v: Vec<usize> = env
         .split(',')
         .filter_map(|x| x.trim().parse().ok())
         .collect();
+    let chunk = |c: usize| c > 0 && c.is_multiple_of(CHUNK_STEP);
     match v[..] {
-        [c, m] if c > 0 && c.is_multiple_of(CHUNK_STEP) => (c, m),
-        _ => (MIN_CHUNK, MERGE_COST_KEYS),
+        [c, m] if chunk(c) => SplitCosts {
+            min_chunk: c,
+            merge_cost: m,
+            max_chunk: usize::MAX,
+        },
+        [c, m, x] if chunk(c) && chunk(x) && x >= c => SplitCosts {
+            min_chunk: c,
+            merge_cost: m,
+            max_chunk: x,
+        },
+        _ => SplitCosts {
+            min_chunk: MIN_CHUNK,
+            merge_cost: MERGE_COST_KEYS,
+            max_chunk: usize::MAX,
+        },
     }
 }
 
 /// The partition length that minimizes waves x (partition + block cost): candidates are the
 /// lengths that split the longest sequence into p equal parts, from one part up to 16 waves of
-/// blocks, never below `MIN_CHUNK`; more than one part adds the merge.
+/// blocks, within `costs`' bounds; more than one part adds the merge.
 fn wave_chunk(
     lens: &SeqLens,
     row_tiles: &dyn Fn(usize) -> usize,
     hkv: usize,
     wave: usize,
-    (min_chunk, merge_cost): (usize, usize),
+    costs: SplitCosts,
 ) -> usize {
+    let (min_chunk, merge_cost) = (costs.min_chunk, costs.merge_cost);
     let n = lens.num_seqs();
     let longest = (0..n).map(|s| lens.kv_len(s)).max().unwrap_or(0);
     let blocks = |chunk: usize| -> usize {
@@ -633,7 +657,7 @@ fn wave_chunk(
         if chunk < min_chunk {
             break;
         }
-        if chunk == last {
+        if chunk == last || chunk > costs.max_chunk {
             continue;
         }
         last = chunk;
@@ -719,23 +743,41 @@ mod tests {
         // A minimum of one step: every p past the length gives the same chunk, so the search
         // must end there (an earlier loop spun forever on a 30-key sequence).
         let row_tiles = |_: usize| 1;
+        let costs = |min_chunk, merge_cost, max_chunk| SplitCosts {
+            min_chunk,
+            merge_cost,
+            max_chunk,
+        };
         for l in [0, 1, 30, 64, 160, 600, 5000] {
             let lens = SeqLens::uniform(1, 1, l);
-            for costs in [
-                (CHUNK_STEP, 0),
-                (CHUNK_STEP, 96),
-                (MIN_CHUNK, MERGE_COST_KEYS),
+            for c in [
+                costs(CHUNK_STEP, 0, usize::MAX),
+                costs(CHUNK_STEP, 96, usize::MAX),
+                costs(MIN_CHUNK, MERGE_COST_KEYS, usize::MAX),
+                costs(MIN_CHUNK, MERGE_COST_KEYS, 256),
             ] {
-                let c = wave_chunk(&lens, &row_tiles, 8, 396, costs);
+                let chunk = wave_chunk(&lens, &row_tiles, 8, 396, c);
                 assert!(
-                    c >= costs.0 && c.is_multiple_of(CHUNK_STEP),
-                    "{l} keys, {costs:?}: {c}"
+                    chunk >= c.min_chunk && chunk.is_multiple_of(CHUNK_STEP),
+                    "{l} keys, {c:?}: {chunk}"
+                );
+                assert!(
+                    chunk <= c.max_chunk.max(c.min_chunk),
+                    "{l} keys, {c:?}: {chunk}"
                 );
             }
         }
         // Free splits of a lone 160-key sequence over 8 heads: three 64-key parts.
         let lens = SeqLens::uniform(1, 1, 160);
-        assert_eq!(wave_chunk(&lens, &row_tiles, 8, 396, (CHUNK_STEP, 0)), 64);
+        assert_eq!(
+            wave_chunk(&lens, &row_tiles, 8, 396, costs(CHUNK_STEP, 0, usize::MAX)),
+            64
+        );
+        // A largest chunk splits a 128k sequence into more waves than the cost model would.
+        let lens = SeqLens::uniform(1, 1, 131072);
+        let free = wave_chunk(&lens, &row_tiles, 8, 396, costs(MIN_CHUNK, 192, usize::MAX));
+        let capped = wave_chunk(&lens, &row_tiles, 8, 396, costs(MIN_CHUNK, 192, 1024));
+        assert!(free > 1024 && capped <= 1024, "{free} {capped}");
     }
 
     #[test]

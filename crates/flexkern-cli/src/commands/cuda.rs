@@ -124,7 +124,7 @@ pub fn bench_attn(a: &super::bench_common::AttnBenchArgs) -> Result<()> {
     let dev = open("bench attn")?;
     let reps = if a.quick { 5 } else { 30 };
     println!(
-        "flexkern bench attn --device cuda: {} ({} SMs), CUDA events around the whole call (step upload, attention, merge), median of {reps}",
+        "flexkern bench attn --device cuda: {} ({} SMs), CUDA events around the whole call, median of {reps}; decode: a layer's call, its plan reused (validation, plan lookup, attention, merge), as the layers of a model's step share one plan",
         dev.props.name, dev.props.sms
     );
     let copy = copy_bandwidth(&dev, reps)?;
@@ -140,17 +140,20 @@ pub fn bench_attn(a: &super::bench_common::AttnBenchArgs) -> Result<()> {
         let r = decode(&dev, &s, reps, a.deterministic)?;
         let ms = r.ms;
         let gbs = s.kv_bytes() as f64 / (ms * 1e-3) / 1e9;
-        let launch_gbs = s.kv_bytes() as f64 / (r.launch_ms * 1e-3) / 1e9;
+        let pct = |ms: f64| 100.0 * s.kv_bytes() as f64 / (ms * 1e-3) / 1e9 / copy;
         println!(
-            "  {}: {} ({} blocks, partitions of {} keys, {} registers, {} B local); kernels of the prepared call alone {:.3} ms, {:.1} % of copy",
+            "  {}: {} ({} blocks, partitions of {} keys, {} registers, {} B local); planned afresh in the call {:.3} ms, {:.1} % of copy (host planning {:.1} us); kernels of the prepared call alone {:.3} ms, {:.1} %",
             s.name(),
             r.kernel,
             r.blocks,
             r.chunk,
             r.regs,
             r.local_bytes,
+            r.fresh_ms,
+            pct(r.fresh_ms),
+            r.plan_us,
             r.launch_ms,
-            100.0 * launch_gbs / copy
+            pct(r.launch_ms)
         );
         rows.push(super::bench_common::Row {
             case: s.name(),

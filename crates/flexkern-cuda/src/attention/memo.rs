@@ -9,7 +9,7 @@ use super::*;
 /// arrival counters, which the kernel resets.
 #[derive(Default)]
 pub struct PlanMemo {
-    pub(super) last: std::sync::Mutex<Option<(u64, Prepared)>>,
+    pub(super) last: std::sync::Mutex<Option<(Vec<u8>, Prepared)>>,
     /// Calls that reused the last plan.
     pub hits: std::sync::atomic::AtomicUsize,
 }
@@ -65,10 +65,25 @@ impl PlanMemo {
     }
 }
 
-/// Everything a plan and its step buffer depend on: all of the call but its buffers' addresses.
-fn plan_key(c: &AttnCall, hooks: &codegen::VariantCode) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+/// Records what is hashed into it, so that keys compare exactly: a 64-bit digest could let two
+/// different calls share a plan.
+#[derive(Default)]
+struct KeyBytes(Vec<u8>);
+
+impl std::hash::Hasher for KeyBytes {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+    fn finish(&self) -> u64 {
+        0 // never read: keys are compared as bytes
+    }
+}
+
+/// Everything a plan and its step buffer depend on: all of the call but its buffers' addresses
+/// (unambiguous: slices and strings carry their lengths).
+fn plan_key(c: &AttnCall, hooks: &codegen::VariantCode) -> Vec<u8> {
+    use std::hash::Hash;
+    let mut h = KeyBytes(Vec::with_capacity(64 + 24 * c.lens.num_seqs()));
     let lens = c.lens;
     for s in 0..lens.num_seqs() {
         (lens.q_start(s), lens.q_len(s), lens.kv_len(s)).hash(&mut h);
@@ -109,5 +124,5 @@ fn plan_key(c: &AttnCall, hooks: &codegen::VariantCode) -> u64 {
         .chain(c.v_scales)
         .for_each(|f| f.to_bits().hash(&mut h));
     (c.lse.is_some(), c.deterministic).hash(&mut h);
-    h.finish()
+    h.0
 }
