@@ -43,6 +43,19 @@ static_assert(FK_MMA_STAGES >= 2, "at least double buffering");
 static_assert(FK_MKB == FkSize<FK_QT>::value || FK_K8, "K is the compute type or 1-byte codes");
 static_assert(FK_MVB == FkSize<FK_QT>::value || FK_V8, "V is the compute type or 1-byte codes");
 
+// The mma operand type: Q's, but f16 where Q is bf16 and K and V are both 1-byte codes (sm_89
+// and later). A pair of fp8 codes then becomes operands in one instruction (cvt.rn.f16x2.e4m3x2)
+// where bf16 took four, through f16 and f32 (over a quarter of the fp8 decode kernel's
+// instructions, ncu, H100), and P enters P V with f16's 11 significant bits, not bf16's 8. The
+// B1 x 128k fp8 decode kernel measured the same time either way (0.123 ms, H100): it waits on
+// its loads, not on these. Q enters f16 scaled per row by a power of two, undone in the score's
+// scale (fk_mma_q).
+#if __CUDA_ARCH__ >= 890
+constexpr int FK_CT = FK_QT == 2 && FK_K8 && FK_V8 ? 1 : FK_QT;
+#else
+constexpr int FK_CT = FK_QT;
+#endif
+
 __device__ __forceinline__ float fk_ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -52,7 +65,7 @@ __device__ __forceinline__ float fk_ex2(float x) {
 // Two floats to a compute-type pair, lo in the low half.
 __device__ __forceinline__ u32 fk_mpack(float lo, float hi) {
   u32 r;
-  if constexpr (FK_QT == 2) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  if constexpr (FK_CT == 2) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
@@ -66,14 +79,14 @@ template <int T> __device__ __forceinline__ u32 fk_mcodes(u32 two) {
     const unsigned short b = (unsigned short)(two & 0xffffu);
     if constexpr (T == 3) asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(b));
     else asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h2) : "h"(b));
-    if constexpr (FK_QT == 1) return h2;
+    if constexpr (FK_CT == 1) return h2;
     else return fk_mpack(fk_f16(h2 & 0xffffu), fk_f16(h2 >> 16));
   }
 #endif
   return fk_mpack(fk_cvt<T>(two & 0xffu), fk_cvt<T>((two >> 8) & 0xffu));
 }
 
-__device__ __forceinline__ void fk_mma(float* d, const u32* a, u32 b0, u32 b1) { fk_mma_t<FK_QT>(d, a, b0, b1); }
+__device__ __forceinline__ void fk_mma(float* d, const u32* a, u32 b0, u32 b1) { fk_mma_t<FK_CT>(d, a, b0, b1); }
 
 // Physical dimension of Q·K's logical k index (kk step, half h, lane quad c, element e). 1-byte
 // K: each thread's four codes of a step are one word.
@@ -94,6 +107,7 @@ __device__ __forceinline__ void fk_cp16(u32 dst, const u8* from, bool live) {
 struct FkMRows {
   bool ok[2];
   i64 qi[2], head[2];
+  float qs[2];  // the factor that undoes the row's scaling of Q into the operand type (1: none)
 };
 template <int KSTEPS>
 __device__ __forceinline__ FkMRows fk_mma_q(const FkArgs& a, const FkSeq& sq, u32 row_tile, i64 kvh, int r0,
@@ -120,6 +134,37 @@ __device__ __forceinline__ FkMRows fk_mma_q(const FkArgs& a, const FkSeq& sq, u3
         }
         qf[kk][h + 2 * hh] = w;
       }
+    q.qs[h] = 1.f;
+    if constexpr (FK_CT != FK_QT) {
+      // bf16 Q into f16 operands: the row's largest magnitude (bf16 magnitudes order as
+      // integers; the quad of lanes sharing g holds the row) is scaled into [2^14, 2^15), so
+      // every bf16 value of 8 significant bits down to 2^-24 of it stays exact; inf and NaN
+      // stay what they were.
+      u32 mx = 0;
+#pragma unroll
+      for (int kk = 0; kk < KSTEPS; ++kk)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const u32 w = qf[kk][h + 2 * hh];
+          mx = max(mx, max(w & 0x7fffu, (w >> 16) & 0x7fffu));
+        }
+      mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const int f = mx == 0 ? 0 : max(-126, min(126, 14 - ((int)(mx >> 7) - 127)));
+      const float up = __uint_as_float((u32)(127 + f) << 23);
+      q.qs[h] = __uint_as_float((u32)(127 - f) << 23);
+#pragma unroll
+      for (int kk = 0; kk < KSTEPS; ++kk)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const u32 w = qf[kk][h + 2 * hh];
+          u32 r;
+          asm("cvt.rn.f16x2.f32 %0, %1, %2;"
+              : "=r"(r)
+              : "f"(__uint_as_float(w & 0xffff0000u) * up), "f"(__uint_as_float(w << 16) * up));
+          qf[kk][h + 2 * hh] = r;
+        }
+    }
   }
   return q;
 }
@@ -184,6 +229,56 @@ __device__ __forceinline__ float2 fk_mma_final(float M, float L, float vscale) {
   return L != L ? make_float2(L, L) : make_float2(0.f, FK_NEG_INF);
 }
 
+// How the block's threads share a stage's rows of CH 16-byte chunks: TPR threads a row (a whole
+// row per group of lanes by default, coalesced; FK_MMA_TPR picks fewer for A/B runs), RPP rows
+// per pass of the block.
+template <int CH>
+struct FkRowSplit {
+  static constexpr int WHOLE = CH >= 32 ? 32 : (CH >= 16 ? 16 : (CH >= 8 ? 8 : (CH >= 4 ? 4 : (CH >= 2 ? 2 : 1))));
+  static constexpr int TPR = FK_MMA_TPR > 0 && FK_MMA_TPR < WHOLE ? FK_MMA_TPR : WHOLE;
+  static constexpr int RPP = FK_NWARPS * 32 / TPR;
+};
+
+#if FK_PAGED
+// The pool slots of a stage's keys [t0, t0 + FK_MTILE). Where the stage spans at most 32 pages
+// (power-of-two pages, every thread looping over whole passes), each lane of a warp looks up one
+// of them and rows take theirs by a shuffle: one page-table round trip a stage, not one per row
+// pass (ncu, H100, fp8 B1 x 128k paged: a tenth of the decode kernel's warp samples waited on
+// those per-row lookups). Otherwise each row looks its page up itself.
+template <int RPP>
+struct FkStagePages {
+#if FK_PAGE_SHIFT >= 0
+  static constexpr int SPAN = (FK_MTILE >> FK_PAGE_SHIFT) + 1;  // a stage may start mid-page
+  static constexpr bool SHARED = SPAN <= 32 && FK_MTILE % RPP == 0;
+#else
+  static constexpr bool SHARED = false;
+#endif
+  u32 mine;  // the physical page of logical page (t0 >> FK_PAGE_SHIFT) + lane
+  __device__ __forceinline__ FkStagePages(const FkArgs& a, u32 seq, i64 t0) {
+#if FK_PAGE_SHIFT >= 0
+    if constexpr (SHARED) {
+      const int lane = threadIdx.x & 31;
+      const u32 lp = ((u32)t0 >> FK_PAGE_SHIFT) + (u32)(lane < SPAN ? lane : SPAN - 1);
+      mine = fk_page(a, a.cu_pages, a.first_page, a.pages, seq, lp);
+    }
+#endif
+  }
+  // The slot of key `pos` of the stage at t0 (0 where not `live`). Every thread of the warp
+  // calls this for the same pass, live or not: the shuffle needs them all (a call skipped for
+  // dead keys hung the model's decode, whose last tile is part dead).
+  __device__ __forceinline__ i64 slot(const FkArgs& a, u32 seq, i64 t0, i64 pos, bool live) const {
+#if FK_PAGE_SHIFT >= 0
+    if constexpr (SHARED) {
+      const int from = (int)(((u32)pos >> FK_PAGE_SHIFT) - ((u32)t0 >> FK_PAGE_SHIFT));
+      const u32 phys = __shfl_sync(0xffffffffu, mine, from);
+      return live ? ((i64)phys << FK_PAGE_SHIFT) + ((u32)pos & ((1u << FK_PAGE_SHIFT) - 1u)) : 0;
+    }
+#endif
+    return live ? fk_kv_slot(a, seq, pos) : 0;
+  }
+};
+#endif
+
 // Queues the rows of keys [t0, t0 + FK_MTILE) of K (IS_V false) or V at `dst` (rows `pitch`
 // bytes apart). A few threads share a row, so its address (a page-table lookup when paged) is
 // found once per row, not once per 16-byte chunk. Keys past `end` or before the first visible
@@ -194,24 +289,28 @@ __device__ __forceinline__ void fk_mrows(const FkArgs& a, const FkSeq& sq, u32 s
   constexpr int ESZ = IS_V ? FK_MVB : FK_MKB;
   constexpr int CH = (IS_V ? FK_DV : FK_DK) * ESZ / 16;
   constexpr int PITCH = IS_V ? FK_VPITCH : FK_KPITCH;
-  // Threads per row: a whole row per group of lanes by default (coalesced rows); FK_MMA_TPR
-  // picks fewer for A/B runs.
-  constexpr int WHOLE = CH >= 32 ? 32 : (CH >= 16 ? 16 : (CH >= 8 ? 8 : (CH >= 4 ? 4 : (CH >= 2 ? 2 : 1))));
-  constexpr int TPR = FK_MMA_TPR > 0 && FK_MMA_TPR < WHOLE ? FK_MMA_TPR : WHOLE;
-  constexpr int RPP = FK_NWARPS * 32 / TPR;
-  const int sub = threadIdx.x % TPR;
+  using L = FkRowSplit<CH>;
+  const int sub = threadIdx.x % L::TPR;
   const u8* base = IS_V ? a.v : a.k;
+#if FK_PAGED
+  const FkStagePages<L::RPP> pages(a, seq, t0);
+#endif
   // Unrolled: several rows' address lookups (page-table loads) are in flight together; two
   // for wide rows, whose kernels are short of registers.
   constexpr int UNROLL = CH >= 32 ? 2 : 4;
 #pragma unroll UNROLL
-  for (int j = threadIdx.x / TPR; j < FK_MTILE; j += RPP) {
+  for (int j = threadIdx.x / L::TPR; j < FK_MTILE; j += L::RPP) {
     const i64 pos = t0 + j;
     const bool live = pos < end && pos >= visible0;
+#if FK_PAGED
+    const i64 slot = pages.slot(a, seq, t0, pos, live);
+    const u8* src = live ? base + (slot * a.num_kv_heads + kvh) * (IS_V ? FK_DV : FK_DK) * ESZ : base;
+#else
     const u8* src = live ? base + fk_kv_row(a, sq, seq, pos, kvh, IS_V) * ESZ : base;
+#endif
     const u32 d = fk_msmem(dst + j * PITCH);
 #pragma unroll
-    for (int ch = sub; ch < CH; ch += TPR) fk_cp16(d + ch * 16, src + (live ? ch * 16 : 0), live);
+    for (int ch = sub; ch < CH; ch += L::TPR) fk_cp16(d + ch * 16, src + (live ? ch * 16 : 0), live);
   }
 }
 
@@ -222,22 +321,22 @@ __device__ __forceinline__ void fk_mrows(const FkArgs& a, const FkSeq& sq, u32 s
 __device__ __forceinline__ void fk_mrows_kv(const FkArgs& a, u32 seq, i64 kvh, u8* kdst, u8* vdst, i64 t0,
                                             i64 end, i64 visible0) {
   constexpr int CH = FK_DK * FK_MKB / 16;
-  constexpr int WHOLE = CH >= 32 ? 32 : (CH >= 16 ? 16 : (CH >= 8 ? 8 : (CH >= 4 ? 4 : (CH >= 2 ? 2 : 1))));
-  constexpr int TPR = FK_MMA_TPR > 0 && FK_MMA_TPR < WHOLE ? FK_MMA_TPR : WHOLE;
-  constexpr int RPP = FK_NWARPS * 32 / TPR;
-  const int sub = threadIdx.x % TPR;
+  using L = FkRowSplit<CH>;
+  const int sub = threadIdx.x % L::TPR;
+  const FkStagePages<L::RPP> pages(a, seq, t0);
   // Two rows at once: four spilled the 1-byte-KV decode kernel (128-key tiles).
 #pragma unroll 2
-  for (int j = threadIdx.x / TPR; j < FK_MTILE; j += RPP) {
+  for (int j = threadIdx.x / L::TPR; j < FK_MTILE; j += L::RPP) {
     const i64 pos = t0 + j;
     const bool live = pos < end && pos >= visible0;
     // K's and V's rows sit at the same offset of their pools.
-    const i64 slot = live ? fk_kv_slot(a, seq, pos) * a.num_kv_heads + kvh : 0;
+    const i64 at = pages.slot(a, seq, t0, pos, live);  // outside the select: it shuffles
+    const i64 slot = live ? at * a.num_kv_heads + kvh : 0;
     const u8* ks = a.k + slot * (FK_DK * FK_MKB);
     const u8* vs = ks + (a.v - a.k);
     const u32 dk = fk_msmem(kdst + j * FK_KPITCH), dv = fk_msmem(vdst + j * FK_VPITCH);
 #pragma unroll
-    for (int ch = sub; ch < CH; ch += TPR) {
+    for (int ch = sub; ch < CH; ch += L::TPR) {
       fk_cp16(dk + ch * 16, ks + (live ? ch * 16 : 0), live);
       fk_cp16(dv + ch * 16, vs + (live ? ch * 16 : 0), live);
     }
@@ -364,6 +463,7 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
   // This thread's rows: g and g + 8 of the warp's m-tile.
   u32 qf[FK_KSTEPS][4];
   const FkMRows q = fk_mma_q<FK_KSTEPS>(a, sq, it.y & FK_ROW_TILE_BITS, kvh, mt * 16, g, c4, qf);
+  const float kq[2] = {kscale * q.qs[0], kscale * q.qs[1]};
 
   float o[FK_NO][4];
 #pragma unroll
@@ -426,7 +526,7 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
       for (int e = 0; e < 4; ++e) {
         const int j = jw + nt * 8 + 2 * c4 + (e & 1);
         const i64 pos = t0 + j;
-        s[nt][e] = fk_mma_score(P, sq, seq, q, e >> 1, s[nt][e], kscale, j < n && pos >= visible0, pos, tile_true);
+        s[nt][e] = fk_mma_score(P, sq, seq, q, e >> 1, s[nt][e], kq[e >> 1], j < n && pos >= visible0, pos, tile_true);
       }
 
     // Online softmax per row. Once a row's max settles, alpha is 1: prefill skips the rescale of

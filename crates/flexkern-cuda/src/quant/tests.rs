@@ -437,9 +437,17 @@ fn stream_plan_fits_its_blocks_per_sm() {
     // 14336: f32 activations take 56 KB, so smaller chunks.
     assert_eq!(plan(Format::Q5_0, 14336, 1, false), Some((2048, 4, 1424)));
     // Q4_K's 144-byte blocks are whole 16-byte words: loaded into registers too, in pipelined
-    // batches of raw units (48 bytes: the block's head and 32 code bytes), three a batch.
-    let q4k = Stream::plan(Format::Q4K, 4096, 1, true, h100).unwrap();
-    assert!(q4k.direct && (q4k.pipe, q4k.unroll) == (true, 3), "{q4k:?}");
+    // batches of raw units (48 bytes: the block's head and 32 code bytes), up to three a batch:
+    // a row of 4096 is two units a lane (one batch of two), of 14336 seven (3 + 3 + 1).
+    let unroll = |f, k, nm| Stream::plan(f, k, nm, true, h100).map(|s| (s.pipe, s.unroll));
+    assert_eq!(unroll(Format::Q4K, 4096, 1), Some((true, 2)));
+    assert_eq!(unroll(Format::Q4K, 14336, 1), Some((true, 3)));
+    // Q4_0 (20 raw bytes a unit): a row of 4096 in one batch of four, also for gate and up
+    // (160 bytes); 14336 in batches of 4 + 4 + 4 + 2. Q8_0 gate and up (72 bytes): two.
+    assert_eq!(unroll(Format::Q4_0, 4096, 2), Some((true, 4)));
+    assert_eq!(unroll(Format::Q4_0, 14336, 1), Some((true, 4)));
+    assert_eq!(unroll(Format::Q8_0, 4096, 2), Some((true, 2)));
+    assert_eq!(unroll(Format::Q4_0, 1024, 1), Some((true, 1)));
     assert_eq!(plan(Format::IQ4XS, 4096, 1, false), Some((4096, 4, 2192)));
     // Planar Q6_K: registers too, a row's 32-weight units unrolled (four a lane, two for gate
     // and up), not batches across rows.
