@@ -29,6 +29,31 @@ pub fn classify_items(
     mask: Option<&Expr>,
     trim: usize,
 ) {
+    // A sequence whose whole (rows x keys) box the mask keeps makes every item of it true: one
+    // interval evaluation a sequence instead of one an item (decode under causal masks: host
+    // planning of 640 items took 26 us on the H100's host).
+    let seq_true: Vec<bool> = (0..lens.num_seqs())
+        .map(|s| {
+            let (ql, kl) = (lens.q_len(s) as i64, lens.kv_len(s) as i64);
+            let (p0, t0) = (lens.q_pos0(s), lens.q_start(s) as i64);
+            mask.is_some_and(|m| {
+                ql > 0
+                    && kl > 0
+                    && classify(
+                        m,
+                        &Domain {
+                            batch: (s as i64, s as i64),
+                            head: (0, num_q_heads as i64 - 1),
+                            q_pos: (p0, p0 + ql - 1),
+                            kv_pos: (0, kl - 1),
+                            q_len: (ql, ql),
+                            kv_len: (kl, kl),
+                            q_token: (t0, t0 + ql - 1),
+                        },
+                    ) == Tri::True
+            })
+        })
+        .collect();
     for (it, full) in plan.items.iter_mut().zip(plan.full.iter_mut()) {
         let (s, rt, k0, k1) = (
             it[0] as usize,
@@ -43,6 +68,11 @@ pub fn classify_items(
         };
         let ql = lens.q_len(s) as i64;
         if k1 <= k0 || ql == 0 {
+            continue;
+        }
+        if seq_true[s] {
+            it[1] |= MASK_TRUE;
+            *full = [it[2], it[3]];
             continue;
         }
         let qi0 = (rt * plan.rows / group) as i64;
@@ -828,6 +858,58 @@ mod tests {
         let mut q = plan_work(&lens, 4, 8, 4, 132, true);
         classify_items(&mut q, &lens, 4, 32, None, 0);
         assert!(q.items.iter().all(|it| it[1] & MASK_TRUE != 0));
+    }
+
+    #[test]
+    fn items_marked_true_or_emptied_agree_with_the_mask_at_every_point() {
+        use flexkern::builtins::{causal, sliding_window};
+        // Decode rows, a chunked prefill on a prefix and a short prompt in one batch, so some
+        // sequences are wholly visible (one evaluation for all their items) and some are not.
+        let lens = SeqLens::new(&[0, 1, 2, 42, 43, 51], &[300, 40, 200, 700, 8]).unwrap();
+        let (group, hq) = (2usize, 2usize);
+        for m in [causal(), causal().and(sliding_window(100))] {
+            let mut p = plan_work(&lens, group, 1, 4, 8, false);
+            let before = p.items.clone();
+            classify_items(&mut p, &lens, group, hq, Some(&m), 0);
+            let point = |s: usize, qi: i64, k: i64| {
+                let (p0, t0) = (lens.q_pos0(s), lens.q_start(s) as i64);
+                let (ql, kl) = (lens.q_len(s) as i64, lens.kv_len(s) as i64);
+                classify(
+                    &m,
+                    &Domain {
+                        batch: (s as i64, s as i64),
+                        head: (0, hq as i64 - 1),
+                        q_pos: (p0 + qi, p0 + qi),
+                        kv_pos: (k, k),
+                        q_len: (ql, ql),
+                        kv_len: (kl, kl),
+                        q_token: (t0 + qi, t0 + qi),
+                    },
+                )
+            };
+            let mut wholly = 0;
+            for (it, was) in p.items.iter().zip(&before) {
+                let (s, rt) = (it[0] as usize, (it[1] & ROW_TILE_BITS) as usize);
+                let rows = (rt * p.rows..(rt + 1) * p.rows)
+                    .map(|r| (r / group) as i64)
+                    .filter(|&qi| qi < lens.q_len(s) as i64);
+                let want = if it[1] & MASK_TRUE != 0 {
+                    wholly += 1;
+                    assert_eq!([it[2], it[3]], [was[2], was[3]], "{it:?}");
+                    Tri::True
+                } else if it[2] == it[3] && was[2] < was[3] {
+                    Tri::False
+                } else {
+                    continue;
+                };
+                for qi in rows {
+                    for k in was[2]..was[3] {
+                        assert_eq!(point(s, qi, k as i64), want, "{it:?} row {qi} key {k}");
+                    }
+                }
+            }
+            assert!(wholly > 0);
+        }
     }
 
     fn query(qt: u32, kt: u32, dk: usize, q_rows: usize) -> MmaQuery {

@@ -34,8 +34,10 @@ impl PlanMemo {
         f: impl FnOnce(&Prepared) -> Result<R>,
     ) -> Result<Option<R>> {
         validate(c)?;
-        let hooks = codegen::generate(c.variant);
-        let key = plan_key(c, &hooks);
+        // The hooks' source is written only when a plan is made (a reused plan needs the key
+        // and parameters alone).
+        let lowering = codegen::lower(c.variant);
+        let key = plan_key(c, &lowering.key, &lowering.params);
         // The plan is taken out while in use, so the lock is never held across planning
         // (other threads' compiles must not queue behind it); a thread finding it out plans
         // its own.
@@ -54,7 +56,7 @@ impl PlanMemo {
         };
         let p = match last {
             Ok(p) => p,
-            Err(old) => match prepare_with(dev, c, hooks, old.map(|(_, p)| p._bufs))? {
+            Err(old) => match prepare_with(dev, c, lowering.code(), old.map(|(_, p)| p._bufs))? {
                 Some(p) => p,
                 None => return Ok(None),
             },
@@ -81,7 +83,7 @@ impl std::hash::Hasher for KeyBytes {
 
 /// Everything a plan and its step buffer depend on: all of the call but its buffers' addresses
 /// (unambiguous: slices and strings carry their lengths).
-fn plan_key(c: &AttnCall, hooks: &codegen::VariantCode) -> Vec<u8> {
+fn plan_key(c: &AttnCall, hooks_key: &str, params: &codegen::ParamLayout) -> Vec<u8> {
     use std::hash::Hash;
     let mut h = KeyBytes(Vec::with_capacity(64 + 24 * c.lens.num_seqs()));
     let lens = c.lens;
@@ -90,14 +92,10 @@ fn plan_key(c: &AttnCall, hooks: &codegen::VariantCode) -> Vec<u8> {
     }
     (c.num_q_heads, c.num_kv_heads, c.head_dim, c.head_dim_v).hash(&mut h);
     c.scale.to_bits().hash(&mut h);
-    hooks.key.hash(&mut h);
-    hooks.params.ints.hash(&mut h);
-    hooks
-        .params
-        .floats
-        .iter()
-        .for_each(|f| f.to_bits().hash(&mut h));
-    for cd in &hooks.params.captures {
+    hooks_key.hash(&mut h);
+    params.ints.hash(&mut h);
+    params.floats.iter().for_each(|f| f.to_bits().hash(&mut h));
+    for cd in &params.captures {
         match cd {
             codegen::CaptureData::Int(v) => v.hash(&mut h),
             codegen::CaptureData::Float(v) => v.iter().for_each(|f| f.to_bits().hash(&mut h)),
