@@ -35,22 +35,11 @@ pub fn classify_items(
     let seq_true: Vec<bool> = (0..lens.num_seqs())
         .map(|s| {
             let (ql, kl) = (lens.q_len(s) as i64, lens.kv_len(s) as i64);
-            let (p0, t0) = (lens.q_pos0(s), lens.q_start(s) as i64);
             mask.is_some_and(|m| {
                 ql > 0
                     && kl > 0
-                    && classify(
-                        m,
-                        &Domain {
-                            batch: (s as i64, s as i64),
-                            head: (0, num_q_heads as i64 - 1),
-                            q_pos: (p0, p0 + ql - 1),
-                            kv_pos: (0, kl - 1),
-                            q_len: (ql, ql),
-                            kv_len: (kl, kl),
-                            q_token: (t0, t0 + ql - 1),
-                        },
-                    ) == Tri::True
+                    && classify(m, &lens.domain(s, num_q_heads, (0, ql - 1), (0, kl - 1)))
+                        == Tri::True
             })
         })
         .collect();
@@ -77,16 +66,7 @@ pub fn classify_items(
         }
         let qi0 = (rt * plan.rows / group) as i64;
         let qi1 = (((rt + 1) * plan.rows - 1) / group).min(ql as usize - 1) as i64;
-        let (p0, t0) = (lens.q_pos0(s), lens.q_start(s) as i64);
-        let d = Domain {
-            batch: (s as i64, s as i64),
-            head: (0, num_q_heads as i64 - 1),
-            q_pos: (p0 + qi0, p0 + qi1),
-            kv_pos: (k0, k1 - 1),
-            q_len: (ql, ql),
-            kv_len: (lens.kv_len(s) as i64, lens.kv_len(s) as i64),
-            q_token: (t0 + qi0, t0 + qi1),
-        };
+        let d = lens.domain(s, num_q_heads, (qi0, qi1), (k0, k1 - 1));
         let at = |k0: i64, k1: i64| {
             classify(
                 m,
@@ -871,22 +851,8 @@ mod tests {
             let mut p = plan_work(&lens, group, 1, 4, 8, false);
             let before = p.items.clone();
             classify_items(&mut p, &lens, group, hq, Some(&m), 0);
-            let point = |s: usize, qi: i64, k: i64| {
-                let (p0, t0) = (lens.q_pos0(s), lens.q_start(s) as i64);
-                let (ql, kl) = (lens.q_len(s) as i64, lens.kv_len(s) as i64);
-                classify(
-                    &m,
-                    &Domain {
-                        batch: (s as i64, s as i64),
-                        head: (0, hq as i64 - 1),
-                        q_pos: (p0 + qi, p0 + qi),
-                        kv_pos: (k, k),
-                        q_len: (ql, ql),
-                        kv_len: (kl, kl),
-                        q_token: (t0 + qi, t0 + qi),
-                    },
-                )
-            };
+            let point =
+                |s: usize, qi: i64, k: i64| classify(&m, &lens.domain(s, hq, (qi, qi), (k, k)));
             let mut wholly = 0;
             for (it, was) in p.items.iter().zip(&before) {
                 let (s, rt) = (it[0] as usize, (it[1] & ROW_TILE_BITS) as usize);

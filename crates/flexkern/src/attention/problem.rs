@@ -79,6 +79,27 @@ impl SeqLens {
     pub fn q_pos0(&self, s: usize) -> i64 {
         self.kv_lens[s] as i64 - self.q_len(s) as i64
     }
+    /// The interval-analysis domain of sequence s's query rows `rows` (indices within the
+    /// sequence, inclusive) against its keys `keys` (inclusive), over `num_q_heads` heads.
+    pub fn domain(
+        &self,
+        s: usize,
+        num_q_heads: usize,
+        rows: (i64, i64),
+        keys: (i64, i64),
+    ) -> Domain {
+        let (ql, kl) = (self.q_len(s) as i64, self.kv_len(s) as i64);
+        let (p0, t0) = (self.q_pos0(s), self.q_start(s) as i64);
+        Domain {
+            batch: (s as i64, s as i64),
+            head: (0, num_q_heads as i64 - 1),
+            q_pos: (p0 + rows.0, p0 + rows.1),
+            kv_pos: keys,
+            q_len: (ql, ql),
+            kv_len: (kl, kl),
+            q_token: (t0 + rows.0, t0 + rows.1),
+        }
+    }
 }
 
 fn check_cumulative(arg: &'static str, cu: &[u64]) -> Result<Vec<usize>> {
@@ -396,17 +417,7 @@ pub(crate) fn check_captures(v: &CompiledVariant, lens: &SeqLens, hq: usize) -> 
             if ql == 0 || kl == 0 {
                 continue;
             }
-            let p0 = lens.q_pos0(s);
-            let t0 = lens.q_start(s) as i64;
-            let d = Domain {
-                batch: (s as i64, s as i64),
-                head: (0, hq as i64 - 1),
-                q_pos: (p0, p0 + ql - 1),
-                kv_pos: (0, kl - 1),
-                q_len: (ql, ql),
-                kv_len: (kl, kl),
-                q_token: (t0, t0 + ql - 1),
-            };
+            let d = lens.domain(s, hq, (0, ql - 1), (0, kl - 1));
             if let Some(o) = check_bounds(e, &d).first() {
                 return Err(Error::InvalidArgument {
                     arg: "variant",
