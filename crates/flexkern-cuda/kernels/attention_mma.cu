@@ -363,41 +363,44 @@ __device__ __forceinline__ void fk_missue(const FkArgs& a, const FkSeq& sq, u32 
   asm volatile("cp.async.commit_group;");
 }
 
-// Joins the partitions of row tile `t` for KV head kvh, as fk_merge does (the same weights,
-// sinks, NaN and fully-masked rules). Partials are read through L2 (`ld.global.cg`): other
-// blocks wrote them.
+// Joins the partitions of row tile `t` (at most FK_JOIN_PARTS) for KV head kvh, as fk_merge
+// does (the same weights, sinks, NaN and fully-masked rules, and order of sums). Partials are
+// read through L2 (`ld.global.cg`): other blocks wrote them. Lane p holds partition p's LSE and
+// weight; every partial's columns are loaded before any is added (one round trip, not one per
+// partition).
 __device__ __forceinline__ void fk_join_tile(const FkArgs& a, const uint4 t, i64 kvh) {
+  static_assert(FK_JOIN_PARTS <= 32, "a lane per partition");
   const FkSeq sq = fk_seq(a, t.x);
   const i64 G = a.group, hq = a.num_kv_heads * G;
   const float* sinks = (const float*)(a.step + a.off_sinks);
   const int lane = threadIdx.x & 31;
+  const u32 parts = min(t.w, (u32)FK_JOIN_PARTS);
   // A warp per row (its max, weights and total once), its lanes over the columns.
   for (int r = threadIdx.x >> 5; r < FK_ROWS; r += FK_NWARPS) {
     const i64 R = (i64)t.y * FK_ROWS + r, qi = R / G, head = kvh * G + R % G;
     if (qi >= sq.q_len) continue;
     auto row = [&](u32 p) { return ((u64)(t.z + p) * a.num_kv_heads + kvh) * FK_ROWS + r; };
     const float sink = a.has_sinks ? sinks[head] : FK_NEG_INF;
+    const float l = lane < parts ? __ldcg(a.part_lse + row(lane)) : FK_NEG_INF;
+    const bool nan = __any_sync(0xffffffffu, l != l);
     float M = sink;
-    bool nan = false;
-    for (u32 p = 0; p < t.w; ++p) {
-      const float l = __ldcg(a.part_lse + row(p));
-      M = fmaxf(M, l);
-      nan |= l != l;
-    }
+    for (u32 p = 0; p < parts; ++p) M = fmaxf(M, __shfl_sync(0xffffffffu, l, p));
+    const float wl = (M == FK_NEG_INF || l == FK_NEG_INF) ? 0.f : expf(l - M);
     float total = (M == FK_NEG_INF || sink == FK_NEG_INF) ? 0.f : expf(sink - M);
-    for (u32 p = 0; p < t.w; ++p) {
-      const float l = __ldcg(a.part_lse + row(p));
-      total += (M == FK_NEG_INF || l == FK_NEG_INF) ? 0.f : expf(l - M);
-    }
+    for (u32 p = 0; p < parts; ++p) total += __shfl_sync(0xffffffffu, wl, p);
+    float w[FK_JOIN_PARTS];
+#pragma unroll
+    for (int p = 0; p < FK_JOIN_PARTS; ++p) w[p] = __shfl_sync(0xffffffffu, wl, p);
     const i64 token = sq.q_start + qi;
     float* out = a.out + (token * hq + head) * FK_DV;
     for (int d = lane; d < FK_DV; d += 32) {
+      float v[FK_JOIN_PARTS];
+#pragma unroll
+      for (int p = 0; p < FK_JOIN_PARTS; ++p) v[p] = p < (int)parts ? __ldcg(a.part_o + row(p) * FK_DV + d) : 0.f;
       float o = 0.f;
-      for (u32 p = 0; p < t.w; ++p) {
-        const float l = __ldcg(a.part_lse + row(p));
-        const float w = (M == FK_NEG_INF || l == FK_NEG_INF) ? 0.f : expf(l - M);
-        if (w != 0.f) o = fmaf(w, __ldcg(a.part_o + row(p) * FK_DV + d), o);
-      }
+#pragma unroll
+      for (int p = 0; p < FK_JOIN_PARTS; ++p)
+        if (p < (int)parts && w[p] != 0.f) o = fmaf(w[p], v[p], o);
       out[d] = nan ? __int_as_float(0x7fc00000) : (M == FK_NEG_INF ? 0.f : o / total);
     }
     if (lane == 0 && a.has_lse)
@@ -438,6 +441,9 @@ __device__ __forceinline__ void fk_mma_join_last(const FkArgs& a, u32 item, i64 
 extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
   extern __shared__ __align__(16) u8 fk_mstages[];
   constexpr float L2E = 1.4426950408889634f;
+#if FK_TRACE
+  const u64 trace_t0 = fk_now();
+#endif
   const u32 item = blockIdx.x;
   const i64 kvh = blockIdx.y;
   const uint4 it = ((const uint4*)(a.step + a.off_items))[item];
@@ -649,6 +655,9 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
     }
     if (lane == 0 && lse_at != nullptr) *lse_at = f.y;
   }
+#if FK_TRACE
+  if (blockIdx.y * gridDim.x + blockIdx.x < FK_TRACE_SLOTS / 4 * 3) fk_trace_block(blockIdx.y * gridDim.x + blockIdx.x, trace_t0);
+#endif
   if (sole || a.off_counters == 0) return;
   fk_mma_join_last(a, item, kvh);
 }

@@ -25,6 +25,28 @@ typedef long long i64;
   } while (0)
 #endif
 
+// A block timeline for profiling (FLEXKERN_CUDA_TRACE=1; no profiler reads one inside a CUDA
+// graph here): slot b holds block b's start (ns, %globaltimer) and (end - start) << 16 | SM.
+#ifndef FK_TRACE
+#define FK_TRACE 0
+#endif
+#if FK_TRACE
+constexpr u32 FK_TRACE_SLOTS = 8192;
+__device__ u64 fk_trace[2 * FK_TRACE_SLOTS];
+__device__ __forceinline__ u64 fk_now() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void fk_trace_block(u32 slot, u64 t0) {
+  if (threadIdx.x != 0 || slot >= FK_TRACE_SLOTS) return;
+  u32 sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  fk_trace[2 * slot] = t0;
+  fk_trace[2 * slot + 1] = (fk_now() - t0) << 16 | sm;
+}
+#endif
+
 // x rounded to nearest even to a 16-bit float: `to` 2 bf16, else f16 (fk_convert, and the
 // 16-bit Q that fk_rope_kv_write can write beside f32 Q: the same bits).
 __device__ __forceinline__ u16 fk_to16(float x, int to) {

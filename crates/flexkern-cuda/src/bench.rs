@@ -163,6 +163,8 @@ pub struct DecodeRun {
     pub chunk: usize,
     pub regs: i32,
     pub local_bytes: i32,
+    /// The prepared call's block timeline (`FLEXKERN_CUDA_TRACE=1`).
+    pub trace: Option<String>,
 }
 
 /// Times one decode shape; the median milliseconds of the whole call. Contiguous KV is
@@ -251,6 +253,7 @@ pub fn decode(
     let (regs, local_bytes) = p.kernel_resources()?;
     let (kernel, blocks, chunk) = (p.config.name(), p.plan.items.len() * hkv, p.plan.chunk);
     let launch_ms = time_ms(dev, 3, reps, || p.launch())?;
+    let trace = p.block_trace()?.map(|t| t.summary(dev.props.sms));
     drop(p);
     let mut plan_us = Vec::with_capacity(reps);
     for _ in 0..reps {
@@ -275,6 +278,7 @@ pub fn decode(
         chunk,
         regs,
         local_bytes,
+        trace,
     })
 }
 

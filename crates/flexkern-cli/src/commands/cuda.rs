@@ -155,6 +155,9 @@ pub fn bench_attn(a: &super::bench_common::AttnBenchArgs) -> Result<()> {
             r.launch_ms,
             pct(r.launch_ms)
         );
+        if let Some(t) = &r.trace {
+            println!("    {t}");
+        }
         rows.push(super::bench_common::Row {
             case: s.name(),
             ms,

@@ -70,6 +70,8 @@ pub struct KernelConfig {
     /// Every hook variable of the call is below `codegen::SMALL_VARS` (`small_vars`): the hooks
     /// may convert the integers they prove small on full-rate pipes.
     pub small_vars: bool,
+    /// Blocks record their start, duration and SM (`FLEXKERN_CUDA_TRACE=1`; `trace.rs`).
+    pub trace: bool,
 }
 
 /// Whether every value a hook variable takes for a kept element of the call (batch, head, query
@@ -164,7 +166,7 @@ impl KernelConfig {
             self.rows,
             self.nwarps,
             if self.small_vars { "" } else { "_wide" }
-        )
+        ) + if self.trace { "_trace" } else { "" }
     }
 
     /// The full source: defines, shared helpers, the variant hooks, the kernel template.
@@ -190,9 +192,9 @@ impl KernelConfig {
         let defines = format!(
             "{defines}#define FK_MMA {}\n#define FK_MMA_MT {}\n#define FK_MMA_TILE {}\n#define FK_MMA_STAGES {}\n\
              #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n#define FK_MMA_MINB {}\n#define FK_WGMMA {}\n#define FK_WG_S {}\n\
-             #define FK_WTMA {}\n#define FK_SMALL_VARS {}\n",
+             #define FK_WTMA {}\n#define FK_SMALL_VARS {}\n#define FK_TRACE {}\n#define FK_JOIN_PARTS {SELF_JOIN_PARTS}\n",
             self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch, m.min_blocks,
-            m.wg as u8, m.wg_s, self.tma as u8, self.small_vars as u8
+            m.wg as u8, m.wg_s, self.tma as u8, self.small_vars as u8, self.trace as u8
         );
         use crate::headers::{text, COMMON, MMA, WGMMA};
         let common = text(&[COMMON]);
@@ -317,6 +319,7 @@ pub(super) fn config(c: &AttnCall, rows: usize) -> Result<(KernelConfig, DType, 
         nwarps: 4,
         tma: false,
         small_vars: small_vars(c.lens, c.num_q_heads),
+        trace: super::trace::enabled(),
     };
     Ok((cfg, kd, vd))
 }

@@ -7,7 +7,6 @@ use crate::codegen::{self, ParamLayout};
 use crate::error::{driver, invalid, Result};
 use crate::plan::{mma_shape, plan_work, rows_per_block, MmaQuery, MmaShape, WorkPlan, TILE};
 use crate::runtime::{Device, DeviceBuf};
-use cudarc::driver::result::launch_kernel;
 use cudarc::driver::sys::CUtensorMap;
 use flexkern::attention::problem::{SeqLens, MAX_HEAD_DIM};
 use flexkern::variant::CompiledVariant;
@@ -21,6 +20,7 @@ mod nodes;
 #[cfg(test)]
 mod tests;
 mod tma;
+pub mod trace;
 mod validate;
 
 pub use kernel::{async_shape, warps, KernelConfig};
@@ -199,6 +199,30 @@ impl Prepared {
         ))
     }
 
+    /// The block timeline of the last launch (after a synchronize), where the kernel was built
+    /// with `FLEXKERN_CUDA_TRACE=1`.
+    pub fn block_trace(&self) -> Result<Option<trace::Timeline>> {
+        if !self.config.trace {
+            return Ok(None);
+        }
+        self.dev.synchronize()?;
+        let (ptr, bytes) = self._module.global("fk_trace")?;
+        let mut raw = vec![0u64; bytes / 8];
+        self.dev.bind()?;
+        // SAFETY: `raw` holds the variable's `bytes`; the copy completes before the synchronize
+        // returns.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut raw[..], ptr, self.dev.stream()) }
+            .map_err(|e| crate::error::driver("cuMemcpyDtoHAsync", e))?;
+        self.dev.synchronize()?;
+        let g = |(x, y, z): (u32, u32, u32)| (x * y * z) as usize;
+        let merge = if self.self_join {
+            0
+        } else {
+            g(self.grid_merge)
+        };
+        Ok(Some(trace::parse(&raw, g(self.grid_attn), merge)))
+    }
+
     /// Points this plan at `c`'s buffers (a call with the same `plan_key`); false where its TMA
     /// maps cannot address them (the caller plans again).
     fn rebind(&mut self, c: &AttnCall) -> bool {
@@ -248,10 +272,13 @@ impl Prepared {
             self.smem_attn,
             &mut args,
             maps.as_mut(),
+            false,
         )?;
         if self.self_join {
             return Ok(()); // the attention kernel joined (or wrote) the partitions
         }
+        // The merge starts as the attention blocks leave and waits for their partials
+        // (`griddepcontrol.wait`): the trace put 2 us between them launched plainly.
         launch(
             &self.dev,
             self.f_merge,
@@ -260,6 +287,7 @@ impl Prepared {
             0,
             &mut args,
             None,
+            self.dev.pdl(),
         )
     }
 }
@@ -529,7 +557,9 @@ fn prepare_with(
     }))
 }
 
-/// Launches `f` with `args` (and, for the TMA kernel, its K and V maps after them).
+/// Launches `f` with `args` (and, for the TMA kernel, its K and V maps after them), with
+/// programmatic dependent launch when `pdl` (`f` waits for the previous kernel itself).
+#[allow(clippy::too_many_arguments)]
 fn launch(
     dev: &Device,
     f: cudarc::driver::sys::CUfunction,
@@ -538,6 +568,7 @@ fn launch(
     smem: u32,
     args: &mut FkArgs,
     maps: Option<&mut [CUtensorMap; 2]>,
+    pdl: bool,
 ) -> Result<()> {
     dev.bind()?;
     let mut params: Vec<*mut c_void> = vec![(args as *mut FkArgs).cast()];
@@ -549,8 +580,17 @@ fn launch(
     // built with FK_WTMA (exactly when `maps` is given); every pointer in them was checked
     // against its buffer's size in `validate` (the maps' extents in `tma.rs`), and the buffers
     // outlive the stream's work.
-    unsafe { launch_kernel(f, grid, (threads, 1, 1), smem, dev.stream(), &mut params) }
-        .map_err(|e| driver("cuLaunchKernel", e))
+    unsafe {
+        crate::runtime::launch_grid(
+            f,
+            grid,
+            (threads, 1, 1),
+            smem,
+            dev.stream(),
+            &mut params,
+            pdl,
+        )
+    }
 }
 
 fn seq_records(c: &AttnCall) -> Vec<i64> {

@@ -85,6 +85,7 @@ fn kernels_compile_with_nvrtc() {
             nwarps: 4,
             tma: false,
             small_vars: true,
+            trace: false,
         };
         let src = k.source(&hooks.source, 0);
         let t = std::time::Instant::now();
@@ -169,6 +170,7 @@ fn tensor_core_kernels_compile_without_spills() {
             nwarps: if m.wg { crate::plan::WG_WARPS } else { 4 },
             tma: false,
             small_vars: true,
+            trace: false,
         };
         assert_eq!(
             m.wg,
@@ -226,6 +228,18 @@ fn tensor_core_kernels_compile_without_spills() {
                 assert!(!log.contains("serialized"), "{}: {log}", src.name);
                 (regs, spills + stack, src.name, log)
             };
+            // The first case also with the block timeline (FLEXKERN_CUDA_TRACE): it compiles
+            // into the decode kernel and the merge without spilling.
+            if vi == 0 && !m.wg && k.rows == 4 && k.paged && k.kt == 2 {
+                let (_, spilled, name, log) = compile(&KernelConfig {
+                    trace: true,
+                    ..k.clone()
+                });
+                assert!(
+                    name.ends_with("_trace_v0000") && spilled == 0,
+                    "{name}: {log}"
+                );
+            }
             let (mut regs, mut spilled, mut name, mut log) = compile(k);
             if m.wg && spilled > 0 {
                 let narrow = KernelConfig {
@@ -261,6 +275,7 @@ fn module_names_are_readable() {
         nwarps: 4,
         tma: false,
         small_vars: true,
+        trace: false,
     };
     assert_eq!(k.name(), "attn_paged16_qbf16_bf16_hd128_r4w4_a32x4");
     let s = k.source("/*hooks*/", 0xabcd);

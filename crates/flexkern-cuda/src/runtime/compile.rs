@@ -65,6 +65,13 @@ impl Module {
         Ok(func)
     }
 
+    /// The device address and size of the module's global variable `name`.
+    pub fn global(&self, name: &str) -> Result<(u64, usize)> {
+        let c = CString::new(name).expect("variable names have no NUL");
+        // SAFETY: the module is loaded until the cache is dropped.
+        unsafe { module::get_global(self.module, c) }.map_err(|e| driver("cuModuleGetGlobal", e))
+    }
+
     /// The kernel `name` ready to launch with `threads` threads and `smem` bytes of dynamic
     /// shared memory (its opt-in limit raised once), and how many such blocks one SM holds
     /// (the planner sizes work in waves of them). Asked of the driver once per shape.
