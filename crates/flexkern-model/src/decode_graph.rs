@@ -108,13 +108,21 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         let out = self.read_out(&g.logits, 1, rb)?;
         if b.record_begin()? {
             let queued = queue(cache, g);
-            match (queued, b.record_end()) {
-                (Ok(()), Ok(id)) => g.id = Some(id),
-                (_, Ok(id)) => {
-                    b.graph_free(id);
-                    g.eager = true;
+            // A step that cannot be recorded runs eagerly from now on; say why, once.
+            let why = match (queued, b.record_end()) {
+                (Ok(()), Ok(id)) => {
+                    g.id = Some(id);
+                    None
                 }
-                _ => g.eager = true,
+                (Err(e), Ok(id)) => {
+                    b.graph_free(id);
+                    Some(e.to_string())
+                }
+                (_, Err(e)) => Some(e.to_string()),
+            };
+            if let Some(why) = why {
+                g.eager = true;
+                eprintln!("flexkern: the decode step was not recorded as a graph ({why}); it runs eagerly");
             }
         }
         Ok(Some(out))

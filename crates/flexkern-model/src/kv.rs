@@ -103,12 +103,14 @@ impl<B: Backend> KvCache<B> {
         self.id
     }
 
-    /// Whether any layer dequantizes with its own scales (then each layer's attention problem
-    /// differs, and a recorded step cannot share one plan across them).
+    /// Whether the layers dequantize K/V with their own scales (a quantized cache: then each
+    /// layer's attention problem differs, and a recorded step cannot share one plan across
+    /// them). Float caches carry scales of 1.0 (`CacheConfig::layout` expands them), which
+    /// made every cache count as scaled and kept the decode graph from ever running.
     pub(crate) fn scaled(&self) -> bool {
         self.stores
             .iter()
-            .any(|s| !s.layout.k_scales.is_empty() || !s.layout.v_scales.is_empty())
+            .any(|s| is_quantized(s.layout.k_dtype) || is_quantized(s.layout.v_dtype))
     }
 
     /// Whether the next step must calibrate the scales (a quantized cache, nothing stored).

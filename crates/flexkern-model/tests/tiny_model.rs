@@ -594,6 +594,47 @@ fn decode_step_host_transfers_are_one_upload_and_one_download() {
     }
 }
 
+/// Single-token decode steps on a float cache go through the recorded graph (the backend is
+/// asked to replay each step after the first recording), a quantized cache's never; the
+/// logits are the eager ones either way. (Every cache once counted as scaled, and no step
+/// was ever replayed.)
+#[test]
+fn decode_steps_of_float_caches_are_recorded_and_replayed() {
+    use flexkern::backend::counting::Counting;
+    let s = Spec::new("llama", Format::Q8_0);
+    let f = open(&s);
+    let plain = Model::load(&f, cpu(), |_, _| {}).unwrap();
+    for (dtype, graphs) in [
+        (flexkern::DType::F16, true),
+        (flexkern::DType::F32, true),
+        (flexkern::DType::I8, false),
+    ] {
+        let model = Model::load(&f, Counting::recording(cpu()), |_, _| {}).unwrap();
+        let mut cache = model.new_cache_with(64, dtype).unwrap();
+        let mut want_cache = plain.new_cache_with(64, dtype).unwrap();
+        let toks = tokens(8);
+        for chunk in [
+            &toks[..4],
+            &toks[4..5],
+            &toks[5..6],
+            &toks[6..7],
+            &toks[7..8],
+        ] {
+            let got = model.forward(&mut cache, chunk, Logits::Last).unwrap();
+            let want = plain.forward(&mut want_cache, chunk, Logits::Last).unwrap();
+            assert_eq!(got, want, "{dtype:?}");
+        }
+        let (records, replays) = model.backend().graphs();
+        if graphs {
+            // The first decode step records; each later one asks for a replay (declined
+            // here, so it records again).
+            assert_eq!((records, replays), (4, 3), "{dtype:?}");
+        } else {
+            assert_eq!((records, replays), (0, 0), "{dtype:?}");
+        }
+    }
+}
+
 /// `perplexity` over the model against the same windows scored from the f64 reference forward.
 #[test]
 fn perplexity_matches_reference_forward() {

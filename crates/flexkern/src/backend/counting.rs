@@ -1,6 +1,8 @@
 //! `Counting<B>`: a backend that runs everything on `B` and counts host↔device traffic
 //! (uploads and downloads, calls and bytes). Tests use it to prove how much a caller moves,
-//! e.g. that a model's decode step makes one upload and one download.
+//! e.g. that a model's decode step makes one upload and one download. `Counting::recording`
+//! also claims to record graphs (the ops still run) and counts the recordings and replays
+//! asked of it, declining each replay, so a test sees which steps a caller would replay.
 
 use super::tensor_ops::{GraphId, Norm, Rope, TensorOps};
 use super::{AttnIo, Backend, Pages, Slice};
@@ -28,6 +30,8 @@ pub struct Counting<B> {
     upload_bytes: AtomicU64,
     downloads: AtomicU64,
     download_bytes: AtomicU64,
+    /// `recording`: graph recordings begun and replays asked for.
+    records: Option<(AtomicU64, AtomicU64)>,
 }
 
 impl<B> Counting<B> {
@@ -38,7 +42,24 @@ impl<B> Counting<B> {
             upload_bytes: AtomicU64::new(0),
             downloads: AtomicU64::new(0),
             download_bytes: AtomicU64::new(0),
+            records: None,
         }
+    }
+
+    /// As `new`, answering `record_begin` with true (the ops queued then still run) and
+    /// declining every `replay` (the caller then runs its step eagerly), counting both.
+    pub fn recording(inner: B) -> Self {
+        Counting {
+            records: Some((AtomicU64::new(0), AtomicU64::new(0))),
+            ..Counting::new(inner)
+        }
+    }
+
+    /// (recordings begun, replays asked for) under `recording`.
+    pub fn graphs(&self) -> (u64, u64) {
+        self.records.as_ref().map_or((0, 0), |(r, p)| {
+            (r.load(Ordering::Relaxed), p.load(Ordering::Relaxed))
+        })
     }
 
     pub fn transfers(&self) -> Transfers {
@@ -233,13 +254,28 @@ impl<B: TensorOps> TensorOps for Counting<B> {
         self.inner.largest(x, n, k)
     }
     fn record_begin(&self) -> Result<bool> {
-        self.inner.record_begin()
+        match &self.records {
+            Some((r, _)) => {
+                r.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
+            None => self.inner.record_begin(),
+        }
     }
     fn record_end(&self) -> Result<GraphId> {
-        self.inner.record_end()
+        match &self.records {
+            Some((r, _)) => Ok(GraphId(r.load(Ordering::Relaxed))),
+            None => self.inner.record_end(),
+        }
     }
     fn replay(&self, id: GraphId, attn: (&Problem, &Plan, AttnIo<'_, B::Buffer>)) -> Result<bool> {
-        self.inner.replay(id, attn)
+        match &self.records {
+            Some((_, p)) => {
+                p.fetch_add(1, Ordering::Relaxed);
+                Ok(false)
+            }
+            None => self.inner.replay(id, attn),
+        }
     }
     fn graph_free(&self, id: GraphId) {
         self.inner.graph_free(id)
