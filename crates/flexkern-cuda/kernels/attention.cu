@@ -432,9 +432,11 @@ extern "C" __global__ void __launch_bounds__(FK_MERGE_WARPS * 32) fk_merge(const
 #endif
   // Launched with programmatic dependent launch on Hopper: the grid starts as the attention
   // kernel's blocks leave, and waits here for their partials.
+  FK_TRACE_SCOPE();
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+  FK_TRACE_RELEASED();
   const uint4 t = ((const uint4*)(a.step + a.off_tiles))[blockIdx.x];
   const i64 kvh = blockIdx.y;
   const int r = blockIdx.z;

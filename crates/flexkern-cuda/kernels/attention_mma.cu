@@ -441,6 +441,7 @@ __device__ __forceinline__ void fk_mma_join_last(const FkArgs& a, u32 item, i64 
 extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
   extern __shared__ __align__(16) u8 fk_mstages[];
   constexpr float L2E = 1.4426950408889634f;
+  FK_TRACE_SCOPE();
 #if FK_TRACE
   const u64 trace_t0 = fk_now();
 #endif

@@ -10,19 +10,62 @@ typedef long long i64;
 
 #define FK_NEG_INF __int_as_float(0xff800000)
 
+// A step's timeline (FLEXKERN_CUDA_TRACE=step, runtime/step_trace.rs): the runtime defines
+// FK_STEP_TRACE as the address of a device buffer (a counter, then records) and FK_TRACE_MODULE
+// as the module's number. Each block's thread 0 records its start, when its wait for the
+// previous kernel returned, its end, its SM, the kernel (module and source line of the scope)
+// and the grid's size. FK_TRACE_SCOPE() opens the record at a kernel's start,
+// FK_TRACE_RELEASED() marks the wait's return.
+#ifdef FK_STEP_TRACE
+__device__ __forceinline__ u64 fk_gtime() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+struct FkStepTrace {
+  u64 t0, t1;
+  u32 line;
+  __device__ explicit FkStepTrace(u32 l) : t0(fk_gtime()), t1(0), line(l) {}
+  __device__ void released() { t1 = fk_gtime(); }
+  __device__ ~FkStepTrace() {
+    if (threadIdx.x | threadIdx.y | threadIdx.z) return;
+    u64* const buf = (u64*)FK_STEP_TRACE;
+    const u32 slot = atomicAdd((u32*)buf, 1u);
+    if (slot >= FK_STEP_TRACE_N) return;
+    u32 sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    u64* const r = buf + 2 + 5 * (u64)slot;
+    r[0] = t0;
+    r[1] = t1 ? t1 : t0;
+    r[2] = fk_gtime();
+    r[3] = (u64)FK_TRACE_MODULE << 48 | (u64)line << 16 | sm;
+    r[4] = (u64)gridDim.x * gridDim.y * gridDim.z;
+  }
+};
+#define FK_TRACE_SCOPE() FkStepTrace fk_step_trace(__LINE__)
+#define FK_TRACE_RELEASED() fk_step_trace.released()
+#else
+#define FK_TRACE_SCOPE() \
+  do {                   \
+  } while (0)
+#define FK_TRACE_RELEASED() \
+  do {                      \
+  } while (0)
+#endif
+
 // Programmatic dependent launch (runtime::launch sets it on Hopper): let the next kernel begin
 // launching now, and wait for the previous kernel's writes before touching memory. The first
 // statement of every kernel launched that way; a no-op when launched without it.
 #if __CUDA_ARCH__ >= 900
-#define FK_PDL_ENTER()                                  \
-  do {                                                  \
-    asm volatile("griddepcontrol.launch_dependents;");  \
-    asm volatile("griddepcontrol.wait;" ::: "memory");  \
-  } while (0)
+#define FK_PDL_ENTER()                                \
+  FK_TRACE_SCOPE();                                   \
+  asm volatile("griddepcontrol.launch_dependents;");  \
+  asm volatile("griddepcontrol.wait;" ::: "memory");  \
+  FK_TRACE_RELEASED()
 #else
 #define FK_PDL_ENTER() \
-  do {                 \
-  } while (0)
+  FK_TRACE_SCOPE();    \
+  FK_TRACE_RELEASED()
 #endif
 
 // A block timeline for profiling (FLEXKERN_CUDA_TRACE=1; no profiler reads one inside a CUDA

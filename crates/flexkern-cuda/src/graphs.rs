@@ -17,7 +17,13 @@ pub(crate) struct Graphs {
     live: HashMap<u64, Recorded>,
     /// Attention calls queued since the recording began.
     attn_calls: usize,
+    /// Replays so far (the step timeline records one, `TRACED_REPLAY`).
+    replays: u64,
 }
+
+/// The replay whose timeline `FLEXKERN_CUDA_TRACE=step` prints (a decode step well past the
+/// first, whose plans and caches are warm).
+const TRACED_REPLAY: u64 = 32;
 
 impl Graphs {
     /// Counts an attention call of the recording in progress.
@@ -77,6 +83,9 @@ impl Graphs {
         }
         self.next += 1;
         let id = self.next;
+        if crate::runtime::step_trace::enabled() {
+            eprintln!("step trace: recorded graph {id} ({found} attention nodes)");
+        }
         self.live.insert(id, Recorded { graph, fs, nodes });
         Ok(GraphId(id))
     }
@@ -91,17 +100,40 @@ impl Graphs {
         call: impl FnOnce() -> Result<AttnCall<'a>>,
     ) -> Result<bool> {
         let Some(r) = self.live.get_mut(&id.0) else {
+            if crate::runtime::step_trace::enabled() {
+                eprintln!("step trace: replay declined: no graph {}", id.0);
+            }
             return Ok(false);
         };
         if !r.nodes.is_empty() {
             let call = call()?;
             let fs = (r.fs.0 as CUfunction, r.fs.1 as CUfunction);
             let Some(params) = memo.retarget(dev, &call, fs, &mut r.nodes)? else {
+                if crate::runtime::step_trace::enabled() {
+                    eprintln!("step trace: replay declined: the step's plan launches other attention kernels");
+                }
                 return Ok(false);
             };
             set_nodes(&r.graph, params)?;
         }
+        self.replays += 1;
+        let tracing = crate::runtime::step_trace::enabled();
+        if tracing && self.replays == 1 {
+            eprintln!("step trace: replaying; replay {TRACED_REPLAY}'s timeline follows");
+        }
+        let traced = tracing && self.replays == TRACED_REPLAY;
+        if traced {
+            dev.step_trace_reset()?;
+        }
         r.graph.launch(dev)?;
+        if traced {
+            if let Some(b) = dev.step_trace_blocks()? {
+                eprintln!(
+                    "replay {TRACED_REPLAY}: {}",
+                    crate::runtime::step_trace::summary(&b)
+                );
+            }
+        }
         Ok(true)
     }
 

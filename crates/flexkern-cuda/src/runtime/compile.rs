@@ -260,6 +260,19 @@ fn compile_cubin(src: &KernelSource, opts: &[String]) -> Result<(Vec<u8>, String
 impl Device {
     /// The loaded module for `src`: from memory, else the disk cache, else NVRTC.
     pub fn module(&self, src: &KernelSource) -> Result<Arc<Module>> {
+        // On the step timeline every module records into one buffer (compiled in; such
+        // modules never go to the disk cache).
+        let traced;
+        let (src, disk) = match self.step_trace_buf()? {
+            Some(buf) => {
+                traced = KernelSource {
+                    name: src.name.clone(),
+                    source: super::step_trace::defines(buf, &src.name, &src.source) + &src.source,
+                };
+                (&traced, false)
+            }
+            None => (src, true),
+        };
         let arch = self.props.arch_flag();
         let opts = options(&arch);
         let nv = nvrtc_version();
@@ -276,7 +289,9 @@ impl Device {
             return Ok(m.clone());
         }
         let t0 = Instant::now();
-        let file = cache_dir().map(|d| d.join(format!("{}_{:08x}.cubin", src.name, key as u32)));
+        let file = cache_dir()
+            .filter(|_| disk)
+            .map(|d| d.join(format!("{}_{:08x}.cubin", src.name, key as u32)));
         let (bin, origin) = match file.as_ref().and_then(|f| std::fs::read(f).ok()) {
             Some(b) if !b.is_empty() => (b, Origin::Disk),
             _ => {

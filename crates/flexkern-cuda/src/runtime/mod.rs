@@ -8,6 +8,7 @@ pub mod event;
 pub mod graph;
 pub mod profile;
 mod staging;
+pub mod step_trace;
 pub mod tma;
 
 use crate::error::{driver, CudaError, Result};
@@ -65,6 +66,8 @@ pub struct Device {
     pdl: bool,
     /// The stream is being captured into a graph (`graph.rs`): uploads refuse.
     capturing: std::sync::atomic::AtomicBool,
+    /// The step timeline's buffer (`FLEXKERN_CUDA_TRACE=step`, `step_trace.rs`).
+    step_trace: std::sync::OnceLock<u64>,
 }
 
 /// Whether libcuda can be loaded at all (cudarc panics on first use otherwise).
@@ -154,6 +157,7 @@ impl Device {
                 && !std::env::var("FLEXKERN_CUDA_PDL").is_ok_and(|v| v == "0"),
             props,
             capturing: Default::default(),
+            step_trace: Default::default(),
         }))
     }
 
@@ -183,6 +187,51 @@ impl Device {
         self.pdl
     }
 
+    /// The step timeline's buffer, allocated and zeroed on first use; None unless
+    /// `FLEXKERN_CUDA_TRACE=step`.
+    pub(crate) fn step_trace_buf(&self) -> Result<Option<u64>> {
+        if !step_trace::enabled() {
+            return Ok(None);
+        }
+        if let Some(&p) = self.step_trace.get() {
+            return Ok(Some(p));
+        }
+        self.bind()?;
+        let bytes = step_trace::WORDS * 8;
+        // SAFETY: a fresh allocation, zeroed before any kernel sees its address.
+        let p = unsafe { result::malloc_sync(bytes) }.map_err(|e| driver("cuMemAlloc", e))?;
+        unsafe { result::memset_d8_sync(p, 0, bytes) }.map_err(|e| driver("cuMemsetD8", e))?;
+        Ok(Some(*self.step_trace.get_or_init(|| p)))
+    }
+
+    /// Empties the step timeline (queued on the stream, before the launches to record).
+    pub fn step_trace_reset(&self) -> Result<()> {
+        if let Some(p) = self.step_trace_buf()? {
+            self.bind()?;
+            // SAFETY: the counter's 8 bytes lie in the buffer.
+            unsafe { result::memset_d8_async(p, 0, 8, self.stream()) }
+                .map_err(|e| driver("cuMemsetD8Async", e))?;
+        }
+        Ok(())
+    }
+
+    /// The blocks recorded since the last reset (after the stream's work finished).
+    pub fn step_trace_blocks(&self) -> Result<Option<Vec<step_trace::Block>>> {
+        let Some(p) = self.step_trace_buf()? else {
+            return Ok(None);
+        };
+        self.synchronize()?;
+        let mut head = [0u64; 2];
+        // SAFETY: both copies stay inside the buffer and complete before returning.
+        unsafe { result::memcpy_dtoh_sync(&mut head[..], p) }
+            .map_err(|e| driver("cuMemcpyDtoH", e))?;
+        let n = (head[0] as u32 as usize).min(step_trace::RECORDS);
+        let mut words = vec![0u64; 2 + 5 * n];
+        unsafe { result::memcpy_dtoh_sync(&mut words[..], p) }
+            .map_err(|e| driver("cuMemcpyDtoH", e))?;
+        Ok(Some(step_trace::parse(&words)))
+    }
+
     /// Waits for all work queued on the stream.
     pub fn synchronize(&self) -> Result<()> {
         // The staging lock is held across the sync: a copy another thread queued between the
@@ -210,6 +259,10 @@ impl Drop for Device {
         self.modules.unload_all();
         if let Ok(mut s) = self.staging.lock() {
             s.free();
+        }
+        if let Some(&p) = self.step_trace.get() {
+            // SAFETY: the stream is idle and no module that wrote it is loaded.
+            let _ = unsafe { result::free_sync(p) };
         }
         // SAFETY: nothing uses the stream after this.
         unsafe {

@@ -1,0 +1,367 @@
+//! A timeline of one replayed decode step (`FLEXKERN_CUDA_TRACE=step`). No profiler sees inside
+//! a CUDA graph on the lent machines (no nsys; ncu serializes the kernels, so programmatic
+//! launch overlaps vanish), so the kernels record it themselves: every module is compiled with
+//! the address of one device buffer (`FK_STEP_TRACE` in fk_common.cuh) and each block's thread
+//! 0 appends its start, the return of its wait for the previous kernel, its end, its SM and the
+//! kernel. `summary` groups the blocks into launches and says what each kernel adds to the
+//! step's time.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Records the buffer holds (FK_STEP_TRACE_N); 5 words each after a 2-word counter.
+pub const RECORDS: usize = 1 << 18;
+/// Words of the buffer.
+pub const WORDS: usize = 2 + 5 * RECORDS;
+
+/// Whether `FLEXKERN_CUDA_TRACE=step` (read once).
+pub fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("FLEXKERN_CUDA_TRACE").is_ok_and(|v| v == "step"))
+}
+
+/// A traced module: its name, the hash of its source, its kernels by the first line of each.
+type TracedModule = (String, u64, Vec<(u32, String)>);
+/// Module number -> its entry.
+static MODULES: Mutex<Vec<TracedModule>> = Mutex::new(Vec::new());
+
+/// The defines that put a module on the timeline: the buffer's address, its capacity and the
+/// module's number (registered with the kernels of `source` on first sight; the same source
+/// keeps its number, so the module cache still finds its module).
+pub fn defines(buf: u64, name: &str, source: &str) -> String {
+    let mut m = MODULES.lock().expect("trace modules lock");
+    let hash = flexkern::variant::lowered::fnv1a(source.as_bytes());
+    let number = match m.iter().position(|(_, h, _)| *h == hash) {
+        Some(i) => i,
+        None => {
+            m.push((name.to_string(), hash, kernels_of(source)));
+            m.len() - 1
+        }
+    };
+    format!(
+        "#define FK_STEP_TRACE 0x{buf:x}ull\n#define FK_STEP_TRACE_N {RECORDS}\n#define FK_TRACE_MODULE {number}\n"
+    )
+}
+
+/// `source`'s kernels by the line each starts on (`__global__`; the name, fk_*, on that line
+/// or one of the next two: long signatures wrap).
+fn kernels_of(source: &str) -> Vec<(u32, String)> {
+    let lines: Vec<&str> = source.lines().collect();
+    let fk_call = |l: &str| {
+        l.match_indices("fk_").find_map(|(at, _)| {
+            let id: String = l[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            l[at + id.len()..].starts_with('(').then_some(id)
+        })
+    };
+    lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let at = l.find("__global__")?;
+            let name = std::iter::once(&l[at..])
+                .chain(lines.iter().skip(i + 1).take(2).copied())
+                .find_map(fk_call)?;
+            Some((i as u32 + 1, name))
+        })
+        .collect()
+}
+
+/// One block: start, the return of its wait, end (ns), SM, kernel (module, line), grid size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Block {
+    pub start: u64,
+    pub released: u64,
+    pub end: u64,
+    pub sm: u32,
+    pub module: u32,
+    pub line: u32,
+    pub grid: u64,
+}
+
+/// Decodes the buffer (`words`: the counter, then the records; the defines' lines are counted
+/// from the source's first line, after the defines this module adds before it).
+pub fn parse(words: &[u64]) -> Vec<Block> {
+    let n = (words.first().copied().unwrap_or(0) as u32 as usize).min(RECORDS);
+    (0..n)
+        .filter_map(|i| {
+            let r = words.get(2 + 5 * i..2 + 5 * i + 5)?;
+            Some(Block {
+                start: r[0],
+                released: r[1],
+                end: r[2],
+                sm: (r[3] & 0xffff) as u32,
+                line: ((r[3] >> 16) & 0xffff_ffff) as u32,
+                module: (r[3] >> 48) as u32,
+                grid: r[4],
+            })
+        })
+        .collect()
+}
+
+/// One kernel launch of the step, in the order launches ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    pub kernel: String,
+    pub blocks: usize,
+    pub start: u64,
+    pub released: u64,
+    pub end: u64,
+}
+
+/// The kernel a (module, line) names: the last `__global__` at or above `line`.
+fn kernel_name(module: u32, line: u32) -> String {
+    let m = MODULES.lock().expect("trace modules lock");
+    let Some((name, _, kernels)) = m.get(module as usize) else {
+        return format!("module {module} line {line}");
+    };
+    // The source's lines are shifted by the defines' three.
+    let k = kernels
+        .iter()
+        .rev()
+        .find(|(l, _)| *l + 3 <= line)
+        .map_or("?", |(_, k)| k.as_str());
+    format!("{k} [{name}]")
+}
+
+/// Groups blocks into launches: per kernel, blocks in start order, `grid` at a time.
+pub fn launches(blocks: &[Block], name: impl Fn(u32, u32) -> String) -> Vec<Launch> {
+    let mut by: BTreeMap<(u32, u32), Vec<&Block>> = BTreeMap::new();
+    for b in blocks {
+        by.entry((b.module, b.line)).or_default().push(b);
+    }
+    let mut out = Vec::new();
+    for ((module, line), mut bs) in by {
+        bs.sort_by_key(|b| b.start);
+        let kernel = name(module, line);
+        let mut i = 0;
+        while i < bs.len() {
+            let g = (bs[i].grid as usize).clamp(1, bs.len() - i);
+            let part = &bs[i..i + g];
+            out.push(Launch {
+                kernel: kernel.clone(),
+                blocks: g,
+                start: part.iter().map(|b| b.start).min().unwrap_or(0),
+                released: part.iter().map(|b| b.released).max().unwrap_or(0),
+                end: part.iter().map(|b| b.end).max().unwrap_or(0),
+            });
+            i += g;
+        }
+    }
+    out.sort_by_key(|l| l.end);
+    out
+}
+
+/// The step's span and, per kernel, its launches and the time they add to the step (each
+/// launch is charged from the previous launch's end to its own: the critical path of a stream),
+/// how early its blocks started before their wait returned, and how long they ran after it.
+pub fn summary(blocks: &[Block]) -> String {
+    let ls = launches(blocks, kernel_name);
+    let (Some(first), Some(last)) = (ls.iter().map(|l| l.start).min(), ls.last()) else {
+        return "step trace: no blocks recorded".into();
+    };
+    let us = |ns: u64| ns as f64 / 1e3;
+    // kernel -> (launches, added, early, after)
+    let mut per: BTreeMap<&str, (usize, u64, u64, u64)> = BTreeMap::new();
+    let mut prev = first;
+    for l in &ls {
+        let e = per.entry(l.kernel.as_str()).or_default();
+        e.0 += 1;
+        e.1 += l.end.saturating_sub(prev.max(l.start.min(l.end)));
+        e.2 += l.released.saturating_sub(l.start);
+        e.3 += l.end.saturating_sub(l.released);
+        prev = prev.max(l.end);
+    }
+    let mut rows: Vec<_> = per.into_iter().collect();
+    rows.sort_by_key(|(_, v)| std::cmp::Reverse(v.1));
+    let mut s = format!(
+        "step trace: {} launches, {} blocks, {:.1} us from the first block's start to the last block's end\n  kernel: launches | us added to the step (total, per launch) | us a launch's blocks started before their wait returned | us from the last wait's return to the end\n",
+        ls.len(),
+        blocks.len(),
+        us(last.end - first)
+    );
+    for (k, (n, added, early, after)) in rows {
+        let n64 = n.max(1) as u64;
+        s += &format!(
+            "  {k}: {n} | {:.1}, {:.2} | {:.2} | {:.2}\n",
+            us(added),
+            us(added / n64),
+            us(early / n64),
+            us(after / n64)
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(start: u64, released: u64, end: u64, module: u32, grid: u64) -> Block {
+        Block {
+            start,
+            released,
+            end,
+            sm: 0,
+            module,
+            line: 10,
+            grid,
+        }
+    }
+
+    #[test]
+    fn blocks_group_into_launches_and_charge_the_critical_path() {
+        // Kernel 0 runs twice (two blocks a launch), kernel 1 once between, starting early.
+        let bs = [
+            b(0, 0, 100, 0, 2),
+            b(5, 5, 110, 0, 2),
+            b(90, 110, 150, 1, 1),
+            b(200, 200, 260, 0, 2),
+            b(210, 210, 250, 0, 2),
+        ];
+        let ls = launches(&bs, |m, _| format!("k{m}"));
+        let spans: Vec<_> = ls
+            .iter()
+            .map(|l| (l.kernel.as_str(), l.blocks, l.start, l.end))
+            .collect();
+        assert_eq!(
+            spans,
+            vec![("k0", 2, 0, 110), ("k1", 1, 90, 150), ("k0", 2, 200, 260)]
+        );
+        let s = summary(&bs);
+        assert!(s.contains("3 launches, 5 blocks, 0.3 us"), "{s}");
+    }
+
+    #[test]
+    fn the_buffer_decodes_its_counted_records() {
+        let mut w = vec![0u64; 2 + 10];
+        w[0] = 2;
+        w[2..7].copy_from_slice(&[10, 12, 20, 3u64 << 48 | 7u64 << 16 | 5, 64]);
+        w[7..12].copy_from_slice(&[30, 30, 40, 1u64 << 48 | 9u64 << 16 | 1, 1]);
+        let bs = parse(&w);
+        assert_eq!(bs.len(), 2);
+        assert_eq!(
+            bs[0],
+            Block {
+                start: 10,
+                released: 12,
+                end: 20,
+                sm: 5,
+                module: 3,
+                line: 7,
+                grid: 64
+            }
+        );
+    }
+
+    #[test]
+    fn defines_register_the_modules_kernels() {
+        let src = "#define X 1\nextern \"C\" __global__ void __launch_bounds__(64) fk_a(int x) {\n}\n__global__ void __launch_bounds__(32)\n    fk_b() {}\n";
+        let d = defines(0xabc, "ops_test", src);
+        assert!(d.contains("#define FK_STEP_TRACE 0xabcull"));
+        let m: u32 = d
+            .lines()
+            .last()
+            .unwrap()
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        // fk_a starts on source line 2, fk_b on line 4 (5 and 7 after the three defines).
+        assert_eq!(kernel_name(m, 6), "fk_a [ops_test]");
+        assert_eq!(kernel_name(m, 7), "fk_b [ops_test]");
+        // The same source again keeps its number (its module stays cached).
+        assert_eq!(defines(0xabc, "ops_test", src), d);
+    }
+}
+
+/// The instrumented kernels compile with the timeline's defines: the element-wise ops, a
+/// streamed Q4_0 GEMV and the tensor-core decode attention with its merge. Skipped without
+/// libnvrtc.
+#[cfg(test)]
+#[test]
+fn traced_modules_compile() {
+    use crate::quant::{GemvConfig, Mode, Stream};
+    use crate::runtime::compile::{compile_for, KernelSource};
+    if !crate::runtime::nvrtc_present() {
+        eprintln!("traced_modules_compile: libnvrtc not found, skipped");
+        return;
+    }
+    let f = flexkern_quant::Format::Q4_0;
+    let gemv = GemvConfig {
+        unit: crate::quant::unit_type(f, 4096).unwrap(),
+        mb: 1,
+        rows: 1,
+        mode: Mode::Plain,
+        xvec: true,
+        staged: crate::quant::choose::staged(f, 1),
+        dp4a: true,
+        stream: Stream::plan(f, 4096, 1, true, 233472),
+        acc: true,
+    }
+    .source();
+    let (rows, mma) = crate::plan::mma_shape(&crate::plan::MmaQuery {
+        qt: 2,
+        kt: 2,
+        vt: 2,
+        dk: 128,
+        dv: 128,
+        rows_aligned: true,
+        rows_adjacent: false,
+        q_rows: 4,
+        compute_capability: (9, 0),
+        warps: 4,
+        k_size: 2,
+        v_size: 2,
+        smem_optin: 227 * 1024,
+        tuned: Default::default(),
+    })
+    .expect("the tensor-core decode kernel");
+    let attn = crate::attention::KernelConfig {
+        qt: 2,
+        kt: 2,
+        vt: 2,
+        dk: 128,
+        dv: 128,
+        vk: 8,
+        vv: 8,
+        rows,
+        paged: true,
+        async_tile: 0,
+        stages: 0,
+        mma: Some(mma),
+        page_shift: 4,
+        nwarps: 4,
+        tma: false,
+        small_vars: true,
+        trace: false,
+    }
+    .source(
+        &crate::codegen::generate(
+            &flexkern::Variant::full()
+                .mask(flexkern::builtins::causal())
+                .compile()
+                .unwrap(),
+        )
+        .source,
+        0,
+    );
+    let ops = KernelSource {
+        name: "ops".into(),
+        source: format!(
+            "{}\n{}",
+            crate::headers::text(&[crate::headers::COMMON]),
+            include_str!("../../kernels/ops.cu")
+        ),
+    };
+    for src in [gemv, attn, ops] {
+        let traced = KernelSource {
+            source: defines(0x7000_0000, &src.name, &src.source) + &src.source,
+            name: src.name,
+        };
+        compile_for(&traced, "sm_90a").unwrap_or_else(|e| panic!("{}: {e}", traced.name));
+    }
+}
