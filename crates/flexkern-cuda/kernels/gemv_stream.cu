@@ -225,6 +225,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
             int m, i64 n, i64 k, FkStack st, const float* __restrict__ NW, float eps) {
   using F = FK_FMT;
   extern __shared__ __align__(16) u8 fk_sm[];
+  FK_TRACE_SCOPE();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 warps = (i64)gridDim.x * FK_SNW, gw = (i64)blockIdx.x * FK_SNW + warp;
   // Rows split evenly (counts differ by at most one, spread over every block): with
@@ -276,6 +277,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+  FK_TRACE_RELEASED();
 
   u8* const acts = fk_sm + FK_SNW * FK_RING;
   const float ns = fk_snorm_scale(X, NW, k, eps, (double*)acts);
