@@ -1,8 +1,8 @@
 // flexkern-cuda: prefill attention on Hopper warpgroup MMA (wgmma, sm_90a): FlashAttention-3's
 // warp specialization with cp.async gathers (so paged KV is the same code as contiguous).
 //
-// Same blocks, rows, partials and joins as fk_attention_mma (attention_mma.cu, whose helpers this
-// uses): one block = one KV head x one work item, FK_ROWS = 128 rows. Warps 0-7 are two consumer
+// Same blocks, rows, partials and joins as fk_attention_mma (attention_mma.cu; the helpers this
+// uses are attention_tc.cu's and attention_join.cu's): one block = one KV head x one work item, FK_ROWS = 128 rows. Warps 0-7 are two consumer
 // warpgroups of 64 rows each; warps 8-11 the producer warpgroup, which hands most of its
 // registers to the consumers (setmaxnreg: the register file is split per scheduler, so even a
 // single producer warp would cost the consumers a warpgroup's share). The producer copies each tile of

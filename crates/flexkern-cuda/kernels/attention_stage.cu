@@ -1,0 +1,138 @@
+// flexkern-cuda: K/V tiles of the mma.sync attention kernel staged into shared memory by
+// cp.async (after attention_tc.cu): rows split among the block's threads, page lookups shared by
+// a warp, K and V of equal bytes queued in one loop.
+#if FK_MMA
+// How the block's threads share a stage's rows of CH 16-byte chunks: TPR threads a row (a whole
+// row per group of lanes by default, coalesced; FK_MMA_TPR picks fewer for A/B runs), RPP rows
+// per pass of the block.
+template <int CH>
+struct FkRowSplit {
+  static constexpr int WHOLE = CH >= 32 ? 32 : (CH >= 16 ? 16 : (CH >= 8 ? 8 : (CH >= 4 ? 4 : (CH >= 2 ? 2 : 1))));
+  static constexpr int TPR = FK_MMA_TPR > 0 && FK_MMA_TPR < WHOLE ? FK_MMA_TPR : WHOLE;
+  static constexpr int RPP = FK_NWARPS * 32 / TPR;
+};
+
+#if FK_PAGED
+// The pool slots of a stage's keys [t0, t0 + FK_MTILE). Where the stage spans at most 32 pages
+// (power-of-two pages, every thread looping over whole passes), each lane of a warp looks up one
+// of them and rows take theirs by a shuffle: one page-table round trip a stage, not one per row
+// pass (ncu, H100, fp8 B1 x 128k paged: a tenth of the decode kernel's warp samples waited on
+// those per-row lookups). Otherwise each row looks its page up itself.
+template <int RPP>
+struct FkStagePages {
+#if FK_PAGE_SHIFT >= 0
+  static constexpr int SPAN = (FK_MTILE >> FK_PAGE_SHIFT) + 1;  // a stage may start mid-page
+  static constexpr bool SHARED = SPAN <= 32 && FK_MTILE % RPP == 0;
+#else
+  static constexpr bool SHARED = false;
+#endif
+  u32 mine;  // the physical page of logical page (t0 >> FK_PAGE_SHIFT) + lane
+  __device__ __forceinline__ FkStagePages(const FkArgs& a, u32 seq, i64 t0) {
+#if FK_PAGE_SHIFT >= 0
+    if constexpr (SHARED) {
+      const int lane = threadIdx.x & 31;
+      const u32 lp = ((u32)t0 >> FK_PAGE_SHIFT) + (u32)(lane < SPAN ? lane : SPAN - 1);
+      mine = fk_page(a, a.cu_pages, a.first_page, a.pages, seq, lp);
+    }
+#endif
+  }
+  // The slot of key `pos` of the stage at t0 (0 where not `live`). Every thread of the warp
+  // calls this for the same pass, live or not: the shuffle needs them all (a call skipped for
+  // dead keys hung the model's decode, whose last tile is part dead).
+  __device__ __forceinline__ i64 slot(const FkArgs& a, u32 seq, i64 t0, i64 pos, bool live) const {
+#if FK_PAGE_SHIFT >= 0
+    if constexpr (SHARED) {
+      const int from = (int)(((u32)pos >> FK_PAGE_SHIFT) - ((u32)t0 >> FK_PAGE_SHIFT));
+      const u32 phys = __shfl_sync(0xffffffffu, mine, from);
+      return live ? ((i64)phys << FK_PAGE_SHIFT) + ((u32)pos & ((1u << FK_PAGE_SHIFT) - 1u)) : 0;
+    }
+#endif
+    return live ? fk_kv_slot(a, seq, pos) : 0;
+  }
+};
+#endif
+
+// Queues the rows of keys [t0, t0 + FK_MTILE) of K (IS_V false) or V at `dst` (rows `pitch`
+// bytes apart). A few threads share a row, so its address (a page-table lookup when paged) is
+// found once per row, not once per 16-byte chunk. Keys past `end` or before the first visible
+// one are zero-filled: P is 0 there, and 0 * V must not be NaN.
+template <bool IS_V>
+__device__ __forceinline__ void fk_mrows(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, u8* dst, i64 t0,
+                                         i64 end, i64 visible0) {
+  constexpr int ESZ = IS_V ? FK_MVB : FK_MKB;
+  constexpr int CH = (IS_V ? FK_DV : FK_DK) * ESZ / 16;
+  constexpr int PITCH = IS_V ? FK_VPITCH : FK_KPITCH;
+  using L = FkRowSplit<CH>;
+  const int sub = threadIdx.x % L::TPR;
+  const u8* base = IS_V ? a.v : a.k;
+#if FK_PAGED
+  const FkStagePages<L::RPP> pages(a, seq, t0);
+#endif
+  // Unrolled: several rows' address lookups (page-table loads) are in flight together; two
+  // for wide rows, whose kernels are short of registers.
+  constexpr int UNROLL = CH >= 32 ? 2 : 4;
+#pragma unroll UNROLL
+  for (int j = threadIdx.x / L::TPR; j < FK_MTILE; j += L::RPP) {
+    const i64 pos = t0 + j;
+    const bool live = pos < end && pos >= visible0;
+#if FK_PAGED
+    const i64 slot = pages.slot(a, seq, t0, pos, live);
+    const u8* src = live ? base + (slot * a.num_kv_heads + kvh) * (IS_V ? FK_DV : FK_DK) * ESZ : base;
+#else
+    const u8* src = live ? base + fk_kv_row(a, sq, seq, pos, kvh, IS_V) * ESZ : base;
+#endif
+    const u32 d = fk_msmem(dst + j * PITCH);
+#pragma unroll
+    for (int ch = sub; ch < CH; ch += L::TPR) fk_cp16(d + ch * 16, src + (live ? ch * 16 : 0), live);
+  }
+}
+
+#if FK_PAGED
+// As fk_mrows for K and V at once, for paged rows of the same bytes: one page-table lookup and
+// one loop per key instead of two (at a few hundred keys a decode block is bound by its own
+// instruction stream, and these loops were a fifth of it).
+__device__ __forceinline__ void fk_mrows_kv(const FkArgs& a, u32 seq, i64 kvh, u8* kdst, u8* vdst, i64 t0,
+                                            i64 end, i64 visible0) {
+  constexpr int CH = FK_DK * FK_MKB / 16;
+  using L = FkRowSplit<CH>;
+  const int sub = threadIdx.x % L::TPR;
+  const FkStagePages<L::RPP> pages(a, seq, t0);
+  // Two rows at once: four spilled the 1-byte-KV decode kernel (128-key tiles).
+#pragma unroll 2
+  for (int j = threadIdx.x / L::TPR; j < FK_MTILE; j += L::RPP) {
+    const i64 pos = t0 + j;
+    const bool live = pos < end && pos >= visible0;
+    // K's and V's rows sit at the same offset of their pools.
+    const i64 at = pages.slot(a, seq, t0, pos, live);  // outside the select: it shuffles
+    const i64 slot = live ? at * a.num_kv_heads + kvh : 0;
+    const u8* ks = a.k + slot * (FK_DK * FK_MKB);
+    const u8* vs = ks + (a.v - a.k);
+    const u32 dk = fk_msmem(kdst + j * FK_KPITCH), dv = fk_msmem(vdst + j * FK_VPITCH);
+#pragma unroll
+    for (int ch = sub; ch < CH; ch += L::TPR) {
+      fk_cp16(dk + ch * 16, ks + (live ? ch * 16 : 0), live);
+      fk_cp16(dv + ch * 16, vs + (live ? ch * 16 : 0), live);
+    }
+  }
+}
+#endif
+
+// Queues K and V of keys [t0, t0 + FK_MTILE) into `stage` as one commit group (empty past the
+// item's end, so group counting stays uniform).
+__device__ __forceinline__ void fk_missue(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, u8* stage,
+                                          i64 t0, i64 end, i64 visible0) {
+  if (t0 < end) {
+#if FK_PAGED
+    // Heads above 128 keep two loops: both at once spill their registers.
+    if constexpr (FK_DK * FK_MKB == FK_DV * FK_MVB && FK_DK <= 128 && FK_DV <= 128) {
+      fk_mrows_kv(a, seq, kvh, stage, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
+    } else
+#endif
+    {
+      fk_mrows<false>(a, sq, seq, kvh, stage, t0, end, visible0);
+      fk_mrows<true>(a, sq, seq, kvh, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
+    }
+  }
+  asm volatile("cp.async.commit_group;");
+}
+#endif  // FK_MMA
