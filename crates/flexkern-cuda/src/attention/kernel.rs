@@ -216,7 +216,7 @@ impl KernelConfig {
 pub(super) fn load_kernel(
     dev: &Arc<Device>,
     cfg: &KernelConfig,
-    hooks: &codegen::VariantCode,
+    hooks: &codegen::Lowering,
     k_dtype: DType,
     v_dtype: DType,
 ) -> Result<(
@@ -225,9 +225,11 @@ pub(super) fn load_kernel(
     usize,
     usize,
 )> {
+    // The hooks' source is written only where no module is loaded under this key (a decode
+    // step plans afresh as its lengths grow, and finds its module).
     let module = dev.module_keyed(&format!("attention {cfg:?} {}", hooks.key), || {
         cfg.source(
-            &hooks.source,
+            &hooks.source(),
             flexkern::variant::lowered::fnv1a(hooks.key.as_bytes()),
         )
     })?;

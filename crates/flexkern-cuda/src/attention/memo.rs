@@ -34,7 +34,7 @@ impl PlanMemo {
         f: impl FnOnce(&Prepared) -> Result<R>,
     ) -> Result<Option<R>> {
         validate(c)?;
-        // The hooks' source is written only when a plan is made (a reused plan needs the key
+        // The hooks' source is written only when a module is compiled (a plan needs the key
         // and parameters alone).
         let lowering = codegen::lower(c.variant);
         let key = plan_key(c, &lowering.key, &lowering.params);
@@ -56,7 +56,7 @@ impl PlanMemo {
         };
         let p = match last {
             Ok(p) => p,
-            Err(old) => match prepare_with(dev, c, lowering.code(), old.map(|(_, p)| p._bufs))? {
+            Err(old) => match prepare_with(dev, c, lowering, old.map(|(_, p)| p._bufs))? {
                 Some(p) => p,
                 None => return Ok(None),
             },

@@ -296,7 +296,7 @@ impl Prepared {
 /// there is nothing to compute.
 pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
     validate(c)?;
-    prepare_with(dev, c, codegen::generate(c.variant), None)
+    prepare_with(dev, c, codegen::lower(c.variant), None)
 }
 
 /// `reuse`: the previous plan's step buffer and partition workspace, kept where they are large
@@ -305,7 +305,7 @@ pub fn prepare(dev: &Arc<Device>, c: &AttnCall) -> Result<Option<Prepared>> {
 fn prepare_with(
     dev: &Arc<Device>,
     c: &AttnCall,
-    hooks: codegen::VariantCode,
+    hooks: codegen::Lowering,
     reuse: Option<[DeviceBuf; 3]>,
 ) -> Result<Option<Prepared>> {
     let (hq, hkv, dk, dv) = (c.num_q_heads, c.num_kv_heads, c.head_dim, c.head_dim_v);

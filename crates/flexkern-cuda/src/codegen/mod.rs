@@ -134,7 +134,17 @@ pub fn lower(v: &CompiledVariant) -> Lowering {
 impl Lowering {
     /// The hooks' CUDA source, with the parameters and key.
     pub fn code(self) -> VariantCode {
-        let (mask, score, params, key) = (self.mask, self.score, self.params, self.key);
+        VariantCode {
+            source: self.source(),
+            params: self.params,
+            key: self.key,
+        }
+    }
+
+    /// The hooks' CUDA source alone (a module's compile needs it; a module already loaded
+    /// under the same key does not).
+    pub fn source(&self) -> String {
+        let (mask, score, params, key) = (&self.mask, &self.score, &self.params, &self.key);
         let mut body = String::new();
         function(&mut body, mask.as_ref(), Which::Mask, &self.bases[0]);
         function(&mut body, score.as_ref(), Which::Score, &self.bases[1]);
@@ -189,11 +199,7 @@ impl Lowering {
         let _ = writeln!(src, "}}");
         src.push_str(HOOKS);
         src.push_str(&body);
-        VariantCode {
-            source: src,
-            params,
-            key,
-        }
+        src
     }
 }
 
