@@ -211,6 +211,32 @@ impl KernelConfig {
     }
 }
 
+#[cfg(test)]
+impl KernelConfig {
+    /// bf16 Q, K and V at D 128 over pages of 16 keys, 4 warps: the shape tests build on.
+    pub(crate) fn bf16_paged16_d128(rows: usize, mma: Option<MmaShape>) -> KernelConfig {
+        KernelConfig {
+            qt: 2,
+            kt: 2,
+            vt: 2,
+            dk: 128,
+            dv: 128,
+            vk: 8,
+            vv: 8,
+            rows,
+            paged: true,
+            async_tile: 0,
+            stages: 0,
+            mma,
+            page_shift: 4,
+            nwarps: 4,
+            tma: false,
+            small_vars: true,
+            trace: false,
+        }
+    }
+}
+
 /// Compiles (or finds) `cfg`'s module and its attention kernel: (module, kernel, blocks per SM,
 /// dynamic shared memory).
 pub(super) fn load_kernel(

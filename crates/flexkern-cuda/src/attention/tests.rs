@@ -259,23 +259,9 @@ fn tensor_core_kernels_compile_without_spills() {
 #[test]
 fn module_names_are_readable() {
     let k = KernelConfig {
-        qt: 2,
-        kt: 2,
-        vt: 2,
-        dk: 128,
-        dv: 128,
-        vk: 8,
-        vv: 8,
-        rows: 4,
-        paged: true,
         async_tile: 32,
         stages: 4,
-        mma: None,
-        page_shift: 4,
-        nwarps: 4,
-        tma: false,
-        small_vars: true,
-        trace: false,
+        ..KernelConfig::bf16_paged16_d128(4, None)
     };
     assert_eq!(k.name(), "attn_paged16_qbf16_bf16_hd128_r4w4_a32x4");
     let s = k.source("/*hooks*/", 0xabcd);

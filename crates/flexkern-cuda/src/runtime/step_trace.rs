@@ -320,26 +320,7 @@ fn traced_modules_compile() {
         tuned: Default::default(),
     })
     .expect("the tensor-core decode kernel");
-    let attn = crate::attention::KernelConfig {
-        qt: 2,
-        kt: 2,
-        vt: 2,
-        dk: 128,
-        dv: 128,
-        vk: 8,
-        vv: 8,
-        rows,
-        paged: true,
-        async_tile: 0,
-        stages: 0,
-        mma: Some(mma),
-        page_shift: 4,
-        nwarps: 4,
-        tma: false,
-        small_vars: true,
-        trace: false,
-    }
-    .source(
+    let attn = crate::attention::KernelConfig::bf16_paged16_d128(rows, Some(mma)).source(
         &crate::codegen::generate(
             &flexkern::Variant::full()
                 .mask(flexkern::builtins::causal())
