@@ -190,6 +190,21 @@ mod tests {
     }
 
     #[test]
+    fn short_or_odd_buffers_decode_only_the_slots_they_hold() {
+        let t = parse(&[5, 7 << 16 | 3, 9], 100, 100);
+        assert_eq!(
+            t.attn,
+            vec![Record {
+                start: 5,
+                dur: 7,
+                sm: 3
+            }]
+        );
+        assert!(t.merge.is_empty());
+        assert!(parse(&[], 10, 10).attn.is_empty());
+    }
+
+    #[test]
     fn an_empty_timeline_says_so() {
         assert!(parse(&raw(&[]), 0, 0)
             .summary(132)

@@ -67,7 +67,7 @@ pub struct Device {
     /// The stream is being captured into a graph (`graph.rs`): uploads refuse.
     capturing: std::sync::atomic::AtomicBool,
     /// The step timeline's buffer (`FLEXKERN_CUDA_TRACE=step`, `step_trace.rs`).
-    step_trace: std::sync::OnceLock<u64>,
+    step_trace: Mutex<Option<u64>>,
 }
 
 /// Whether libcuda can be loaded at all (cudarc panics on first use otherwise).
@@ -193,7 +193,9 @@ impl Device {
         if !step_trace::enabled() {
             return Ok(None);
         }
-        if let Some(&p) = self.step_trace.get() {
+        // Held across the allocation: two threads' first modules get one buffer.
+        let mut slot = self.step_trace.lock().expect("step trace lock");
+        if let Some(p) = *slot {
             return Ok(Some(p));
         }
         self.bind()?;
@@ -201,7 +203,8 @@ impl Device {
         // SAFETY: a fresh allocation, zeroed before any kernel sees its address.
         let p = unsafe { result::malloc_sync(bytes) }.map_err(|e| driver("cuMemAlloc", e))?;
         unsafe { result::memset_d8_sync(p, 0, bytes) }.map_err(|e| driver("cuMemsetD8", e))?;
-        Ok(Some(*self.step_trace.get_or_init(|| p)))
+        *slot = Some(p);
+        Ok(Some(p))
     }
 
     /// Empties the step timeline (queued on the stream, before the launches to record).
@@ -260,7 +263,7 @@ impl Drop for Device {
         if let Ok(mut s) = self.staging.lock() {
             s.free();
         }
-        if let Some(&p) = self.step_trace.get() {
+        if let Some(p) = self.step_trace.lock().ok().and_then(|s| *s) {
             // SAFETY: the stream is idle and no module that wrote it is loaded.
             let _ = unsafe { result::free_sync(p) };
         }

@@ -257,6 +257,17 @@ mod tests {
     }
 
     #[test]
+    fn a_count_past_the_records_held_reads_only_those() {
+        // The counter says 1000 (or wrapped past 2^32); two records are there.
+        let mut w = vec![0u64; 2 + 10];
+        w[0] = 1000 | 7 << 32;
+        w[2..7].copy_from_slice(&[1, 1, 2, 0, 1]);
+        assert_eq!(parse(&w).len(), 2);
+        assert!(parse(&[]).is_empty());
+        assert!(summary(&[]).contains("no blocks"));
+    }
+
+    #[test]
     fn defines_register_the_modules_kernels() {
         let src = "#define X 1\nextern \"C\" __global__ void __launch_bounds__(64) fk_a(int x) {\n}\n__global__ void __launch_bounds__(32)\n    fk_b() {}\n";
         let d = defines(0xabc, "ops_test", src);
