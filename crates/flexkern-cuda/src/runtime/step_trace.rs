@@ -107,7 +107,11 @@ pub struct Launch {
     pub kernel: String,
     pub blocks: usize,
     pub start: u64,
+    /// The first and the last of its blocks' wait returns.
+    pub first_released: u64,
     pub released: u64,
+    /// Its blocks' median end, and the last.
+    pub mid_end: u64,
     pub end: u64,
 }
 
@@ -140,12 +144,16 @@ pub fn launches(blocks: &[Block], name: impl Fn(u32, u32) -> String) -> Vec<Laun
         while i < bs.len() {
             let g = (bs[i].grid as usize).clamp(1, bs.len() - i);
             let part = &bs[i..i + g];
+            let mut ends: Vec<u64> = part.iter().map(|b| b.end).collect();
+            ends.sort_unstable();
             out.push(Launch {
                 kernel: kernel.clone(),
                 blocks: g,
                 start: part.iter().map(|b| b.start).min().unwrap_or(0),
+                first_released: part.iter().map(|b| b.released).min().unwrap_or(0),
                 released: part.iter().map(|b| b.released).max().unwrap_or(0),
-                end: part.iter().map(|b| b.end).max().unwrap_or(0),
+                mid_end: ends[ends.len() / 2],
+                end: ends[ends.len() - 1],
             });
             i += g;
         }
@@ -154,42 +162,70 @@ pub fn launches(blocks: &[Block], name: impl Fn(u32, u32) -> String) -> Vec<Laun
     out
 }
 
-/// The step's span and, per kernel, its launches and the time they add to the step (each
-/// launch is charged from the previous launch's end to its own: the critical path of a stream),
-/// how early its blocks started before their wait returned, and how long they ran after it.
+/// What one row of the summary adds up over its launches.
+#[derive(Default)]
+struct Totals {
+    launches: u64,
+    added: u64,
+    early: u64,
+    after: u64,
+    gap: u64,
+    tail: u64,
+}
+
+/// The step's span and, per kernel and the kernel launched before it (a layer's projections
+/// share a module: the one after the attention is wo, the one after gate/up is down), its
+/// launches and the time they add to the step (each launch is charged from the previous
+/// launch's end to its own: the critical path of a stream), how early its blocks started before
+/// their wait returned, how long they ran after it, the gap from the previous launch's end to
+/// its first wait return, and its tail (median block end to the last).
 pub fn summary(blocks: &[Block]) -> String {
-    let ls = launches(blocks, kernel_name);
+    summary_named(blocks, kernel_name)
+}
+
+/// `summary` with kernels named by `name(module, line)`.
+fn summary_named(blocks: &[Block], name: impl Fn(u32, u32) -> String) -> String {
+    let ls = launches(blocks, name);
     let (Some(first), Some(last)) = (ls.iter().map(|l| l.start).min(), ls.last()) else {
         return "step trace: no blocks recorded".into();
     };
     let us = |ns: u64| ns as f64 / 1e3;
-    // kernel -> (launches, added, early, after)
-    let mut per: BTreeMap<&str, (usize, u64, u64, u64)> = BTreeMap::new();
+    let short = |k: &str| k.split(" [").next().unwrap_or(k).to_string();
+    let mut per: BTreeMap<String, Totals> = BTreeMap::new();
     let mut prev = first;
+    let mut before = String::from("(start)");
     for l in &ls {
-        let e = per.entry(l.kernel.as_str()).or_default();
-        e.0 += 1;
-        e.1 += l.end.saturating_sub(prev.max(l.start.min(l.end)));
-        e.2 += l.released.saturating_sub(l.start);
-        e.3 += l.end.saturating_sub(l.released);
+        let e = per
+            .entry(format!("{} after {before}", l.kernel))
+            .or_default();
+        e.launches += 1;
+        e.added += l.end.saturating_sub(prev.max(l.start.min(l.end)));
+        e.early += l.released.saturating_sub(l.start);
+        e.after += l.end.saturating_sub(l.released);
+        e.gap += l.first_released.saturating_sub(prev);
+        e.tail += l.end.saturating_sub(l.mid_end);
         prev = prev.max(l.end);
+        before = short(&l.kernel);
     }
     let mut rows: Vec<_> = per.into_iter().collect();
-    rows.sort_by_key(|(_, v)| std::cmp::Reverse(v.1));
+    rows.sort_by_key(|(_, v)| std::cmp::Reverse(v.added));
     let mut s = format!(
-        "step trace: {} launches, {} blocks, {:.1} us from the first block's start to the last block's end\n  kernel: launches | us added to the step (total, per launch) | us a launch's blocks started before their wait returned | us from the last wait's return to the end\n",
+        "step trace: {} launches, {} blocks, {:.1} us from the first block's start to the last block's end\n  kernel after the previous kernel: launches | us added to the step (total, per launch) | us a launch's blocks started before their wait returned | us from the last wait's return to the end | us from the previous launch's end to the first wait return | us from the median block end to the last\n",
         ls.len(),
         blocks.len(),
         us(last.end - first)
     );
-    for (k, (n, added, early, after)) in rows {
-        let n64 = n.max(1) as u64;
+    for (k, t) in rows {
+        let n = t.launches.max(1);
         s += &format!(
-            "  {k}: {n} | {:.1}, {:.2} | {:.2} | {:.2}\n",
-            us(added),
-            us(added / n64),
-            us(early / n64),
-            us(after / n64)
+            "  {k}: {} | {:.1}, {:.2} | {:.2} | {:.2} | {:.2} | {:.2}\n",
+            t.launches,
+            us(t.added),
+            us(t.added / n),
+            us(t.early / n),
+            us(t.after / n),
+            us(t.gap / n),
+            us(t.tail / n)
         );
     }
     s
@@ -230,8 +266,19 @@ mod tests {
             spans,
             vec![("k0", 2, 0, 110), ("k1", 1, 90, 150), ("k0", 2, 200, 260)]
         );
-        let s = summary(&bs);
+        let s = summary_named(&bs, |m, _| format!("k{m}"));
         assert!(s.contains("3 launches, 5 blocks, 0.3 us"), "{s}");
+        // Rows by kernel and its predecessor: k1 started 20 ns early and added 40; the second
+        // k0 waited 50 ns past k1's end (its first block's start) and added 60.
+        assert!(
+            s.contains("k1 after k0: 1 | 0.0, 0.04 | 0.02 | 0.04 | 0.00 | 0.00"),
+            "{s}"
+        );
+        assert!(
+            s.contains("k0 after k1: 1 | 0.1, 0.06 | 0.01 | 0.05 | 0.05 | 0.00"),
+            "{s}"
+        );
+        assert!(s.contains("k0 after (start): 1 | 0.1, 0.11 |"), "{s}");
     }
 
     #[test]
