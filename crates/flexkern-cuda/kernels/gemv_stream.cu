@@ -33,6 +33,16 @@ struct FkStack {
   i64 na, nb;
 };
 
+// FK_SROPE (mode 3, Q, K and V of one decode token): the epilogue applies RoPE to Q and K and
+// appends K and V to the page store, as fk_rope_kv_write does after a plain launch (the same
+// roundings: kv_store.cuh), so that launch goes. A rotated pair is two adjacent rows (RoPE's
+// normal style), so every warp's rows start at an even row; the warp holds a pair's first row
+// until its second is reduced.
+#ifndef FK_SROPE
+#define FK_SROPE 0
+#endif
+static_assert(!FK_SROPE || FK_MODE == 3, "RoPE in the epilogue of the stacked Q, K, V launch");
+
 // Where row `row` of the launch lives: its matrix, its row there, its output.
 struct FkSRow {
   FkMat m;
@@ -220,9 +230,67 @@ __device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, const f
 }
 #endif
 
+#if FK_SROPE
+// What the epilogue reads besides the row: the token's position and page slot (registers),
+// the frequencies and the per-head store scales (shared memory, filled after the wait). Read
+// from global memory at each row, they stalled the warp (lane 0's divergent path holds all
+// of it): the fused launch took 11.4 us of an 8B layer against 9.6 + 2.3 for the two.
+constexpr int FK_ROPE_HALF_MAX = 256, FK_ROPE_HKV_MAX = 64;
+struct FkSRope {
+  u32 pos, slot;
+  const float* invf;
+  const float* ksc;
+  const float* vsc;
+};
+
+// Row r (its value v, reduced in every lane) of the stacked Q (into Y), K (st.y2), V (st.y3) of
+// token 0, with fk_rope_kv_item's arithmetic: a rotated dim's even row waits in `held`; its odd
+// row rotates the pair and stores both (Q in f32 and, with rk.qcode, 16-bit; K in f32 and in
+// the page store); rows past the rotated dims and V store as they come. Lane 0 writes.
+__device__ __forceinline__ void fk_srope_store(const FkRopeKv& rk, const FkSRope& sr, const FkStack& st,
+                                               const FkSRow& r, float v, float& held, int lane) {
+  const int dim = rk.dim, rot = 2 * rk.half, row = (int)r.row;  // rows of one matrix fit an int
+  if (r.y == st.y3) {  // V
+    if (lane == 0) {
+      const int h = row / rk.dim_v, e = row - h * rk.dim_v;
+      r.y[row] = v;
+      fk_kv_store(rk.vdst, rk.vcode, ((u64)sr.slot * rk.hkv + h) * rk.dim_v + e, v, sr.vsc[h]);
+    }
+    return;
+  }
+  const bool is_k = r.y == st.y2;
+  const int h = row / dim, e = row - h * dim;
+  float x0 = v, x1 = v;
+  int e0 = e, n = 1;
+  if (e < rot) {
+    if ((e & 1) == 0) {
+      held = v;
+      return;
+    }
+    x0 = held, x1 = v, e0 = e - 1, n = 2;
+    fk_rope_rotate(x0, x1, e0 / 2, sr.pos, sr.invf, rk.mscale);
+  }
+  if (lane != 0) return;
+  const int at = row - (e - e0);
+  const float xs[2] = {x0, x1};
+  for (int i = 0; i < n; ++i) {
+    r.y[at + i] = xs[i];
+    if (is_k)
+      fk_kv_store(rk.kdst, rk.kcode, ((u64)sr.slot * rk.hkv + h) * dim + e0 + i, xs[i], sr.ksc[h]);
+    else if (rk.qcode)
+      rk.qh[at + i] = fk_to16(xs[i], rk.qcode);
+  }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
     fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2, float* __restrict__ Y,
-            int m, i64 n, i64 k, FkStack st, const float* __restrict__ NW, float eps) {
+            int m, i64 n, i64 k, FkStack st, const float* __restrict__ NW, float eps
+#if FK_SROPE
+            ,
+            const FkRopeKv rk
+#endif
+    ) {
   using F = FK_FMT;
   extern __shared__ __align__(16) u8 fk_sm[];
   FK_TRACE_SCOPE();
@@ -230,7 +298,11 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   const i64 warps = (i64)gridDim.x * FK_SNW, gw = (i64)blockIdx.x * FK_SNW + warp;
   // Rows split evenly (counts differ by at most one, spread over every block): with
   // ceil(n / warps) rows each, 4096 rows on 3168 warps left a third of the SMs idle.
+#if FK_SROPE
+  const i64 r0 = 2 * (gw * (n / 2) / warps), r1 = 2 * ((gw + 1) * (n / 2) / warps);  // n is even
+#else
   const i64 r0 = gw * n / warps, r1 = (gw + 1) * n / warps;
+#endif
 #if FK_SREG
   constexpr int UE = F::UE;
   const int units = (int)(k / UE);
@@ -278,6 +350,14 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
   FK_TRACE_RELEASED();
+#if FK_SROPE
+  // The epilogue's inputs (the host keeps half and hkv within the arrays); the activation
+  // prologue's barrier below publishes the shared ones.
+  __shared__ float s_invf[FK_ROPE_HALF_MAX], s_ksc[FK_ROPE_HKV_MAX], s_vsc[FK_ROPE_HKV_MAX];
+  for (int i = threadIdx.x; i < rk.half; i += FK_SNW * 32) s_invf[i] = rk.inv_freq[i];
+  for (int i = threadIdx.x; i < rk.hkv; i += FK_SNW * 32) s_ksc[i] = rk.kscales[i], s_vsc[i] = rk.vscales[i];
+  const FkSRope sr{rk.pos[0], rk.slots[0], s_invf, s_ksc, s_vsc};
+#endif
 
   u8* const acts = fk_sm + FK_SNW * FK_RING;
   const float ns = fk_snorm_scale(X, NW, k, eps, (double*)acts);
@@ -321,6 +401,14 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   };
 #endif
   // A row's sums reduced across the warp and stored (mode 1: silu(gate) * up).
+#if FK_SROPE
+  float held = 0.f;  // a rotated pair's first row
+  auto store = [&](const FkSRow& r, float (&acc)[1]) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], off);
+    fk_srope_store(rk, sr, st, r, acc[0], held, lane);
+  };
+#else
   auto store = [&](const FkSRow& r, float (&acc)[FK_SNM]) {
 #pragma unroll
     for (int t = 0; t < FK_SNM; ++t)
@@ -335,6 +423,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
       r.y[r.row] = FK_ACC ? r.y[r.row] + v : v;  // FK_ACC: a residual connection, y += W x
     }
   };
+#endif
 
 #if FK_SPIPE
   // Unit u's raw words dotted with its activations (Q8_0: 32 codes, scale and code sum; Q8_K:

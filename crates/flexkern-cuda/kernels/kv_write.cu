@@ -1,37 +1,5 @@
 // flexkern-cuda: KV page writes. Token i's rows ([Hkv, D] f32) go to page slot slots[i],
-// encoded to the store's type with the head's scale, bit for bit as the CPU encodes: f16 and
-// bf16 round to nearest even, fp8 rounds to nearest even and saturates (cvt ... satfinite),
-// int8 rounds half to even and clamps to +-127 (NaN to 0).
-
-__device__ __forceinline__ u32 fk_bf16_rne(float x) {
-  const u32 u = __float_as_uint(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;  // NaN stays a (quiet) NaN
-  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
-
-// Element `at` of a store of type `dtype` (0 f32, 1 f16, 2 bf16, 3 e4m3, 4 e5m2, 5 int8; the
-// last three divided by the head's `scale` first).
-__device__ __forceinline__ void fk_kv_store(u8* dst, int dtype, u64 at, float x, float scale) {
-  if (dtype == 0) {
-    ((float*)dst)[at] = x;
-  } else if (dtype == 1) {
-    unsigned short b;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(x));
-    ((unsigned short*)dst)[at] = b;
-  } else if (dtype == 2) {
-    ((unsigned short*)dst)[at] = (unsigned short)fk_bf16_rne(x);
-  } else if (dtype == 5) {
-    const float y = x / scale;
-    const float r = y != y ? 0.f : fminf(fmaxf(rintf(y), -127.f), 127.f);
-    dst[at] = (u8)(signed char)(int)r;
-  } else {
-    const float y = x / scale;
-    unsigned short b;
-    if (dtype == 3) asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(b) : "f"(0.f), "f"(y));
-    else asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(b) : "f"(0.f), "f"(y));
-    dst[at] = (u8)(b & 0xffu);
-  }
-}
+// encoded to the store's type with the head's scale (kv_store.cuh, pasted before this file).
 
 extern "C" __global__ void fk_kv_write(const u32* slots, u64 m, const float* src, u8* dst, int dtype,
                                        int heads, int dim, const float* scales) {
@@ -43,43 +11,6 @@ extern "C" __global__ void fk_kv_write(const u32* slots, u64 m, const float* src
     fk_kv_store(dst, dtype, ((u64)slots[t] * heads + h) * dim + e, src[i], scales[h]);
   }
 }
-
-// The pair (a, b) of one head row rotated by RoPE, in place (ops.cu's fk_rope, the same
-// roundings); returns the pair's indices.
-__device__ __forceinline__ int2 fk_rope_pair(float* row, int p, u32 pos, const float* inv_freq, int half,
-                                             int neox, float mscale) {
-  float s, c;
-  sincosf(__fmul_rn((float)pos, inv_freq[p]), &s, &c);
-  c = __fmul_rn(c, mscale);
-  s = __fmul_rn(s, mscale);
-  const int a = neox ? p : 2 * p, b = neox ? p + half : 2 * p + 1;
-  const float x0 = row[a], x1 = row[b];
-  row[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-  row[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
-  return make_int2(a, b);
-}
-
-// Decode's RoPE and KV append in one launch (fk_rope on Q, fk_rope on K, fk_kv_write of K and V):
-// one thread per Q pair, K pair (rotated in place, both elements stored), K element past the
-// rotated ones (stored), and V element (stored). With `qcode` (1 f16, 2 bf16) Q is also written
-// to `qh` rounded as fk_convert rounds it (one more thread per Q element past the rotated
-// ones), so the attention reads 16-bit Q without a convert launch.
-struct FkRopeKv {
-  float* q;
-  float* k;
-  const float* v;
-  const u32* pos;
-  const u32* slots;
-  const float* inv_freq;
-  u8* kdst;
-  u8* vdst;
-  const float* kscales;
-  const float* vscales;
-  u16* qh;
-  i64 tokens;
-  int hq, hkv, dim, dim_v, half, neox, kcode, vcode, qcode;
-  float mscale;
-};
 
 // Element i of the launch (I: u32 where the launch's total fits, else i64; a 64-bit division by
 // a run-time value is a slow-path call, three of them a thread in a decode step's launch).

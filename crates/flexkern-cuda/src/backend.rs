@@ -159,7 +159,7 @@ impl CudaBackend {
                 name: "kv_write".into(),
                 source: format!(
                     "{}\n{KV_WRITE}",
-                    crate::headers::text(&[crate::headers::COMMON])
+                    crate::headers::text(&[crate::headers::COMMON, crate::headers::KV_STORE])
                 ),
             })
             .map_err(err)?;

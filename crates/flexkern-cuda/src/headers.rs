@@ -3,6 +3,8 @@
 
 /// Integer types, PDL, element conversions and loads, warp reductions, `fk_silu`.
 pub(crate) const COMMON: &str = include_str!("../kernels/fk_common.cuh");
+/// KV encodings, RoPE pairs and `FkRopeKv` (the KV writes and the QKV projection's epilogue).
+pub(crate) const KV_STORE: &str = include_str!("../kernels/kv_store.cuh");
 /// mma.sync, ldmatrix and cp.async helpers (attention and the prompt GEMM).
 pub(crate) const MMA: &str = include_str!("../kernels/mma.cuh");
 /// Hopper wgmma, mbarrier and TMA helpers (attention and the prompt GEMM).

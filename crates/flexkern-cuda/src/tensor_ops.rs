@@ -47,9 +47,10 @@ fn f32_rows(arg: &'static str, b: &CudaBuffer, need: usize) -> Result<()> {
     Ok(())
 }
 
-/// `FkRopeKv` of kv_write.cu (same order).
+/// `FkRopeKv` of kv_store.cuh (same order): a decode step's RoPE and KV append, built and
+/// checked by the backend (`rope_kv_args`).
 #[repr(C)]
-struct RopeKv {
+pub struct RopeKv {
     q: u64,
     k: u64,
     v: u64,
@@ -205,7 +206,88 @@ fn rope_check(
     Ok(rope.n_rot / 2)
 }
 
+/// `FLEXKERN_CUDA_ROPE_FUSE=0` keeps RoPE and the KV append in their own launch after the QKV
+/// projection (A/B runs).
+fn rope_fusion() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("FLEXKERN_CUDA_ROPE_FUSE").map_or(true, |v| v != "0"))
+}
+
 impl CudaBackend {
+    /// `rope_kv_write`'s checks (before anything is launched) and its kernel's arguments, the
+    /// kernel and its launch's thread count; None when there is nothing to write.
+    #[allow(clippy::too_many_arguments)]
+    fn rope_kv_args(
+        &self,
+        (q, q16, k, v): (&CudaBuffer, Option<&CudaBuffer>, &CudaBuffer, &CudaBuffer),
+        (hq, hkv): (usize, usize),
+        head_dim: usize,
+        positions: &Slice<'_, CudaBuffer>,
+        rope: &Rope,
+        inv_freq: &CudaBuffer,
+        pages: &Pages<'_, CudaBuffer>,
+        slots: &Slice<'_, CudaBuffer>,
+    ) -> Result<Option<(RopeKv, CUfunction, usize)>> {
+        let l = pages.layout;
+        let half = rope_check(q, hq, head_dim, positions, rope, inv_freq)?;
+        rope_check(k, hkv, head_dim, positions, rope, inv_freq)?;
+        if l.head_dim != head_dim || l.num_kv_heads != hkv || slots.len != positions.len {
+            return Err(invalid(
+                "pages",
+                format!(
+                    "a store of {} heads of {} for {hkv} heads of {head_dim}, {} slots for {} positions",
+                    l.num_kv_heads, l.head_dim, slots.len, positions.len
+                ),
+            ));
+        }
+        let t = positions.len;
+        let (qh, qcode) = match q16 {
+            Some(h) => {
+                check_q16(q, h, t * hq * head_dim)?;
+                (
+                    h.device_buf().ptr(),
+                    if h.dtype() == DType::BF16 { 2 } else { 1 },
+                )
+            }
+            None => (0, 0),
+        };
+        let Some(w) = self.kv_write_args(pages, slots, k, v)? else {
+            return Ok(None);
+        };
+        let f = w.function("fk_rope_kv_write")?;
+        let a = RopeKv {
+            q: q.device_buf().ptr(),
+            k: k.device_buf().ptr(),
+            v: v.device_buf().ptr(),
+            pos: positions.buf.ptr_at(positions.start),
+            slots: w.slots,
+            inv_freq: inv_freq.device_buf().ptr(),
+            kdst: w.k,
+            vdst: w.v,
+            kscales: w.scales.ptr(),
+            vscales: w.v_scales(),
+            qh,
+            tokens: t as i64,
+            hq: hq as i32,
+            hkv: hkv as i32,
+            dim: head_dim as i32,
+            dim_v: l.head_dim_v as i32,
+            half: half as i32,
+            neox: (rope.style == RopeStyle::Neox) as i32,
+            kcode: w.codes.0,
+            vcode: w.codes.1,
+            qcode,
+            mscale: rope.mscale,
+        };
+        let q_tail = if qcode != 0 {
+            hq * (head_dim - 2 * half)
+        } else {
+            0
+        };
+        let total = t * (hq * half + q_tail + hkv * (head_dim - half) + hkv * l.head_dim_v);
+        Ok(Some((a, f, total)))
+    }
+
     /// A fused norm's weights, checked as `rms_norm` checks them (`k` f32 values).
     fn gemv_norm<'b>(&self, norm: Norm<'b, CudaBuffer>, k: usize) -> Result<GemvNorm<'b>> {
         norm.check(k)?;
@@ -294,7 +376,7 @@ impl TensorOps for CudaBackend {
         if m == 1 {
             f32_rows("x", x, ws.first().map_or(0, |w| w.k))?;
             let outs: Vec<_> = ys.iter().map(|y| y.device_buf()).collect();
-            if gemv_stacked(&self.dev, ws, x.device_buf(), None, &outs)? {
+            if gemv_stacked(&self.dev, ws, x.device_buf(), None, &outs, None)? {
                 return Ok(());
             }
         }
@@ -323,7 +405,7 @@ impl TensorOps for CudaBackend {
                 f32_rows("ys", y, w.n)?;
             }
             let outs: Vec<_> = ys.iter().map(|y| y.device_buf()).collect();
-            if gemv_stacked(&self.dev, ws, x.device_buf(), Some(nm), &outs)? {
+            if gemv_stacked(&self.dev, ws, x.device_buf(), Some(nm), &outs, None)? {
                 return Ok(());
             }
             // One matrix, or mixed formats (Q4_K_M keeps some layers' V in Q6_K): each run of
@@ -355,6 +437,7 @@ impl TensorOps for CudaBackend {
                             x.device_buf(),
                             Some(nm),
                             &outs[r],
+                            None,
                         )?;
                     }
                 }
@@ -507,7 +590,7 @@ impl TensorOps for CudaBackend {
         q16: Option<&mut CudaBuffer>,
         k: &mut CudaBuffer,
         v: &CudaBuffer,
-        (hq, hkv): (usize, usize),
+        heads: (usize, usize),
         head_dim: usize,
         positions: Slice<'_, CudaBuffer>,
         rope: &Rope,
@@ -516,63 +599,20 @@ impl TensorOps for CudaBackend {
         slots: Slice<'_, CudaBuffer>,
     ) -> Result<()> {
         let _p = self.prof.scope(&self.dev, "rope_kv_write");
-        let l = pages.layout;
-        let half = rope_check(q, hq, head_dim, &positions, rope, inv_freq)?;
-        rope_check(k, hkv, head_dim, &positions, rope, inv_freq)?;
-        if l.head_dim != head_dim || l.num_kv_heads != hkv || slots.len != positions.len {
-            return Err(invalid(
-                "pages",
-                format!(
-                    "a store of {} heads of {} for {hkv} heads of {head_dim}, {} slots for {} positions",
-                    l.num_kv_heads, l.head_dim, slots.len, positions.len
-                ),
-            ));
-        }
-        let t = positions.len;
-        let (qh, qcode) = match &q16 {
-            Some(h) => {
-                check_q16(q, h, t * hq * head_dim)?;
-                (
-                    h.device_buf().ptr(),
-                    if h.dtype() == DType::BF16 { 2 } else { 1 },
-                )
-            }
-            None => (0, 0),
-        };
-        let Some(w) = self.kv_write_args(&pages, &slots, k, v)? else {
+        let q16 = q16.map(|h| &*h);
+        let Some((mut a, f, total)) = self.rope_kv_args(
+            (q, q16, k, v),
+            heads,
+            head_dim,
+            &positions,
+            rope,
+            inv_freq,
+            &pages,
+            &slots,
+        )?
+        else {
             return Ok(());
         };
-        let f = w.function("fk_rope_kv_write")?;
-        let mut a = RopeKv {
-            q: q.device_buf().ptr(),
-            k: k.device_buf().ptr(),
-            v: v.device_buf().ptr(),
-            pos: positions.buf.ptr_at(positions.start),
-            slots: w.slots,
-            inv_freq: inv_freq.device_buf().ptr(),
-            kdst: w.k,
-            vdst: w.v,
-            kscales: w.scales.ptr(),
-            vscales: w.v_scales(),
-            qh,
-            tokens: t as i64,
-            hq: hq as i32,
-            hkv: hkv as i32,
-            dim: head_dim as i32,
-            dim_v: l.head_dim_v as i32,
-            half: half as i32,
-            neox: (rope.style == RopeStyle::Neox) as i32,
-            kcode: w.codes.0,
-            vcode: w.codes.1,
-            qcode,
-            mscale: rope.mscale,
-        };
-        let q_tail = if qcode != 0 {
-            hq * (head_dim - 2 * half)
-        } else {
-            0
-        };
-        let total = t * (hq * half + q_tail + hkv * (head_dim - half) + hkv * l.head_dim_v);
         let mut p: [*mut c_void; 1] = [(&mut a as *mut RopeKv).cast()];
         self.dev.bind()?;
         // SAFETY: fk_rope_kv_write(FkRopeKv) (same layout) rotates `t` rows of q and k (checked
@@ -587,6 +627,77 @@ impl TensorOps for CudaBackend {
             )
         }?;
         Ok(())
+    }
+
+    fn norm_qkv_rope_kv_write(
+        &self,
+        norm: Norm<'_, CudaBuffer>,
+        ws: [&DeviceMatrix; 3],
+        x: &CudaBuffer,
+        m: usize,
+        h: &mut CudaBuffer,
+        (q, k, v): (&mut CudaBuffer, &mut CudaBuffer, &mut CudaBuffer),
+        q16: Option<&mut CudaBuffer>,
+        heads: (usize, usize),
+        head_dim: usize,
+        positions: Slice<'_, CudaBuffer>,
+        rope: &Rope,
+        inv_freq: &CudaBuffer,
+        pages: Pages<'_, CudaBuffer>,
+        slots: Slice<'_, CudaBuffer>,
+    ) -> Result<()> {
+        // One decode token of normal-style RoPE over three matrices the stacked kernel takes:
+        // RoPE and the append in its epilogue (FK_SROPE). Anything else: the two calls.
+        let k_in = ws[0].k;
+        let fusable = m == 1
+            && positions.len == 1
+            && rope.style == RopeStyle::Normal
+            && rope_fusion()
+            // The epilogue's shared arrays (FK_ROPE_HALF_MAX, FK_ROPE_HKV_MAX).
+            && rope.n_rot / 2 <= 256
+            && heads.1 <= 64
+            && ws.iter().all(|w| w.k == k_in)
+            && ws[0].n == heads.0 * head_dim
+            && ws[1].n == heads.1 * head_dim
+            && ws[2].n == heads.1 * pages.layout.head_dim_v
+            && stacks(&self.dev, &ws, x.device_buf());
+        if fusable {
+            let _p = self.prof.scope(&self.dev, "norm_qkv_rope_kv_write");
+            let nm = self.gemv_norm(norm, k_in)?;
+            f32_rows("x", x, k_in)?;
+            for (w, y) in ws.iter().zip([&*q, &*k, &*v]) {
+                f32_rows("ys", y, w.n)?;
+            }
+            let q16r = q16.as_deref();
+            let Some((mut a, _, _)) = self.rope_kv_args(
+                (q, q16r, k, v),
+                heads,
+                head_dim,
+                &positions,
+                rope,
+                inv_freq,
+                &pages,
+                &slots,
+            )?
+            else {
+                return Ok(());
+            };
+            let outs = [q.device_buf(), k.device_buf(), v.device_buf()];
+            if gemv_stacked(
+                &self.dev,
+                &ws,
+                x.device_buf(),
+                Some(nm),
+                &outs,
+                Some(&mut a),
+            )? {
+                return Ok(());
+            }
+        }
+        self.norm_matmul_many(norm, &ws, x, m, h, &mut [&mut *q, &mut *k, &mut *v])?;
+        self.rope_kv_write(
+            q, q16, k, v, heads, head_dim, positions, rope, inv_freq, pages, slots,
+        )
     }
 
     fn add(&self, acc: &mut CudaBuffer, x: &CudaBuffer, len: usize) -> Result<()> {

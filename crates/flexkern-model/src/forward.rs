@@ -499,6 +499,29 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         };
         // The attention's 16-bit Q, written by the RoPE launch (or converted after calibration).
         let half_q = s.qh.as_ref().is_some_and(|h| h.dtype() == p.q.dtype);
+        let positions = slice(words, st.positions, m);
+        let heads = (c.n_head, c.n_head_kv);
+        let biased = l.bq.is_some() || l.bk.is_some() || l.bv.is_some();
+        if !biased && !cache.needs_scales() {
+            // Projection, RoPE and the KV append as one call (one launch on the CUDA decode step).
+            b.norm_qkv_rope_kv_write(
+                norm,
+                [&l.wq, &l.wk, &l.wv],
+                &s.x,
+                m,
+                &mut s.h,
+                (&mut s.q, &mut s.k, &mut s.v),
+                s.qh.as_mut().filter(|_| half_q),
+                heads,
+                c.head_dim,
+                positions,
+                &self.rope,
+                &self.inv_freq,
+                cache.store_mut(i).pages(),
+                slice(words, st.slots, m),
+            )?;
+            return self.attend(i, l, cache, words, st, tables, (p, pl), s, half_q);
+        }
         b.norm_matmul_many(
             norm,
             &[&l.wq, &l.wk, &l.wv],
@@ -512,8 +535,6 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                 b.add_bias(y, m, bias)?;
             }
         }
-        let positions = slice(words, st.positions, m);
-        let heads = (c.n_head, c.n_head_kv);
         if cache.needs_scales() {
             // Calibration reads the rotated K and V before anything is stored.
             b.rope(
@@ -556,6 +577,26 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                 slice(words, st.slots, m),
             )?;
         }
+        self.attend(i, l, cache, words, st, tables, (p, pl), s, half_q)
+    }
+
+    /// The attention over the layer's stored K / V (Q rotated, K and V appended), then wo with
+    /// the residual add.
+    #[allow(clippy::too_many_arguments)]
+    fn attend(
+        &self,
+        i: usize,
+        l: &PreparedLayer<'a, B>,
+        cache: &mut KvCache<B>,
+        words: &B::Buffer,
+        st: &Step,
+        tables: &PageTables,
+        (p, pl): (&Problem, &Plan),
+        s: &mut Scratch<B::Buffer>,
+        half_q: bool,
+    ) -> Result<()> {
+        let (c, b) = (&self.config, &self.backend);
+        let m = st.m;
         let store = cache.store(i);
         // Quantized caches carry each layer's own scales.
         let own;

@@ -103,7 +103,7 @@ fn kernels_compile_with_nvrtc() {
         name: "kv_write".into(),
         source: format!(
             "{}\n{}",
-            COMMON.replace("#pragma once", ""),
+            crate::headers::text(&[COMMON, crate::headers::KV_STORE]),
             include_str!("../../kernels/kv_write.cu")
         ),
     };

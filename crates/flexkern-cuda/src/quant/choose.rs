@@ -212,6 +212,7 @@ pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usi
         dp4a: false,
         stream: None,
         acc: false,
+        rope: false,
     }
 }
 

@@ -9,6 +9,7 @@ pub use super::matrix::{DeviceMatrix, GemvCall, GemvNorm};
 use super::{embed_source, unit_elems, GemvConfig, Mode, MAX_M};
 use crate::error::{driver, invalid, Result};
 use crate::runtime::{Device, DeviceBuf};
+use crate::tensor_ops::RopeKv;
 use cudarc::driver::result::launch_kernel;
 use cudarc::driver::sys::CUfunction;
 use std::ffi::c_void;
@@ -182,6 +183,7 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
             (a, b, FkStack::default()),
             (x, x2, y),
             c.norm,
+            None,
             mm,
             n,
             k,
@@ -201,6 +203,7 @@ fn launch_gemv(
     (mut a, mut b, mut st): (FkMat, FkMat, FkStack),
     (mut x, mut x2, mut y): (u64, u64, u64),
     norm: Option<GemvNorm<'_>>,
+    rope: Option<&mut RopeKv>,
     m: usize,
     n: usize,
     k: usize,
@@ -208,7 +211,8 @@ fn launch_gemv(
     {
         let (mut m32, mut n64, mut k64) = (m as i32, n as i64, k as i64);
         let (mut nw, mut eps) = norm.map_or((0, 0.0), |nm| (nm.weight.ptr(), nm.eps));
-        let mut params: [*mut c_void; 11] = [
+        let rope_p: *mut c_void = rope.map_or(std::ptr::null_mut(), |r| (r as *mut RopeKv).cast());
+        let mut params: [*mut c_void; 12] = [
             (&mut a as *mut FkMat).cast(),
             (&mut b as *mut FkMat).cast(),
             (&mut x as *mut u64).cast(),
@@ -220,9 +224,15 @@ fn launch_gemv(
             (&mut st as *mut FkStack).cast(),
             (&mut nw as *mut u64).cast(),
             (&mut eps as *mut f32).cast(),
+            rope_p,
         ];
-        // The streamed kernel also takes the stack and the norm; the others take eight.
-        let np = if cfg.stream.is_some() { 11 } else { 8 };
+        // The streamed kernel also takes the stack and the norm (and with FK_SROPE the RoPE
+        // arguments); the others take eight.
+        let np = match (cfg.stream.is_some(), cfg.rope) {
+            (true, true) => 12,
+            (true, false) => 11,
+            _ => 8,
+        };
         let (grid, threads, smem) = match cfg.stream {
             // Resident blocks only: every warp owns n / warps consecutive rows, give or take one.
             Some(st) => (
@@ -279,16 +289,20 @@ pub fn stacks(dev: &Device, ws: &[&DeviceMatrix], x: &DeviceBuf) -> bool {
 
 /// `ys[i] = x · ws[i]ᵀ` for two or three matrices of one format and `k` (Q, K and V), a
 /// single activation row, as one launch of the streamed kernel (mode 3: the matrices' rows
-/// stacked). Ok(false), with nothing queued, where that kernel does not serve them (the caller
-/// launches them one by one); typed errors for buffers too small.
+/// stacked). With `rope` (three matrices, Q, K and V of one token, `rope` built and checked by
+/// the caller for their outputs) the epilogue also rotates Q and K and appends K and V to the
+/// page store, as `fk_rope_kv_write` would after it. Ok(false), with nothing queued, where that
+/// kernel does not serve them (the caller launches them one by one); typed errors for buffers
+/// too small.
 pub fn gemv_stacked(
     dev: &Arc<Device>,
     ws: &[&DeviceMatrix],
     x: &DeviceBuf,
     norm: Option<GemvNorm<'_>>,
     ys: &[&DeviceBuf],
+    rope: Option<&mut RopeKv>,
 ) -> Result<bool> {
-    if ys.len() != ws.len() || !stacks(dev, ws, x) {
+    if ys.len() != ws.len() || !stacks(dev, ws, x) || (rope.is_some() && ws.len() != 3) {
         return Ok(false);
     }
     let a = ws[0];
@@ -300,10 +314,11 @@ pub fn gemv_stacked(
         need("ys", y, w.n, "output elements (n)")?;
     }
     let n: usize = ws.iter().map(|w| w.n).sum();
-    let cfg = config_for(dev.props.sms, dev.props.smem_per_sm, Mode::Stack, a, 1);
+    let mut cfg = config_for(dev.props.sms, dev.props.smem_per_sm, Mode::Stack, a, 1);
     if cfg.stream.is_none() {
         return Ok(false);
     }
+    cfg.rope = rope.is_some();
     let (f, _, resident) = a.kernel(dev, &cfg)?;
     let st = FkStack {
         c: ws.get(2).map_or(FkMat::default(), |w| w.mat()),
@@ -320,6 +335,7 @@ pub fn gemv_stacked(
         mats,
         (x.ptr(), 0, ys[0].ptr()),
         norm,
+        rope,
         1,
         n,
         a.k,

@@ -122,6 +122,9 @@ pub struct GemvConfig {
     pub stream: Option<Stream>,
     /// The streamed kernel adds its result into the output (`FK_ACC`: a residual connection).
     pub acc: bool,
+    /// The stacked Q, K, V launch applies RoPE and appends K and V to the page store in its
+    /// epilogue (`FK_SROPE`; `gemv_stacked_rope`).
+    pub rope: bool,
 }
 
 /// The staged GEMV's constants: the format's block bytes and the weights per chunk.
@@ -185,7 +188,7 @@ impl GemvConfig {
         if let Some(st) = self.stream {
             return KernelSource {
                 name: format!(
-                    "gemv_{}_{mode}_stream_{}_w{}_b{}{}{}",
+                    "gemv_{}_{mode}_stream_{}_w{}_b{}{}{}{}",
                     ident(&self.unit),
                     if st.direct {
                         format!("reg{}{}", st.unroll, if st.pipe { "p" } else { "" })
@@ -195,12 +198,13 @@ impl GemvConfig {
                     st.warps,
                     st.blocks,
                     ["", "_q8", "_q8k"][st.acts as usize],
-                    if self.acc { "_acc" } else { "" }
+                    if self.acc { "_acc" } else { "" },
+                    if self.rope { "_rope" } else { "" }
                 ),
                 source: format!(
                     "#define FK_FMT {}\n#define FK_MB 1\n#define FK_R 1\n#define FK_MODE {}\n#define FK_XV 1\n\
                      #define FK_STREAM 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_SS {}\n\
-                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n#define FK_SREG {}\n#define FK_SUN {}\n#define FK_SPIPE {}\n{}\n{GEMV}\n{GEMV_STREAM}",
+                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n#define FK_SREG {}\n#define FK_SUN {}\n#define FK_SPIPE {}\n#define FK_SROPE {}\n{}\n{}{GEMV}\n{GEMV_STREAM}",
                     self.unit,
                     self.mode as i32,
                     st.block_bytes,
@@ -213,7 +217,13 @@ impl GemvConfig {
                     st.direct as i32,
                     st.unroll,
                     st.pipe as i32,
-                    prelude()
+                    self.rope as i32,
+                    prelude(),
+                    if self.rope {
+                        crate::headers::text(&[crate::headers::KV_STORE]) + "\n"
+                    } else {
+                        String::new()
+                    }
                 ),
             };
         }

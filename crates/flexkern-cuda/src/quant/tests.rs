@@ -257,6 +257,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                     dp4a: false,
                     stream: None,
                     acc: false,
+                    rope: false,
                 };
                 // The integer-dot form where it applies (Q8_0 / Q4_0, staged, not down).
                 if staged.is_some() && crate::quant::choose::dp4a_applies(f, mode, k) {
@@ -279,20 +280,29 @@ fn kernels_compile_with_nvrtc_without_spills() {
                     }
                     let nm = if mode == Mode::GateUp { 2 } else { 1 };
                     if let Some(st) = crate::quant::Stream::plan(f, k, nm, quantized, 233472) {
-                        srcs.push(
-                            GemvConfig {
-                                unit: unit.clone(),
-                                mb,
-                                rows: 1,
-                                mode,
-                                xvec: true,
-                                staged,
-                                dp4a: quantized,
-                                stream: Some(st),
-                                acc: mode == Mode::Plain,
-                            }
-                            .source(),
-                        );
+                        // Stacked Q, K, V also with RoPE and the KV append in the epilogue.
+                        let ropes: &[bool] = if mode == Mode::Stack {
+                            &[false, true]
+                        } else {
+                            &[false]
+                        };
+                        for &rope in ropes {
+                            srcs.push(
+                                GemvConfig {
+                                    unit: unit.clone(),
+                                    mb,
+                                    rows: 1,
+                                    mode,
+                                    xvec: true,
+                                    staged,
+                                    dp4a: quantized,
+                                    stream: Some(st),
+                                    acc: mode == Mode::Plain,
+                                    rope,
+                                }
+                                .source(),
+                            );
+                        }
                     }
                 }
             }
@@ -488,6 +498,7 @@ fn stream_plan_fits_its_blocks_per_sm() {
         dp4a: true,
         stream: Stream::plan(Format::Q4_0, 4096, 1, true, h100),
         acc: false,
+        rope: false,
     };
     let src = cfg.source();
     assert_eq!(src.name, "gemv_FkQ4_0P_plain_stream_reg4p_w8_b2_q8");

@@ -359,6 +359,7 @@ fn traced_modules_compile() {
         dp4a: true,
         stream: Stream::plan(f, 4096, 1, true, 233472),
         acc: true,
+        rope: false,
     }
     .source();
     let (rows, mma) = crate::plan::mma_shape(&crate::plan::MmaQuery {

@@ -410,7 +410,7 @@ fn stacked_case(dev: &Arc<Device>, c: &GemvCase, seed: u64) -> Result<f64> {
         })
         .collect::<Result<Vec<_>>>()?;
     let ws: Vec<&DeviceMatrix> = mats.iter().map(|(m, _)| m).collect();
-    if !gemv_stacked(dev, &ws, &xd, norm, &ys.iter().collect::<Vec<_>>())? {
+    if !gemv_stacked(dev, &ws, &xd, norm, &ys.iter().collect::<Vec<_>>(), None)? {
         return Err(invalid(
             "ws",
             "the stacked launch did not take these matrices",
@@ -679,13 +679,13 @@ fn bad_input(dev: &Arc<Device>) -> Result<f64> {
     // Stacked: a short output is a typed error; matrices of other formats are declined
     // (Ok(false): the caller launches them one by one).
     if !matches!(
-        gemv_stacked(dev, &[&a, &b], &x, None, &[&y, &small]),
+        gemv_stacked(dev, &[&a, &b], &x, None, &[&y, &small], None),
         Err(crate::CudaError::Invalid { .. })
     ) {
         return Err(invalid("bad input", "stacked short output: no typed error"));
     }
     let (f16m, _) = matrix(dev, &mut rng, Format::F16, 8, 64)?;
-    if gemv_stacked(dev, &[&a, &f16m], &x, None, &[&y, &y])? {
+    if gemv_stacked(dev, &[&a, &f16m], &x, None, &[&y, &y], None)? {
         return Err(invalid("bad input", "stacked mixed formats were launched"));
     }
     let bytes = vec![0u8; Format::Q8K.tensor_bytes(1, 256).unwrap_or(0)];

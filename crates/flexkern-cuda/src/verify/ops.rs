@@ -228,6 +228,133 @@ fn rope_kv_fused(b: &CudaBackend, rng: &mut Rng, style: RopeStyle, dtype: DType)
     Ok(0.0)
 }
 
+/// `norm_qkv_rope_kv_write` on one decode token, where the stacked projection applies RoPE and
+/// the KV append in its epilogue, against `norm_matmul_many` then `rope_kv_write`: the same bits
+/// in Q, K, V, both stores and the 16-bit Q, for weights of `f` and a store of `dtype` (partial
+/// rotation: 48 of 64 dims).
+fn qkv_rope_fused(b: &CudaBackend, rng: &mut Rng, f: Format, dtype: DType) -> Result<f64> {
+    use flexkern::backend::tensor_ops::Norm;
+    use flexkern::kv_cache::quant::Scales;
+    use flexkern::kv_cache::{CacheConfig, PageStore};
+    let (hq, hkv, hd, k) = (8, 2, 64, 512);
+    let rope = Rope::new(RopeStyle::Normal, 48, 10_000.0, 1.0);
+    let mut cfg = CacheConfig::new(5, 16, hkv, hd);
+    (cfg.k_dtype, cfg.v_dtype) = (dtype, dtype);
+    if dtype == DType::I8 || dtype == DType::Fp8E4M3 {
+        cfg.k_scales = Some(Scales::PerHead(vec![0.03, 0.05]));
+        cfg.v_scales = Some(Scales::PerHead(vec![0.02, 0.04]));
+    }
+    let weight = |rng: &mut Rng, n: usize| -> Result<_> {
+        let bytes = flexkern_quant::quantize(f, &random(rng, n * k), n, k)
+            .map_err(|e| invalid("w", e.to_string()))?;
+        let m = QuantMatrix::new(f, n, k, &bytes).map_err(|e| invalid("w", e.to_string()))?;
+        Ok(b.prepare_weight(m)?)
+    };
+    let ws = [
+        weight(rng, hq * hd)?,
+        weight(rng, hkv * hd)?,
+        weight(rng, hkv * hd)?,
+    ];
+    let x = up(b, &random(rng, k))?;
+    let nw = up(
+        b,
+        &random(rng, k)
+            .iter()
+            .map(|w| 1.0 + w.abs())
+            .collect::<Vec<_>>(),
+    )?;
+    let norm = || Norm {
+        weight: &nw,
+        eps: 1e-5,
+    };
+    let wr: [&_; 3] = [&ws[0], &ws[1], &ws[2]];
+    if !crate::quant::gemv::stacks(&b.dev, &wr, x.device_buf()) {
+        return Err(invalid(
+            "ws",
+            format!("{f}: the stacked kernel does not take them"),
+        ));
+    }
+    let pos = to_device(b, &[4093u32])?;
+    let slots = to_device(b, &[37u32])?;
+    let freqs = up(b, &rope.inv_freq)?;
+    let q16_dtype = if dtype == DType::BF16 {
+        DType::BF16
+    } else {
+        DType::F16
+    };
+    let mut got = Vec::new();
+    for fused in [true, false] {
+        let mut store = PageStore::new(b, &cfg)?;
+        let (mut q, mut kk, mut v) = (
+            poisoned(b, hq * hd)?,
+            poisoned(b, hkv * hd)?,
+            poisoned(b, hkv * hd)?,
+        );
+        let mut h = poisoned(b, k)?;
+        let mut qh = b.alloc(q16_dtype, hq * hd)?;
+        b.upload(&mut qh, 0, &vec![0xffu8; hq * hd * 2])?;
+        let rest = ((hq, hkv), hd, Slice::all(&pos), &rope, &freqs);
+        if fused {
+            b.norm_qkv_rope_kv_write(
+                norm(),
+                wr,
+                &x,
+                1,
+                &mut h,
+                (&mut q, &mut kk, &mut v),
+                Some(&mut qh),
+                rest.0,
+                rest.1,
+                rest.2,
+                rest.3,
+                rest.4,
+                store.pages(),
+                Slice::all(&slots),
+            )?;
+        } else {
+            b.norm_matmul_many(norm(), &wr, &x, 1, &mut h, &mut [&mut q, &mut kk, &mut v])?;
+            b.rope_kv_write(
+                &mut q,
+                Some(&mut qh),
+                &mut kk,
+                &v,
+                rest.0,
+                rest.1,
+                rest.2,
+                rest.3,
+                rest.4,
+                store.pages(),
+                Slice::all(&slots),
+            )?;
+        }
+        let bytes = |buf: &CudaBuffer| -> Result<Vec<u8>> {
+            let mut out = vec![0u8; buf.len() * buf.dtype().size()];
+            b.download(buf, 0, &mut out)?;
+            Ok(out)
+        };
+        got.push([
+            bytes(&q)?,
+            bytes(&kk)?,
+            bytes(&v)?,
+            bytes(&store.k)?,
+            bytes(&store.v)?,
+            bytes(&qh)?,
+        ]);
+    }
+    for (i, what) in ["q", "k", "v", "k store", "v store", "16-bit q"]
+        .iter()
+        .enumerate()
+    {
+        if got[0][i] != got[1][i] {
+            return Err(invalid(
+                "norm_qkv_rope_kv_write",
+                format!("{what} differs from the separate calls"),
+            ));
+        }
+    }
+    Ok(0.0)
+}
+
 /// `largest` (the device's top k) against the host's order on rows with ties, signed zeros
 /// and -inf: the same ids and bits. NaN is a typed error; a row of one repeated value (more
 /// ties than the kernel ranks) falls back (`None`) or is still right.
@@ -448,6 +575,21 @@ pub fn ops_checks(dev: &Arc<crate::runtime::Device>, seed: u64) -> Vec<Outcome> 
                 rope_kv_fused(&b, &mut rng, style, dtype),
             ));
         }
+    }
+    for (f, dtype) in [
+        (Format::Q4_0, DType::F16),
+        (Format::Q4_0, DType::Fp8E4M3),
+        (Format::Q8_0, DType::BF16),
+        (Format::Q4K, DType::I8),
+    ] {
+        v.push(row(
+            format!(
+                "norm_qkv_rope_kv_write {f} into a {} store (RoPE + append in the projection; bit-exact with the separate calls)",
+                dtype.name()
+            ),
+            0.0,
+            qkv_rope_fused(&b, &mut rng, f, dtype),
+        ));
     }
     for f in [
         Format::Q4K,

@@ -284,6 +284,34 @@ pub trait TensorOps: Backend {
         }
     }
 
+    /// The attention block's Q, K and V without biases: `norm_matmul_many` into `q`, `k`, `v`,
+    /// then `rope_kv_write` (its arguments after `q16`). By default those two calls; a backend
+    /// may fuse them (the CUDA decode step rotates and appends in the projection's epilogue,
+    /// one launch fewer a layer).
+    #[allow(clippy::too_many_arguments)]
+    fn norm_qkv_rope_kv_write(
+        &self,
+        norm: Norm<'_, Self::Buffer>,
+        ws: [&Self::Weight<'_>; 3],
+        x: &Self::Buffer,
+        m: usize,
+        h: &mut Self::Buffer,
+        (q, k, v): (&mut Self::Buffer, &mut Self::Buffer, &mut Self::Buffer),
+        q16: Option<&mut Self::Buffer>,
+        heads: (usize, usize),
+        head_dim: usize,
+        positions: Slice<'_, Self::Buffer>,
+        rope: &Rope,
+        inv_freq: &Self::Buffer,
+        pages: Pages<'_, Self::Buffer>,
+        slots: Slice<'_, Self::Buffer>,
+    ) -> Result<()> {
+        self.norm_matmul_many(norm, &ws, x, m, h, &mut [&mut *q, &mut *k, &mut *v])?;
+        self.rope_kv_write(
+            q, q16, k, v, heads, head_dim, positions, rope, inv_freq, pages, slots,
+        )
+    }
+
     /// `acc[..len] += x[..len]`.
     fn add(&self, acc: &mut Self::Buffer, x: &Self::Buffer, len: usize) -> Result<()>;
 
