@@ -9,32 +9,8 @@
 //
 // Defined by the host: FK_QT FK_KT FK_VT (element types), FK_DK FK_DV (head sizes), FK_VK FK_VV
 // (elements per K / V load), FK_ROWS, FK_PAGED, FK_TILE, FK_NWARPS. The variant hooks
-// (fk_mask, fk_score, FkParams, fk_params_load) come from codegen, before this file.
-
-struct FkArgs {
-  const u8* q;
-  const u8* k;
-  const u8* v;
-  float* part_o;    // [items][Hkv][ROWS][DV]
-  float* part_lse;  // [items][Hkv][ROWS]
-  float* out;       // [tokens][Hq][DV]
-  float* lse;       // [tokens][Hq]
-  const u8* step;   // the uploaded plan
-  u64 off_items, off_tiles, off_seqs, off_params, off_kscale, off_vscale, off_sinks;
-  // Each item's row tile and arrival counters (zeroed) when the tensor-core kernel joins the
-  // partitions itself (off_counters 0: the merge kernel does).
-  u64 off_item_tiles, off_counters;
-  u64 off_item_full;  // per item, the keys [x, y) the mask keeps for every row (tensor-core path)
-  const u32* cu_pages;    // device addresses of the page tables (paged): the step buffer's
-  const u32* first_page;  // copies for host tables, the caller's buffers for device ones
-  const u32* pages;
-  i64 q_tok_stride, q_head_stride;
-  i64 k_tok_stride, k_head_stride, v_tok_stride, v_head_stride;
-  i64 page_size, num_kv_heads, group, has_sinks, has_lse;
-  i64 num_pages, pages_len;
-  float scale;
-  float pad_;
-};
+// (fk_mask, fk_score, FkParams, fk_params_load) come from codegen, and the parameter block
+// FkArgs from the host's declaration (attention/mod.rs), before this file.
 
 // Per sequence (i64 x 8): q_start, q_len, kv_len, q_base, k_base, v_base, q_pos0, 0.
 // Item (u32 x 4): seq, row tile (bit 31: mask proved true, bit 30: the row tile's only

@@ -25,13 +25,8 @@ constexpr int FK_SNM = FK_MODE == 1 ? 2 : 1;
 static_assert(FK_MODE == 0 || FK_MODE == 1 || FK_MODE == 3, "plain, gate/up or stacked");
 
 // Mode 3: rows [0, na) are a's into Y, [na, na + nb) b's into y2, the rest c's into y3 (the
-// launch's n is the total). Passed to every streamed kernel; the other modes ignore it.
-struct FkStack {
-  FkMat c;
-  float* y2;
-  float* y3;
-  i64 na, nb;
-};
+// launch's n is the total): FkStack (quant/gemv.rs, declared before this file), passed to every
+// streamed kernel; the other modes ignore it.
 
 // FK_SROPE (mode 3, Q, K and V of one decode token): the epilogue applies RoPE to Q and K and
 // appends K and V to the page store, as fk_rope_kv_write does after a plain launch (the same

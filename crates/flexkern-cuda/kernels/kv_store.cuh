@@ -1,6 +1,6 @@
-// flexkern-cuda: KV encodings, RoPE pairs and the decode RoPE + KV append's arguments, shared
-// by kv_write.cu and the QKV projection that applies them in its epilogue (gemv_stream.cu,
-// FK_SROPE). The encodings are the CPU's, bit for bit: f16 and bf16 round to nearest even, fp8
+// flexkern-cuda: KV encodings and RoPE pairs, shared by kv_write.cu and the QKV projection that
+// applies them in its epilogue (gemv_stream.cu, FK_SROPE); the host declares their arguments,
+// FkRopeKv, after this header (tensor_ops.rs). The encodings are the CPU's, bit for bit: f16 and bf16 round to nearest even, fp8
 // rounds to nearest even and saturates (cvt ... satfinite), int8 rounds half to even and clamps
 // to +-127 (NaN to 0).
 #pragma once
@@ -54,25 +54,3 @@ __device__ __forceinline__ int2 fk_rope_pair(float* row, int p, u32 pos, const f
   fk_rope_rotate(row[a], row[b], p, pos, inv_freq, mscale);
   return make_int2(a, b);
 }
-// Decode's RoPE and KV append in one launch (fk_rope on Q, fk_rope on K, fk_kv_write of K and V):
-// one thread per Q pair, K pair (rotated in place, both elements stored), K element past the
-// rotated ones (stored), and V element (stored). With `qcode` (1 f16, 2 bf16) Q is also written
-// to `qh` rounded as fk_convert rounds it (one more thread per Q element past the rotated
-// ones), so the attention reads 16-bit Q without a convert launch.
-struct FkRopeKv {
-  float* q;
-  float* k;
-  const float* v;
-  const u32* pos;
-  const u32* slots;
-  const float* inv_freq;
-  u8* kdst;
-  u8* vdst;
-  const float* kscales;
-  const float* vscales;
-  u16* qh;
-  i64 tokens;
-  int hq, hkv, dim, dim_v, half, neox, kcode, vcode, qcode;
-  float mscale;
-};
-

@@ -12,6 +12,12 @@ extern "C" __global__ void fk_kv_write(const u32* slots, u64 m, const float* src
   }
 }
 
+// Decode's RoPE and KV append in one launch (fk_rope on Q, fk_rope on K, fk_kv_write of K and V):
+// one thread per Q pair, K pair (rotated in place, both elements stored), K element past the
+// rotated ones (stored), and V element (stored). With `qcode` (1 f16, 2 bf16) Q is also written
+// to `qh` rounded as fk_convert rounds it (one more thread per Q element past the rotated
+// ones), so the attention reads 16-bit Q without a convert launch.
+
 // Element i of the launch (I: u32 where the launch's total fits, else i64; a 64-bit division by
 // a run-time value is a slow-path call, three of them a thread in a decode step's launch).
 template <typename I>

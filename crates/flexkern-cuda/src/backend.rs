@@ -158,8 +158,9 @@ impl CudaBackend {
             .module_keyed("kv_write", || KernelSource {
                 name: "kv_write".into(),
                 source: format!(
-                    "{}\n{KV_WRITE}",
-                    crate::headers::text(&[crate::headers::COMMON, crate::headers::KV_STORE])
+                    "{}\n{}\n{KV_WRITE}",
+                    crate::headers::text(&[crate::headers::COMMON]),
+                    crate::headers::kv_store()
                 ),
             })
             .map_err(err)?;

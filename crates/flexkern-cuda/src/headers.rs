@@ -3,8 +3,13 @@
 
 /// Integer types, PDL, element conversions and loads, warp reductions, `fk_silu`.
 pub(crate) const COMMON: &str = include_str!("../kernels/fk_common.cuh");
-/// KV encodings, RoPE pairs and `FkRopeKv` (the KV writes and the QKV projection's epilogue).
-pub(crate) const KV_STORE: &str = include_str!("../kernels/kv_store.cuh");
+/// KV encodings and RoPE pairs (the KV writes and the QKV projection's epilogue).
+const KV_STORE: &str = include_str!("../kernels/kv_store.cuh");
+
+/// `kv_store.cuh` and the declaration of the arguments its users take (`FkRopeKv`).
+pub(crate) fn kv_store() -> String {
+    text(&[KV_STORE]) + "\n" + &crate::tensor_ops::FkRopeKv::cuda()
+}
 /// mma.sync, ldmatrix and cp.async helpers (attention and the prompt GEMM).
 pub(crate) const MMA: &str = include_str!("../kernels/mma.cuh");
 /// Hopper wgmma, mbarrier and TMA helpers (attention and the prompt GEMM).

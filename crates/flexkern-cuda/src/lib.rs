@@ -9,6 +9,7 @@ pub mod attention;
 pub mod backend;
 pub mod bench;
 pub mod codegen;
+mod device_struct;
 pub mod error;
 mod graphs;
 mod headers;

@@ -4,6 +4,7 @@
 //! like the CPU's (typed errors naming the argument, before any launch).
 
 use crate::backend::{CudaBackend, CudaBuffer};
+use crate::device_struct::device_struct;
 use crate::headers::{text, COMMON};
 use crate::quant::choose::streams;
 use crate::quant::gemv::{embedding, gemv, gemv_stacked, stacks, DeviceMatrix, GemvCall, GemvNorm};
@@ -47,32 +48,33 @@ fn f32_rows(arg: &'static str, b: &CudaBuffer, need: usize) -> Result<()> {
     Ok(())
 }
 
-/// `FkRopeKv` of kv_store.cuh (same order): a decode step's RoPE and KV append, built and
-/// checked by the backend (`rope_kv_args`).
-#[repr(C)]
-pub struct RopeKv {
-    q: u64,
-    k: u64,
-    v: u64,
-    pos: u64,
-    slots: u64,
-    inv_freq: u64,
-    kdst: u64,
-    vdst: u64,
-    kscales: u64,
-    vscales: u64,
-    qh: u64,
-    tokens: i64,
-    hq: i32,
-    hkv: i32,
-    dim: i32,
-    dim_v: i32,
-    half: i32,
-    neox: i32,
-    kcode: i32,
-    vcode: i32,
-    qcode: i32,
-    mscale: f32,
+device_struct! {
+    /// A decode step's RoPE and KV append (`fk_rope_kv_write`, and the QKV projection's
+    /// epilogue under FK_SROPE), built and checked by the backend (`rope_kv_args`).
+    pub struct FkRopeKv {
+        q: u64 => "float*",
+        k: u64 => "float*",
+        v: u64 => "const float*",
+        pos: u64 => "const u32*",
+        slots: u64 => "const u32*",
+        inv_freq: u64 => "const float*",
+        kdst: u64 => "u8*",
+        vdst: u64 => "u8*",
+        kscales: u64 => "const float*",
+        vscales: u64 => "const float*",
+        qh: u64 => "u16*",
+        tokens: i64 => "i64",
+        hq: i32 => "int",
+        hkv: i32 => "int",
+        dim: i32 => "int",
+        dim_v: i32 => "int",
+        half: i32 => "int",
+        neox: i32 => "int",
+        kcode: i32 => "int",
+        vcode: i32 => "int",
+        qcode: i32 => "int",
+        mscale: f32 => "float",
+    }
 }
 
 fn size(arg: &'static str, a: usize, b: usize) -> Result<usize> {
@@ -227,7 +229,7 @@ impl CudaBackend {
         inv_freq: &CudaBuffer,
         pages: &Pages<'_, CudaBuffer>,
         slots: &Slice<'_, CudaBuffer>,
-    ) -> Result<Option<(RopeKv, CUfunction, usize)>> {
+    ) -> Result<Option<(FkRopeKv, CUfunction, usize)>> {
         let l = pages.layout;
         let half = rope_check(q, hq, head_dim, positions, rope, inv_freq)?;
         rope_check(k, hkv, head_dim, positions, rope, inv_freq)?;
@@ -255,7 +257,7 @@ impl CudaBackend {
             return Ok(None);
         };
         let f = w.function("fk_rope_kv_write")?;
-        let a = RopeKv {
+        let a = FkRopeKv {
             q: q.device_buf().ptr(),
             k: k.device_buf().ptr(),
             v: v.device_buf().ptr(),
@@ -613,7 +615,7 @@ impl TensorOps for CudaBackend {
         else {
             return Ok(());
         };
-        let mut p: [*mut c_void; 1] = [(&mut a as *mut RopeKv).cast()];
+        let mut p: [*mut c_void; 1] = [(&mut a as *mut FkRopeKv).cast()];
         self.dev.bind()?;
         // SAFETY: fk_rope_kv_write(FkRopeKv) (same layout) rotates `t` rows of q and k (checked
         // by rope_check) and writes K / V rows at slots inside the pool (kv_write_args).

@@ -205,7 +205,8 @@ impl KernelConfig {
         KernelSource {
             name: format!("{}_v{:04x}", self.name(), variant_hash as u16),
             source: format!(
-                "{defines}{common}\n{mma}\n{hooks}\n{ATTENTION}\n{ATTENTION_ASYNC}\n{ATTENTION_TC}\n{ATTENTION_STAGE}\n{ATTENTION_JOIN}\n{ATTENTION_MMA}\n{ATTENTION_WGMMA}"
+                "{defines}{common}\n{mma}\n{hooks}\n{}{ATTENTION}\n{ATTENTION_ASYNC}\n{ATTENTION_TC}\n{ATTENTION_STAGE}\n{ATTENTION_JOIN}\n{ATTENTION_MMA}\n{ATTENTION_WGMMA}",
+                super::FkArgs::cuda()
             ),
         }
     }

@@ -4,6 +4,7 @@
 //! across a step's layers in `memo.rs`.
 
 use crate::codegen::{self, ParamLayout};
+use crate::device_struct::device_struct;
 use crate::error::{driver, invalid, Result};
 use crate::plan::{mma_shape, plan_work, rows_per_block, MmaQuery, MmaShape, WorkPlan, TILE};
 use crate::runtime::{Device, DeviceBuf};
@@ -101,37 +102,56 @@ pub struct AttnCall<'a> {
     pub deterministic: bool,
 }
 
-/// The kernel parameter block (`FkArgs` in attention.cu; same order, all 8-byte fields).
-#[repr(C)]
-#[derive(Clone, Copy, Default, PartialEq)]
-struct FkArgs {
-    q: u64,
-    k: u64,
-    v: u64,
-    part_o: u64,
-    part_lse: u64,
-    out: u64,
-    lse: u64,
-    step: u64,
-    off: [u64; 10],
-    cu_pages: u64,
-    first_page: u64,
-    pages: u64,
-    q_tok_stride: i64,
-    q_head_stride: i64,
-    k_tok_stride: i64,
-    k_head_stride: i64,
-    v_tok_stride: i64,
-    v_head_stride: i64,
-    page_size: i64,
-    num_kv_heads: i64,
-    group: i64,
-    has_sinks: i64,
-    has_lse: i64,
-    num_pages: i64,
-    pages_len: i64,
-    scale: f32,
-    pad: f32,
+device_struct! {
+    /// The attention kernels' parameter block (declared into each module's source).
+    pub struct FkArgs {
+        q: u64 => "const u8*",
+        k: u64 => "const u8*",
+        v: u64 => "const u8*",
+        /// [items][Hkv][ROWS][DV]
+        part_o: u64 => "float*",
+        /// [items][Hkv][ROWS]
+        part_lse: u64 => "float*",
+        /// [tokens][Hq][DV]
+        out: u64 => "float*",
+        /// [tokens][Hq]
+        lse: u64 => "float*",
+        /// The uploaded plan; the offsets below are its sections.
+        step: u64 => "const u8*",
+        off_items: u64 => "u64",
+        off_tiles: u64 => "u64",
+        off_seqs: u64 => "u64",
+        off_params: u64 => "u64",
+        off_kscale: u64 => "u64",
+        off_vscale: u64 => "u64",
+        off_sinks: u64 => "u64",
+        /// Each item's row tile and arrival counters (zeroed) when the tensor-core kernel joins
+        /// the partitions itself (off_counters 0: the merge kernel does).
+        off_item_tiles: u64 => "u64",
+        off_counters: u64 => "u64",
+        /// Per item, the keys [x, y) the mask keeps for every row (tensor-core path).
+        off_item_full: u64 => "u64",
+        /// Device addresses of the page tables (paged): the step buffer's copies for host
+        /// tables, the caller's buffers for device ones.
+        cu_pages: u64 => "const u32*",
+        first_page: u64 => "const u32*",
+        pages: u64 => "const u32*",
+        q_tok_stride: i64 => "i64",
+        q_head_stride: i64 => "i64",
+        k_tok_stride: i64 => "i64",
+        k_head_stride: i64 => "i64",
+        v_tok_stride: i64 => "i64",
+        v_head_stride: i64 => "i64",
+        page_size: i64 => "i64",
+        num_kv_heads: i64 => "i64",
+        group: i64 => "i64",
+        has_sinks: i64 => "i64",
+        has_lse: i64 => "i64",
+        num_pages: i64 => "i64",
+        pages_len: i64 => "i64",
+        scale: f32 => "float",
+        pad: f32 => "float",
+    }
 }
 
 /// The step buffer under construction: sections aligned to 16 bytes.
@@ -416,13 +436,15 @@ fn prepare_with(
     // The step buffer: plan, per-sequence records, variant parameters and captures, scales,
     // sinks, page tables. One allocation, one upload.
     let mut step = Step::default();
-    let mut args = FkArgs::default();
-    args.off[0] = step.push(&plan.items);
-    args.off[1] = step.push(&plan.tiles);
+    let mut args = FkArgs {
+        off_items: step.push(&plan.items),
+        off_tiles: step.push(&plan.tiles),
+        ..FkArgs::default()
+    };
     let seqs = seq_records(c);
-    args.off[2] = step.push(&seqs);
+    args.off_seqs = step.push(&seqs);
     let params_at = step.push(&vec![0u8; hooks.params.bytes()]);
-    args.off[3] = params_at;
+    args.off_params = params_at;
     let cap_at: Vec<u64> = hooks
         .params
         .captures
@@ -437,18 +459,18 @@ fn prepare_with(
         })
         .collect();
     let ones = vec![1f32; hkv];
-    args.off[4] = step.push(if c.k_scales.is_empty() {
+    args.off_kscale = step.push(if c.k_scales.is_empty() {
         &ones
     } else {
         c.k_scales
     });
-    args.off[5] = step.push(if c.v_scales.is_empty() {
+    args.off_vscale = step.push(if c.v_scales.is_empty() {
         &ones
     } else {
         c.v_scales
     });
-    args.off[6] = step.push(c.variant.sinks.as_deref().map_or(&[][..], |s| s.as_slice()));
-    args.off[9] = step.push(&plan.full);
+    args.off_sinks = step.push(c.variant.sinks.as_deref().map_or(&[][..], |s| s.as_slice()));
+    args.off_item_full = step.push(&plan.full);
     let max_parts = plan.tiles.iter().map(|t| t[3]).max().unwrap_or(0);
     let counters = cfg.mma.is_some() && max_parts <= SELF_JOIN_PARTS;
     // A sole partition (and no sinks) is written to `out` by the attention kernel itself.
@@ -460,8 +482,8 @@ fn prepare_with(
         for (i, t) in plan.tiles.iter().enumerate() {
             item_tiles[t[2] as usize..(t[2] + t[3]) as usize].fill(i as u32);
         }
-        args.off[7] = step.push(&item_tiles);
-        args.off[8] = step.push(&vec![0u32; plan.tiles.len() * hkv]);
+        args.off_item_tiles = step.push(&item_tiles);
+        args.off_counters = step.push(&vec![0u32; plan.tiles.len() * hkv]);
     }
     let mut host_tables = None;
     if let KvInput::Paged(PagedKv {

@@ -102,8 +102,9 @@ fn kernels_compile_with_nvrtc() {
     let kv = KernelSource {
         name: "kv_write".into(),
         source: format!(
-            "{}\n{}",
-            crate::headers::text(&[COMMON, crate::headers::KV_STORE]),
+            "{}\n{}\n{}",
+            COMMON.replace("#pragma once", ""),
+            crate::headers::kv_store(),
             include_str!("../../kernels/kv_write.cu")
         ),
     };

@@ -7,24 +7,25 @@ use super::choose::{config_for, dp4a_applies};
 use super::matrix::{need, FkMat, Kernel};
 pub use super::matrix::{DeviceMatrix, GemvCall, GemvNorm};
 use super::{embed_source, unit_elems, GemvConfig, Mode, MAX_M};
+use crate::device_struct::device_struct;
 use crate::error::{driver, invalid, Result};
 use crate::runtime::{Device, DeviceBuf};
-use crate::tensor_ops::RopeKv;
+use crate::tensor_ops::FkRopeKv;
 use cudarc::driver::result::launch_kernel;
 use cudarc::driver::sys::CUfunction;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-/// `FkStack` of gemv_stream.cu: the third matrix, the second and third outputs and the first
-/// two matrices' rows of a stacked launch (zeros otherwise).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-struct FkStack {
-    c: FkMat,
-    y2: u64,
-    y3: u64,
-    na: i64,
-    nb: i64,
+device_struct! {
+    /// The streamed GEMV's stacked launch (mode 3; zeros otherwise): the third matrix, the
+    /// second and third outputs and the first two matrices' rows.
+    pub(crate) struct FkStack {
+        c: FkMat => "FkMat",
+        y2: u64 => "float*",
+        y3: u64 => "float*",
+        na: i64 => "i64",
+        nb: i64 => "i64",
+    }
 }
 
 impl DeviceMatrix {
@@ -203,7 +204,7 @@ fn launch_gemv(
     (mut a, mut b, mut st): (FkMat, FkMat, FkStack),
     (mut x, mut x2, mut y): (u64, u64, u64),
     norm: Option<GemvNorm<'_>>,
-    rope: Option<&mut RopeKv>,
+    rope: Option<&mut FkRopeKv>,
     m: usize,
     n: usize,
     k: usize,
@@ -211,7 +212,8 @@ fn launch_gemv(
     {
         let (mut m32, mut n64, mut k64) = (m as i32, n as i64, k as i64);
         let (mut nw, mut eps) = norm.map_or((0, 0.0), |nm| (nm.weight.ptr(), nm.eps));
-        let rope_p: *mut c_void = rope.map_or(std::ptr::null_mut(), |r| (r as *mut RopeKv).cast());
+        let rope_p: *mut c_void =
+            rope.map_or(std::ptr::null_mut(), |r| (r as *mut FkRopeKv).cast());
         let mut params: [*mut c_void; 12] = [
             (&mut a as *mut FkMat).cast(),
             (&mut b as *mut FkMat).cast(),
@@ -300,7 +302,7 @@ pub fn gemv_stacked(
     x: &DeviceBuf,
     norm: Option<GemvNorm<'_>>,
     ys: &[&DeviceBuf],
-    rope: Option<&mut RopeKv>,
+    rope: Option<&mut FkRopeKv>,
 ) -> Result<bool> {
     if ys.len() != ws.len() || !stacks(dev, ws, x) || (rope.is_some() && ws.len() != 3) {
         return Ok(false);

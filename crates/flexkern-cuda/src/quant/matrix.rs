@@ -27,8 +27,8 @@ pub struct MatrixTraits<'a> {
 
 /// `FkMat` of quant_blocks.cuh, passed by value.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct FkMat {
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct FkMat {
     pub(super) w: u64,
     s: u64,
     b: u64,

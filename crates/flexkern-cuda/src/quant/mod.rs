@@ -220,10 +220,10 @@ impl GemvConfig {
                     self.rope as i32,
                     prelude(),
                     if self.rope {
-                        crate::headers::text(&[crate::headers::KV_STORE]) + "\n"
+                        crate::headers::kv_store() + "\n"
                     } else {
                         String::new()
-                    }
+                    } + &gemv::FkStack::cuda()
                 ),
             };
         }
