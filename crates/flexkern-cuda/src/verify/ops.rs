@@ -134,6 +134,31 @@ fn ropes(b: &CudaBackend, rng: &mut Rng) -> Vec<(String, Result<f64>)> {
     v
 }
 
+/// A device buffer's bytes.
+fn bytes_of(b: &CudaBackend, buf: &CudaBuffer) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; buf.len() * buf.dtype().size()];
+    b.download(buf, 0, &mut out)?;
+    Ok(out)
+}
+
+/// The fused call's outputs (`fused`) against the separate calls' (`split`), named `what`: the
+/// same bytes, else a typed error naming `op` and the first output that differs.
+fn same_bytes(
+    op: &'static str,
+    what: &[&str],
+    fused: &[Vec<u8>],
+    split: &[Vec<u8>],
+) -> Result<f64> {
+    match what
+        .iter()
+        .zip(fused.iter().zip(split))
+        .find(|(_, (f, s))| f != s)
+    {
+        Some((w, _)) => Err(invalid(op, format!("{w} differs from the separate calls"))),
+        None => Ok(0.0),
+    }
+}
+
 /// `rope_kv_write` (one fused launch) against `rope`, `rope`, `kv_write` (and `convert`) on a
 /// copy: the same bits in Q, K, both stores and the 16-bit Q the model's attention reads (f16
 /// beside 1-byte stores, the store's type beside 16-bit ones, none beside f32), for a store of
@@ -197,35 +222,24 @@ fn rope_kv_fused(b: &CudaBackend, rng: &mut Rng, style: RopeStyle, dtype: DType)
                 b.convert(&qd, h, t * hq * hd)?;
             }
         }
-        let bytes = |buf: &CudaBuffer| -> Result<Vec<u8>> {
-            let mut out = vec![0u8; buf.len() * buf.dtype().size()];
-            b.download(buf, 0, &mut out)?;
-            Ok(out)
-        };
         let q16 = match &qh {
-            Some(h) => bytes(h)?,
+            Some(h) => bytes_of(b, h)?,
             None => vec![],
         };
-        got.push([
-            bytes(&qd)?,
-            bytes(&kd)?,
-            bytes(&store.k)?,
-            bytes(&store.v)?,
+        got.push(vec![
+            bytes_of(b, &qd)?,
+            bytes_of(b, &kd)?,
+            bytes_of(b, &store.k)?,
+            bytes_of(b, &store.v)?,
             q16,
         ]);
     }
-    for (i, what) in ["q", "k", "k store", "v store", "16-bit q"]
-        .iter()
-        .enumerate()
-    {
-        if got[0][i] != got[1][i] {
-            return Err(invalid(
-                "rope_kv_write",
-                format!("{what} differs from the separate ops"),
-            ));
-        }
-    }
-    Ok(0.0)
+    same_bytes(
+        "rope_kv_write",
+        &["q", "k", "k store", "v store", "16-bit q"],
+        &got[0],
+        &got[1],
+    )
 }
 
 /// `norm_qkv_rope_kv_write` on one decode token, where the stacked projection applies RoPE and
@@ -327,32 +341,19 @@ fn qkv_rope_fused(b: &CudaBackend, rng: &mut Rng, f: Format, dtype: DType) -> Re
                 Slice::all(&slots),
             )?;
         }
-        let bytes = |buf: &CudaBuffer| -> Result<Vec<u8>> {
-            let mut out = vec![0u8; buf.len() * buf.dtype().size()];
-            b.download(buf, 0, &mut out)?;
-            Ok(out)
-        };
-        got.push([
-            bytes(&q)?,
-            bytes(&kk)?,
-            bytes(&v)?,
-            bytes(&store.k)?,
-            bytes(&store.v)?,
-            bytes(&qh)?,
-        ]);
+        got.push(
+            [&q, &kk, &v, &store.k, &store.v, &qh]
+                .into_iter()
+                .map(|buf| bytes_of(b, buf))
+                .collect::<Result<Vec<_>>>()?,
+        );
     }
-    for (i, what) in ["q", "k", "v", "k store", "v store", "16-bit q"]
-        .iter()
-        .enumerate()
-    {
-        if got[0][i] != got[1][i] {
-            return Err(invalid(
-                "norm_qkv_rope_kv_write",
-                format!("{what} differs from the separate calls"),
-            ));
-        }
-    }
-    Ok(0.0)
+    same_bytes(
+        "norm_qkv_rope_kv_write",
+        &["q", "k", "v", "k store", "v store", "16-bit q"],
+        &got[0],
+        &got[1],
+    )
 }
 
 /// `largest` (the device's top k) against the host's order on rows with ties, signed zeros
@@ -603,4 +604,21 @@ pub fn ops_checks(dev: &Arc<crate::runtime::Device>, seed: u64) -> Vec<Outcome> 
     }
     let _ = b.synchronize();
     v
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn same_bytes_names_the_first_output_that_differs() {
+        let a = vec![vec![1u8, 2], vec![3], vec![4]];
+        let mut b = a.clone();
+        assert_eq!(
+            super::same_bytes("op", &["x", "y", "z"], &a, &b).unwrap(),
+            0.0
+        );
+        b[1][0] = 9;
+        b[2][0] = 9;
+        let e = super::same_bytes("op", &["x", "y", "z"], &a, &b).unwrap_err();
+        assert!(e.to_string().contains("y differs"), "{e}");
+    }
 }
