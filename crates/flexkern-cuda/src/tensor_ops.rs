@@ -4,8 +4,7 @@
 //! like the CPU's (typed errors naming the argument, before any launch).
 
 use crate::backend::{CudaBackend, CudaBuffer};
-use crate::device_struct::device_struct;
-use crate::headers::{text, COMMON};
+use crate::headers::{text, FkRopeKv, COMMON};
 use crate::quant::choose::streams;
 use crate::quant::gemv::{embedding, gemv, gemv_stacked, stacks, DeviceMatrix, GemvCall, GemvNorm};
 use crate::quant::Mode;
@@ -46,35 +45,6 @@ fn f32_rows(arg: &'static str, b: &CudaBuffer, need: usize) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-device_struct! {
-    /// A decode step's RoPE and KV append (`fk_rope_kv_write`, and the QKV projection's
-    /// epilogue under FK_SROPE), built and checked by the backend (`rope_kv_args`).
-    pub struct FkRopeKv {
-        q: u64 => "float*",
-        k: u64 => "float*",
-        v: u64 => "const float*",
-        pos: u64 => "const u32*",
-        slots: u64 => "const u32*",
-        inv_freq: u64 => "const float*",
-        kdst: u64 => "u8*",
-        vdst: u64 => "u8*",
-        kscales: u64 => "const float*",
-        vscales: u64 => "const float*",
-        qh: u64 => "u16*",
-        tokens: i64 => "i64",
-        hq: i32 => "int",
-        hkv: i32 => "int",
-        dim: i32 => "int",
-        dim_v: i32 => "int",
-        half: i32 => "int",
-        neox: i32 => "int",
-        kcode: i32 => "int",
-        vcode: i32 => "int",
-        qcode: i32 => "int",
-        mscale: f32 => "float",
-    }
 }
 
 fn size(arg: &'static str, a: usize, b: usize) -> Result<usize> {
