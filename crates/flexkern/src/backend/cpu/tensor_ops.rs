@@ -533,5 +533,104 @@ mod tests {
             );
         }
         assert_eq!(b.largest(&x, k, 3).unwrap(), None);
+
+        // Q, K, V, RoPE and the append as one call: the parts' result, and their typed errors
+        // (a short norm, a slot past the pool) with nothing stored.
+        let (hq, hd) = (2, 4);
+        let qkv_bytes = |rows: usize, seed: usize| {
+            let v: Vec<f32> = (0..rows * k).map(|i| val(i + seed)).collect();
+            quantize(Format::Q8_0, &v, rows, k).unwrap()
+        };
+        let rows = [hq * hd, hkv * hd, hkv * hd];
+        let qkv_b: Vec<_> = rows
+            .iter()
+            .zip(1..)
+            .map(|(&r, s)| qkv_bytes(r, s))
+            .collect();
+        let qkv_w: Vec<_> = rows
+            .iter()
+            .zip(&qkv_b)
+            .map(|(&r, bytes)| {
+                b.prepare_weight(QuantMatrix::new(Format::Q8_0, r, k, bytes).unwrap())
+                    .unwrap()
+            })
+            .collect();
+        let (wq, wk, wv) = (&qkv_w[0], &qkv_w[1], &qkv_w[2]);
+        let mut out = Vec::new();
+        for (fused, slot, nw) in [
+            (true, 5u32, &g),
+            (false, 5, &g),
+            (true, 8, &g),
+            (true, 5, &short),
+        ] {
+            let mut store = PageStore::new(&b, &cfg).unwrap();
+            let slots = to_device(&b, &[slot]).unwrap();
+            let (mut q, mut kk, mut v, mut h) = (
+                buf(&[0.0; 8]),
+                buf(&[0.0; 4]),
+                buf(&[0.0; 4]),
+                buf(&[0.0; 64]),
+            );
+            let nm = crate::backend::tensor_ops::Norm {
+                weight: nw,
+                eps: 1e-5,
+            };
+            let r = if fused {
+                b.norm_qkv_rope_kv_write(
+                    nm,
+                    [wq, wk, wv],
+                    &x,
+                    1,
+                    &mut h,
+                    (&mut q, &mut kk, &mut v),
+                    None,
+                    (hq, hkv),
+                    hd,
+                    Slice::all(&pos),
+                    &rope,
+                    &freqs,
+                    store.pages(),
+                    Slice::all(&slots),
+                )
+            } else {
+                b.norm_matmul_many(
+                    nm,
+                    &[wq, wk, wv],
+                    &x,
+                    1,
+                    &mut h,
+                    &mut [&mut q, &mut kk, &mut v],
+                )
+                .and_then(|_| {
+                    b.rope_kv_write(
+                        &mut q,
+                        None,
+                        &mut kk,
+                        &v,
+                        (hq, hkv),
+                        hd,
+                        Slice::all(&pos),
+                        &rope,
+                        &freqs,
+                        store.pages(),
+                        Slice::all(&slots),
+                    )
+                })
+            };
+            out.push((r, bits(&q), to_host::<_, f32>(&b, &store.k).unwrap()));
+        }
+        assert!(out[0].0.is_ok() && out[1].0.is_ok());
+        assert_eq!((&out[0].1, &out[0].2), (&out[1].1, &out[1].2));
+        assert!(out[0].2.iter().any(|&x| x != 0.0), "K stored");
+        for i in [2, 3] {
+            assert!(
+                matches!(out[i].0, Err(crate::Error::InvalidArgument { .. })),
+                "case {i}"
+            );
+            assert!(
+                out[i].2.iter().all(|&x| x == 0.0),
+                "case {i}: nothing stored"
+            );
+        }
     }
 }
