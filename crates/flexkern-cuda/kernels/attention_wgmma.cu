@@ -45,18 +45,45 @@ static_assert(FK_WST >= 3, "three stages at least");
 // paged) are found once. Keys past `end` or before the first visible one are zero-filled. Lean
 // on registers: the producer runs on 40. `kb` / `vb`: this KV head's position 0 (strided).
 __device__ __forceinline__ void fk_wrows(const FkArgs& a, const u8* kb, const u8* vb, u32 seq, i64 kvh, u32 dst,
-                                         i64 t0, i64 end, i64 visible0, int pt) {
+                                         i64 t0, i64 end, i64 visible0, int pt, u64 pbase) {
   const int c = pt & 7;
   const u32 swz = (u32)((c ^ ((pt >> 3) & 7)) << 4);  // rows 16 apart share j & 7
+#if FK_PAGED
+  // Every row's page first, all lookups in flight: one after another they made the producer
+  // the bottleneck of paged chunked prefill (a consumer's loop waited on tiles 3/4 of its
+  // time, session 21 trace). `pbase`: the sequence's page-list start less its first page.
+  constexpr int NJ = FK_WT / (FK_WPROD / 8);
+  u32 phys[NJ];
+#pragma unroll
+  for (int i = 0; i < NJ; ++i) {
+    const i64 pos = t0 + (pt >> 3) + i * (FK_WPROD / 8);
+#if FK_PAGE_SHIFT >= 0
+    const u32 lp = (u32)pos >> FK_PAGE_SHIFT;
+#else
+    const u32 lp = (u32)pos / (u32)a.page_size;
+#endif
+    const u64 at = pbase + lp;
+    phys[i] = pos < end && pos >= visible0 ? __ldg(a.pages + (at < (u64)a.pages_len ? at : (u64)a.pages_len - 1)) : 0u;
+  }
+#pragma unroll
+  for (int i = 0; i < NJ; ++i) {
+    const int j = (pt >> 3) + i * (FK_WPROD / 8);
+    const i64 pos = t0 + j;
+    const bool live = pos < end && pos >= visible0;
+    const u32 ph = phys[i] < (u64)a.num_pages ? phys[i] : (u32)(a.num_pages - 1);
+#if FK_PAGE_SHIFT >= 0
+    const i64 in_page = (u32)pos & ((1u << FK_PAGE_SHIFT) - 1u), slot0 = (i64)ph << FK_PAGE_SHIFT;
+#else
+    const i64 in_page = (u32)pos % (u32)a.page_size, slot0 = (i64)ph * a.page_size;
+#endif
+    const i64 slot = live ? (slot0 + in_page) * a.num_kv_heads + kvh : 0;
+    const u8* ks = a.k + slot * (FK_DK * 2) + c * 16;
+    const u8* vs = a.v + slot * (FK_DV * 2) + c * 16;
+#else
 #pragma unroll 1
   for (int j = pt >> 3; j < FK_WT; j += FK_WPROD / 8) {
     const i64 pos = t0 + j;
     const bool live = pos < end && pos >= visible0;
-#if FK_PAGED
-    const i64 slot = live ? fk_kv_slot(a, seq, pos) * a.num_kv_heads + kvh : 0;
-    const u8* ks = a.k + slot * (FK_DK * 2) + c * 16;
-    const u8* vs = a.v + slot * (FK_DV * 2) + c * 16;
-#else
     const u8* ks = (live ? kb + pos * a.k_tok_stride * 2 : a.k) + c * 16;
     const u8* vs = (live ? vb + pos * a.v_tok_stride * 2 : a.v) + c * 16;
 #endif
@@ -71,9 +98,10 @@ __device__ __forceinline__ void fk_wrows(const FkArgs& a, const u8* kb, const u8
 // fk_mma_score for the tiles at a mask's edges, branch-free: the mask (and score) hooks run for
 // every element and a select drops what they, the tile end or a padding row exclude. Branching
 // per element, as the mma.sync kernels do, serializes the unrolled softmax on latency; these
-// tiles are a causal row's last, both ends of a window. (Not for masks that read captures: all
-// their loads in flight at once spill, FK_MASK_LOADS. Not for paged K/V: its kernel measured
-// 6 % slower with it, session 15 call e.)
+// tiles are a causal row's last, both ends of a window, a document's diagonal. (Masks that read
+// captures spilled here until session 21 (Q by cp.async, the two-row softmax); they keep their
+// guarded loads, FK_MASK_LOADS. Not for paged K/V: its kernel measured 6 % slower with it,
+// session 15 call e.)
 __device__ __forceinline__ float fk_wg_masked(const FkParams& P, const FkSeq& sq, u32 seq, const FkMRows& q, int h,
                                               float s, float kscale, bool key_ok, i64 pos, bool tile_true) {
   FkVars V;
@@ -89,27 +117,44 @@ __device__ __forceinline__ float fk_wg_masked(const FkParams& P, const FkSeq& sq
 __device__ __forceinline__ FkMRows fk_wq(const FkArgs& a, const FkSeq& sq, u32 row_tile, i64 kvh, int wg, int r0,
                                          u32 qs) {
   const int wt = threadIdx.x & 127, c = wt & 7;
-  for (int rr = wt >> 3; rr < 64; rr += 16) {
-    const int r = wg * 64 + rr;
+  constexpr int NR = 64 / 16, NC = FK_DK / 64;
+  auto at = [&](int i, const unsigned short*& src, bool& ok) {
+    const int r = wg * 64 + (wt >> 3) + 16 * i;
     const i64 R = (i64)row_tile * FK_ROWS + r, qi = R / a.group, head = kvh * a.group + R % a.group;
-    const bool ok = qi < sq.q_len;
-    const unsigned short* src = (const unsigned short*)a.q + sq.q_base + qi * a.q_tok_stride + head * a.q_head_stride;
+    ok = qi < sq.q_len;
+    src = (const unsigned short*)a.q + sq.q_base + qi * a.q_tok_stride + head * a.q_head_stride + c * 8;
+    return qs + r * 128 + ((c ^ (r & 7)) << 4);
+  };
+  if ((((u64)a.q | (u64)(sq.q_base | a.q_tok_stride | a.q_head_stride) * 2) & 15) == 0) {
+    // 16-byte rows: every copy in flight at once, straight to shared memory (zero past the
+    // queries). Loads behind the register stores went one round trip at a time: 3.5 us a
+    // block before its first tile (session 21 trace).
 #pragma unroll
-    for (int cb = 0; cb < FK_DK / 64; ++cb) {
-      const unsigned short* e = src + cb * 64 + c * 8;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (ok) {
-        if (((u64)e & 15) == 0) {
-          v = __ldg((const uint4*)e);
-        } else {
-          u32 w[4];
+    for (int i = 0; i < NR; ++i) {
+      const unsigned short* src;
+      bool ok;
+      const u32 d = at(i, src, ok);
 #pragma unroll
-          for (int i = 0; i < 4; ++i) w[i] = (u32)__ldg(e + 2 * i) | ((u32)__ldg(e + 2 * i + 1) << 16);
-          v = make_uint4(w[0], w[1], w[2], w[3]);
+      for (int cb = 0; cb < NC; ++cb) fk_cp16(d + cb * (128 * 128), ok ? (const u8*)(src + cb * 64) : a.q, ok);
+    }
+    asm volatile("cp.async.commit_group;");
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+  } else {
+    for (int i = 0; i < NR; ++i) {
+      const unsigned short* src;
+      bool ok;
+      const u32 d = at(i, src, ok);
+#pragma unroll
+      for (int cb = 0; cb < NC; ++cb) {
+        u32 w[4] = {0, 0, 0, 0};
+        if (ok) {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) w[k] = (u32)__ldg(src + cb * 64 + 2 * k) | ((u32)__ldg(src + cb * 64 + 2 * k + 1) << 16);
         }
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(d + cb * (128 * 128)), "r"(w[0]), "r"(w[1]), "r"(w[2]),
+                     "r"(w[3])
+                     : "memory");
       }
-      const u32 d = qs + cb * (128 * 128) + r * 128 + ((c ^ (r & 7)) << 4);
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(d), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
     }
   }
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -137,6 +182,26 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
   extern __shared__ __align__(16) u8 fk_wsmem[];
   const u32 item = blockIdx.x;
   const i64 kvh = blockIdx.y;
+#if FK_TRACE
+  const u64 trace_t0 = fk_now();
+  const u32 trace_slot = blockIdx.y * gridDim.x + blockIdx.x;
+#define FK_WMARK(i) fk_trace_mark(trace_slot, i, trace_t0)
+  // A consumer's loop in SM cycles: waiting for tiles, for its turn, for its MMA, in softmax.
+  u32 tc_at = (u32)clock(), tc[4] = {0, 0, 0, 0};
+#define FK_WACC(i)                     \
+  do {                                 \
+    const u32 now_ = (u32)clock();     \
+    tc[i] += now_ - tc_at;             \
+    tc_at = now_;                      \
+  } while (0)
+#else
+#define FK_WMARK(i) \
+  do {              \
+  } while (0)
+#define FK_WACC(i) \
+  do {             \
+  } while (0)
+#endif
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // Swizzle atoms repeat every 1024 bytes: the stages start on such a boundary (the host adds
   // 1 KiB of slack), the barriers follow them.
@@ -166,6 +231,11 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
     const i64* rec = (const i64*)(a.step + a.off_seqs) + 8 * (u64)seq;
     const u8* kb = a.k + (rec[4] + kvh * a.k_head_stride) * 2;
     const u8* vb = a.v + (rec[5] + kvh * a.v_head_stride) * 2;
+#if FK_PAGED
+    const u64 pbase = (u64)a.cu_pages[seq] - a.first_page[seq];
+#else
+    const u64 pbase = 0;
+#endif
 #if FK_WTMA
     // The sequence's first token in the maps' token coordinate (its base is a whole token).
     const int ktok = (int)(rec[4] / a.k_tok_stride), vtok = (int)(rec[5] / a.v_tok_stride);
@@ -195,7 +265,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
           }
         }
 #endif
-        if (!tma) fk_wrows(a, kb, vb, seq, kvh, smem + s * FK_WSTAGE, t0, k1, visible0, pt);
+        if (!tma) fk_wrows(a, kb, vb, seq, kvh, smem + s * FK_WSTAGE, t0, k1, visible0, pt, pbase);
         asm volatile("cp.async.commit_group;");
         asm volatile("cp.async.wait_group 1;" ::: "memory");
       } else {
@@ -226,6 +296,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
 #else
     const FkMRows q = fk_wq(a, sq, row_tile, kvh, wg, wi * 16 + g, sq_smem);
 #endif
+    FK_WMARK(0);
     float o[FK_WNO * 8][4];
 #pragma unroll
     for (int i = 0; i < FK_WNO * 8; ++i)
@@ -289,7 +360,9 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
       __syncwarp();
       if (lane == 0) fk_bar_arrive(empty_bar + 8 * (t % FK_WST));
     };
-    auto softmax = [&](int t) {
+    // Tile t's probabilities in sc (hooks, mask, max, exponentials, sums), and the factor for O
+    // in alpha; neither O nor P is touched, so this may run while P V of tile t - 1 does.
+    auto probs = [&](int t, float* alpha) {
       const i64 t0 = k0 + (i64)t * FK_WT;
       const int n = (int)fk_min_i((i64)FK_WT, k1 - t0);
       const bool tile_true = t0 >= full.x && t0 + n <= full.y;
@@ -316,25 +389,23 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
           for (int e = 0; e < 4; ++e) {
             const int j = nt * 8 + 2 * c4 + (e & 1);
             const i64 pos = t0 + j;
-#if FK_MASK_LOADS || FK_PAGED
+#if FK_PAGED
             sc[nt][e] = fk_mma_score(P, sq, seq, q, e >> 1, sc[nt][e], kscale, j < n && pos >= visible0, pos, tile_true);
 #else
             sc[nt][e] = fk_wg_masked(P, sq, seq, q, e >> 1, sc[nt][e], kscale, j < n && pos >= visible0, pos, tile_true);
 #endif
           }
       }
+      fk_mma_softmax_rows<FK_WNB * 8>(sc, m, l, lean ? kscale : 1.f, alpha);
+    };
+    // O to the new running max; P into wgmma's register A of the next turn's P V.
+    auto rescale = [&](const float* alpha) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float alpha = fk_mma_softmax<FK_WNB * 8>(sc, m[h], l[h], h, lean ? kscale : 1.f);
-        if (alpha != 1.f) {
+      for (int ot = 0; ot < FK_WNO * 8; ++ot)
 #pragma unroll
-          for (int ot = 0; ot < FK_WNO * 8; ++ot) {
-            o[ot][2 * h] *= alpha;
-            o[ot][2 * h + 1] *= alpha;
-          }
-        }
-      }
-      // P's accumulator fragments become wgmma's register A of the next turn's P V.
+        for (int e = 0; e < 4; ++e) o[ot][e] *= alpha[e >> 1];
+    };
+    auto pack = [&]() {
 #pragma unroll
       for (int kc = 0; kc < FK_WT / 16; ++kc) {
         pa[kc][0] = fk_mpack(sc[2 * kc][0], sc[2 * kc][1]);
@@ -343,20 +414,73 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
         pa[kc][3] = fk_mpack(sc[2 * kc + 1][2], sc[2 * kc + 1][3]);
       }
     };
+    auto softmax = [&](int t) {
+      float alpha[2];
+      probs(t, alpha);
+      rescale(alpha);
+      pack();
+    };
 
     if (ntiles > 0) {
       fk_bar_wait(full_bar, 0);
+      FK_WMARK(1);
+      FK_WACC(0);
       fk_named_sync(my_turn, 256);
+      FK_WACC(1);
       fk_wg_fence();
       issue_s(0);
       fk_wg_commit();
       fk_named_arrive(their_turn, 256);
       fk_wg_wait();
       fk_wg_pin<FK_WNB * 8>(sc);
-      softmax(0);
+      FK_WACC(2);
+#if FK_WG_OVERLAP
+      // FlashAttention-3's intra-warpgroup overlap: a turn issues Q K^T of tile t and P V of
+      // tile t - 1 as two groups and runs tile t's softmax once the first is done, while the
+      // second runs. O's rescale and P's packing, which must wait for the second, open the next
+      // turn: kept in the same block as the wait, ptxas sank the softmax below it.
+      float alpha[2];
+      probs(0, alpha);
+      FK_WACC(3);
       for (int t = 1; t < ntiles; ++t) {
         fk_bar_wait(full_bar + 8 * (t % FK_WST), (t / FK_WST) & 1);
+        FK_WACC(0);
+        fk_wg_wait();
+        fk_wg_pin<FK_WNO * 8>(o);
+        fk_wg_pin<FK_WNB * 8>(sc);
+        if (t >= 2) release(t - 2);
+        rescale(alpha);
+        pack();
+        FK_WACC(2);
         fk_named_sync(my_turn, 256);
+        FK_WACC(1);
+        fk_wg_pin<FK_WNO * 8>(o);
+        fk_wg_fence();
+        issue_s(t);
+        fk_wg_commit();
+        issue_pv(t - 1);
+        fk_wg_commit();
+        fk_named_arrive(their_turn, 256);
+        fk_wg_wait1();
+        fk_wg_pin<FK_WNB * 8>(sc);
+        FK_WACC(2);
+        probs(t, alpha);
+        FK_WACC(3);
+      }
+      fk_wg_wait();
+      fk_wg_pin<FK_WNO * 8>(o);
+      fk_wg_pin<FK_WNB * 8>(sc);
+      if (ntiles >= 2) release(ntiles - 2);
+      rescale(alpha);
+      pack();
+#else
+      softmax(0);
+      FK_WACC(3);
+      for (int t = 1; t < ntiles; ++t) {
+        fk_bar_wait(full_bar + 8 * (t % FK_WST), (t / FK_WST) & 1);
+        FK_WACC(0);
+        fk_named_sync(my_turn, 256);
+        FK_WACC(1);
         fk_wg_pin<FK_WNO * 8>(o);
         fk_wg_fence();
         issue_pv(t - 1);
@@ -366,10 +490,14 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
         fk_wg_wait();
         fk_wg_pin<FK_WNO * 8>(o);
         fk_wg_pin<FK_WNB * 8>(sc);
+        FK_WACC(2);
         release(t - 1);
         softmax(t);
+        FK_WACC(3);
       }
+#endif
       fk_named_sync(my_turn, 256);
+      FK_WACC(1);
       fk_wg_pin<FK_WNO * 8>(o);
       fk_wg_fence();
       issue_pv(ntiles - 1);
@@ -378,6 +506,12 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
       fk_wg_wait();
       fk_wg_pin<FK_WNO * 8>(o);
       release(ntiles - 1);
+      FK_WACC(2);
+      FK_WMARK(2);
+#if FK_TRACE
+      if (threadIdx.x == 0 && trace_slot < FK_TRACE_SLOTS)
+        for (int i = 0; i < 4; ++i) fk_trace_ph[FK_TRACE_MARKS * trace_slot + 3 + i] = tc[i];
+#endif
     } else {
       fk_named_sync(my_turn, 256);
       if (wg == 0) fk_named_arrive(their_turn, 256);
@@ -414,6 +548,9 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
         *(float2*)(dst + ot * 8 + 2 * c4) = make_float2(x0, x1);
       }
     }
+#if FK_TRACE
+    if (trace_slot < FK_TRACE_SLOTS / 4 * 3) fk_trace_block(trace_slot, trace_t0);
+#endif
   }
   if (((it.y >> 30) & 1u) && !a.has_sinks) return;
   if (a.off_counters == 0) return;

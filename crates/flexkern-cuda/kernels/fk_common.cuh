@@ -88,6 +88,14 @@ __device__ __forceinline__ void fk_trace_block(u32 slot, u64 t0) {
   fk_trace[2 * slot] = t0;
   fk_trace[2 * slot + 1] = (fk_now() - t0) << 16 | sm;
 }
+// Phase marks of a block (the Hopper prefill's: Q stored, first tile landed, loop done, ns
+// after its start, so a short block's fixed costs show beside its loop; then its first
+// consumer's loop in SM cycles: waiting for tiles, for its turn, for its MMA, in softmax).
+constexpr int FK_TRACE_MARKS = 7;
+__device__ u32 fk_trace_ph[FK_TRACE_MARKS * FK_TRACE_SLOTS];
+__device__ __forceinline__ void fk_trace_mark(u32 slot, int i, u64 t0) {
+  if (threadIdx.x == 0 && slot < FK_TRACE_SLOTS) fk_trace_ph[FK_TRACE_MARKS * slot + i] = (u32)(fk_now() - t0);
+}
 #endif
 
 // x rounded to nearest even to a 16-bit float: `to` 2 bf16, else f16 (fk_convert, and the

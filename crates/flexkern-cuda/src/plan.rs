@@ -208,6 +208,10 @@ pub struct MmaShape {
     /// How its Q K^T reads Q (`FK_WG_S`): 0 shared memory in n64 instructions, 1 shared memory
     /// in one n128 instruction per k16 step (128-key tiles), 2 registers.
     pub wg_s: usize,
+    /// Whether its softmax of a tile runs while the previous tile's P V does
+    /// (`FK_WG_OVERLAP`, FlashAttention-3's intra-warpgroup overlap). It keeps P live through
+    /// the softmax: where that spills, `prepare` turns it off before narrowing the tile.
+    pub wg_overlap: bool,
 }
 
 impl MmaShape {
@@ -422,6 +426,7 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
             },
             wg: false,
             wg_s: 0,
+            wg_overlap: false,
         };
         (mma_smem(&m, q.dk, q.dv, q.k_size, q.v_size, q.warps) <= q.smem_optin).then_some((rows, m))
     })
@@ -443,6 +448,15 @@ fn wg_q_mode(dk: usize) -> usize {
         _ if dk <= 64 => 2,
         _ => 1,
     }
+}
+
+/// Whether the Hopper kernel overlaps a tile's softmax with the previous tile's P V
+/// (`FLEXKERN_CUDA_WG_OVERLAP=1`). Off by default: on the H100 the softmax ran 30 % slower
+/// beside its own warpgroup's P V, and the other warpgroup's MMA already fills that time
+/// (session 21: D128 non-causal 646 / 606 against 658 / 621 TFLOP/s; D64 softcap 7 % faster,
+/// ALiBi 6 % slower).
+fn wg_overlap() -> bool {
+    std::env::var("FLEXKERN_CUDA_WG_OVERLAP").is_ok_and(|v| v.trim() == "1")
 }
 
 /// Warps of the Hopper kernel's consumers (two warpgroups).
@@ -487,6 +501,7 @@ fn wgmma_shape(q: &MmaQuery, over: &[usize]) -> Option<(usize, MmaShape)> {
             min_blocks: 1,
             wg: true,
             wg_s: wg_q_mode(q.dk),
+            wg_overlap: wg_overlap(),
         };
         (mma_smem(&m, q.dk, q.dv, q.k_size, q.v_size, WG_WARPS) <= q.smem_optin).then_some((128, m))
     })

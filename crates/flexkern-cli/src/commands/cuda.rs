@@ -181,6 +181,9 @@ pub fn bench_attn(a: &super::bench_common::AttnBenchArgs) -> Result<()> {
             r.local_bytes,
             r.plan_ms
         );
+        if let Some(t) = &r.trace {
+            println!("    {t}");
+        }
         rows.push(super::bench_common::Row {
             case: c.name(),
             ms: r.ms,

@@ -152,7 +152,12 @@ impl KernelConfig {
                 m.l2_prefetch,
                 m.min_blocks,
                 if m.wg {
-                    format!("wg{}{}", m.wg_s, if self.tma { "t" } else { "" })
+                    format!(
+                        "wg{}{}{}",
+                        m.wg_s,
+                        if m.wg_overlap { "o" } else { "" },
+                        if self.tma { "t" } else { "" }
+                    )
                 } else {
                     String::new()
                 }
@@ -191,13 +196,14 @@ impl KernelConfig {
             min_blocks: 1,
             wg: false,
             wg_s: 0,
+            wg_overlap: false,
         });
         let defines = format!(
             "{defines}#define FK_MMA {}\n#define FK_MMA_MT {}\n#define FK_MMA_TILE {}\n#define FK_MMA_STAGES {}\n\
-             #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n#define FK_MMA_MINB {}\n#define FK_WGMMA {}\n#define FK_WG_S {}\n\
+             #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n#define FK_MMA_MINB {}\n#define FK_WGMMA {}\n#define FK_WG_S {}\n#define FK_WG_OVERLAP {}\n\
              #define FK_WTMA {}\n#define FK_SMALL_VARS {}\n#define FK_TRACE {}\n#define FK_JOIN_PARTS {SELF_JOIN_PARTS}\n",
             self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch, m.min_blocks,
-            m.wg as u8, m.wg_s, self.tma as u8, self.small_vars as u8, self.trace as u8
+            m.wg as u8, m.wg_s, m.wg_overlap as u8, self.tma as u8, self.small_vars as u8, self.trace as u8
         );
         use crate::headers::{text, COMMON, MMA, WGMMA};
         let common = text(&[COMMON]);

@@ -234,13 +234,25 @@ impl Prepared {
         unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut raw[..], ptr, self.dev.stream()) }
             .map_err(|e| crate::error::driver("cuMemcpyDtoHAsync", e))?;
         self.dev.synchronize()?;
+        let mut marks = Vec::new();
+        if let Ok((ptr, bytes)) = self._module.global("fk_trace_ph") {
+            marks = vec![0u32; bytes / 4];
+            // SAFETY: as above, `marks` holds the variable's `bytes`.
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(&mut marks[..], ptr, self.dev.stream())
+            }
+            .map_err(|e| crate::error::driver("cuMemcpyDtoHAsync", e))?;
+            self.dev.synchronize()?;
+        }
         let g = |(x, y, z): (u32, u32, u32)| (x * y * z) as usize;
         let merge = if self.self_join {
             0
         } else {
             g(self.grid_merge)
         };
-        Ok(Some(trace::parse(&raw, g(self.grid_attn), merge)))
+        Ok(Some(
+            trace::parse(&raw, g(self.grid_attn), merge).with_marks(&marks),
+        ))
     }
 
     /// Points this plan at `c`'s buffers (a call with the same `plan_key`); false where its TMA
@@ -398,9 +410,17 @@ fn prepare_with(
         let (module, f, per_sm, smem) = load_kernel(dev, &cfg, &hooks, k_dtype, v_dtype)?;
         match cfg.mma {
             // A variant whose hooks push the Hopper kernel's consumers past their registers:
-            // 64-key tiles halve the score registers (checked once; the module is cached).
-            Some(m) if m.wg && m.tile > 64 && function_local_bytes(f)? > 0 => {
-                cfg.mma = Some(MmaShape { tile: 64, ..m });
+            // first P is no longer kept live through the softmax, then 64-key tiles halve the
+            // score registers (checked once a shape; the modules are cached).
+            Some(m) if m.wg && (m.wg_overlap || m.tile > 64) && function_local_bytes(f)? > 0 => {
+                cfg.mma = Some(if m.wg_overlap {
+                    MmaShape {
+                        wg_overlap: false,
+                        ..m
+                    }
+                } else {
+                    MmaShape { tile: 64, ..m }
+                });
             }
             _ => break (module, f, per_sm, smem),
         }

@@ -186,8 +186,11 @@ fn tensor_core_kernels_compile_without_spills() {
         // `prepare` falls back). The mma.sync kernels have no narrower tile to fall back to; at
         // D 256 they sit at 255 registers, where a lifted window constant spills 16 bytes in
         // decode and the last variant's three captured tensors 180 (decode) and 48 (prefill):
-        // known, and held to that.
+        // known, and held to that. The Hopper kernel's branch-free edge tiles take that last
+        // variant's three captures too (session 21); with Q in registers at D 128, a mode only
+        // `FLEXKERN_CUDA_WG_S=2` picks, that spills 12 bytes even at 64-key tiles.
         let known_spill = |name: &str, vi: usize| match (name, vi) {
+            (n, 3) if n.contains("_hd128_r128w8_mma8x64x3c0l256b1wg2_") => 12,
             (n, 1) if n.contains("_hd256_r4w4_") => 16,
             (n, 3) if n.contains("_hd256_r4w4_") => 180,
             (n, 3) if n.contains("_hd256_r64w4_") => 48,
@@ -231,7 +234,9 @@ fn tensor_core_kernels_compile_without_spills() {
             };
             // The first case also with the block timeline (FLEXKERN_CUDA_TRACE): it compiles
             // into the decode kernel and the merge without spilling.
-            if vi == 0 && !m.wg && k.rows == 4 && k.paged && k.kt == 2 {
+            // The Hopper kernel's (strided, TMA) too, with its phase marks.
+            let traced_wg = m.wg && k.tma && k.dk == 128 && k.dv == 128;
+            if vi == 0 && (traced_wg || (!m.wg && k.rows == 4 && k.paged && k.kt == 2)) {
                 let (_, spilled, name, log) = compile(&KernelConfig {
                     trace: true,
                     ..k.clone()
@@ -241,10 +246,25 @@ fn tensor_core_kernels_compile_without_spills() {
                     "{name}: {log}"
                 );
             }
+            // `prepare`'s ladder where the Hopper kernel spills: no overlap, then 64-key tiles.
             let (mut regs, mut spilled, mut name, mut log) = compile(k);
+            if m.wg && spilled > 0 && m.wg_overlap {
+                let plain = KernelConfig {
+                    mma: Some(MmaShape {
+                        wg_overlap: false,
+                        ..m
+                    }),
+                    ..k.clone()
+                };
+                (regs, spilled, name, log) = compile(&plain);
+            }
             if m.wg && spilled > 0 {
                 let narrow = KernelConfig {
-                    mma: Some(MmaShape { tile: 64, ..m }),
+                    mma: Some(MmaShape {
+                        tile: 64,
+                        wg_overlap: false,
+                        ..m
+                    }),
                     ..k.clone()
                 };
                 (regs, spilled, name, log) = compile(&narrow);
@@ -268,4 +288,132 @@ fn module_names_are_readable() {
     let s = k.source("/*hooks*/", 0xabcd);
     assert!(s.name.ends_with("_vabcd"));
     assert!(s.source.contains("#define FK_DK 128") && s.source.contains("fk_attention"));
+    // The Hopper kernel's overlap is in its name and its defines (modules are cached by both).
+    let m = MmaShape {
+        m_tiles: 8,
+        tile: 128,
+        stages: 3,
+        copy_threads: 0,
+        l2_prefetch: 256,
+        min_blocks: 1,
+        wg: true,
+        wg_s: 1,
+        wg_overlap: true,
+    };
+    let k = KernelConfig {
+        mma: Some(m),
+        tma: true,
+        ..KernelConfig::bf16_paged16_d128(128, None)
+    };
+    assert!(k.name().ends_with("wg1ot"), "{}", k.name());
+    assert!(k.source("", 0).source.contains("#define FK_WG_OVERLAP 1"));
+    let off = KernelConfig {
+        mma: Some(MmaShape {
+            wg_overlap: false,
+            ..m
+        }),
+        ..k
+    };
+    assert!(off.name().ends_with("wg1t"), "{}", off.name());
+    assert!(off.source("", 0).source.contains("#define FK_WG_OVERLAP 0"));
+}
+
+/// Not a check: writes the Hopper prefill's cubins (and the full variant's PTX) for issue 15's
+/// six variants at D 128 and D 64 into `$FK_DUMP`, for reading their SASS with nvdisasm, and
+/// prints each one's registers and spills. `FK_DUMP_TILE=64`, `FK_DUMP_PAGED=1` and
+/// `FK_DUMP_TRACE=1` pick other modules. Run: `FK_DUMP=dir cargo test --release -p
+/// flexkern-cuda --lib dump_hopper_cubins -- --ignored --nocapture` (needs libnvrtc).
+#[test]
+#[ignore]
+fn dump_hopper_cubins() {
+    let Ok(dir) = std::env::var("FK_DUMP") else {
+        eprintln!("dump_hopper_cubins: set FK_DUMP to a directory");
+        return;
+    };
+    for (dk, wg_s, stages) in [(128usize, 1usize, 3usize), (64, 2, 4)] {
+        let q = MmaQuery {
+            qt: 2,
+            kt: 2,
+            vt: 2,
+            dk,
+            dv: dk,
+            rows_aligned: true,
+            rows_adjacent: true,
+            q_rows: 1024,
+            compute_capability: (9, 0),
+            warps: 4,
+            k_size: 2,
+            v_size: 2,
+            smem_optin: 227 * 1024,
+            tuned: Default::default(),
+        };
+        let (rows, m) = mma_shape(&q).unwrap();
+        let k = KernelConfig {
+            qt: 2,
+            kt: 2,
+            vt: 2,
+            dk,
+            dv: dk,
+            vk: 8,
+            vv: 8,
+            rows,
+            paged: std::env::var("FK_DUMP_PAGED").is_ok(),
+            async_tile: 0,
+            stages: 0,
+            mma: Some(MmaShape {
+                wg_s,
+                stages,
+                tile: std::env::var("FK_DUMP_TILE").map_or(m.tile, |t| t.parse().unwrap()),
+                ..m
+            }),
+            page_shift: if std::env::var("FK_DUMP_PAGED").is_ok() {
+                4
+            } else {
+                -1
+            },
+            nwarps: crate::plan::WG_WARPS,
+            tma: std::env::var("FK_DUMP_PAGED").is_err(),
+            small_vars: true,
+            trace: std::env::var("FK_DUMP_TRACE").is_ok(),
+        };
+        use flexkern::builtins::*;
+        let c = || flexkern::Variant::full().mask(causal());
+        for (vn, v) in [
+            ("full", flexkern::Variant::full()),
+            ("causal", c()),
+            ("sliding", c().mask(sliding_window(1024))),
+            ("softcap", c().score(softcap(30.0))),
+            ("alibi", c().score(alibi(alibi_slopes(16)))),
+            (
+                "document",
+                c().mask(document((0..8192).map(|i| i * 4 / 8192).collect())),
+            ),
+        ] {
+            let hooks = codegen::generate(&v.compile().unwrap()).source;
+            let src = k.source(&hooks, 0);
+            let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a").unwrap();
+            let (regs, spills, stack) = crate::runtime::compile::ptxas_resources(&log);
+            eprintln!(
+                "SPILLS d{dk} {vn}: {regs} registers, {spills} spill bytes, {stack} stack{}",
+                if log.contains("serialized") {
+                    " SERIALIZED"
+                } else {
+                    ""
+                }
+            );
+            std::fs::write(format!("{dir}/d{dk}_{vn}.cubin"), bin).unwrap();
+            if vn == "full" {
+                let ptx = cudarc::nvrtc::compile_ptx_with_opts(
+                    &src.source,
+                    cudarc::nvrtc::CompileOptions {
+                        arch: Some("compute_90a"),
+                        options: vec!["-std=c++17".into(), "-default-device".into()],
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+                std::fs::write(format!("{dir}/d{dk}_{vn}.ptx"), ptx.to_src()).unwrap();
+            }
+        }
+    }
 }

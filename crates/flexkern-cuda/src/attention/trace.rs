@@ -31,11 +31,28 @@ impl Record {
     }
 }
 
+/// Phase marks a block records (`fk_trace_ph`, FK_TRACE_MARKS a block): the Hopper prefill's
+/// Q stored, first tile landed and loop done (ns after the block's start), then where its
+/// first consumer's loop spent SM cycles.
+pub const MARKS: usize = 7;
+const TIMES: usize = 3;
+const MARK_NAMES: [&str; MARKS] = [
+    "Q stored",
+    "first tile",
+    "loop done",
+    "tiles",
+    "turn",
+    "MMA",
+    "softmax",
+];
+
 /// The attention kernel's blocks and the merge's (empty when the kernel joined itself).
 #[derive(Clone, Debug, Default)]
 pub struct Timeline {
     pub attn: Vec<Record>,
     pub merge: Vec<Record>,
+    /// Per attention block, where its kernel records them (else empty).
+    pub marks: Vec<[u32; MARKS]>,
 }
 
 /// Decodes `fk_trace` (pairs of words) for `attn` and `merge` blocks; slots past the array's
@@ -53,6 +70,36 @@ pub fn parse(raw: &[u64], attn: usize, merge: usize) -> Timeline {
     Timeline {
         attn: (0..attn.min(MERGE_AT).min(slots)).map(rec).collect(),
         merge: (MERGE_AT..(MERGE_AT + merge).min(slots)).map(rec).collect(),
+        marks: Vec::new(),
+    }
+}
+
+impl Timeline {
+    /// Adds the attention blocks' phase marks from `fk_trace_ph`; a block that recorded none
+    /// (all zero: it did not reach them) is left out of the phases.
+    pub fn with_marks(mut self, raw: &[u32]) -> Timeline {
+        self.marks = (0..self.attn.len())
+            .filter_map(|b| raw.get(MARKS * b..MARKS * (b + 1)))
+            .map(|m| std::array::from_fn(|i| m[i]))
+            .filter(|m| m.iter().any(|&x| x != 0))
+            .collect();
+        self
+    }
+
+    /// Idle time on an SM between one block's end and its next block's start (ns), over every
+    /// SM: what a block switch costs.
+    pub fn switch_gaps(&self) -> Vec<u64> {
+        let mut per_sm: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+        for r in &self.attn {
+            per_sm.entry(r.sm).or_default().push((r.start, r.end()));
+        }
+        let mut gaps = Vec::new();
+        for iv in per_sm.values_mut() {
+            iv.sort_unstable();
+            gaps.extend(iv.windows(2).map(|w| w[1].0.saturating_sub(w[0].1)));
+        }
+        gaps.sort_unstable();
+        gaps
     }
 }
 
@@ -129,6 +176,28 @@ impl Timeline {
             q(&ends),
             q(&durs),
         );
+        let gaps = self.switch_gaps();
+        if !gaps.is_empty() {
+            s += &format!(" | switch gaps {}", q(&gaps));
+        }
+        if !self.marks.is_empty() {
+            let pct = |i: usize, q: f64| {
+                let mut v: Vec<u64> = self.marks.iter().map(|m| u64::from(m[i])).collect();
+                v.sort_unstable();
+                quantile(&v, q)
+            };
+            let phases: Vec<String> = (0..TIMES)
+                .map(|i| {
+                    let (a, b) = (pct(i, 0.5), pct(i, 0.9));
+                    format!("{} p50 {:.1} p90 {:.1}", MARK_NAMES[i], us(a), us(b))
+                })
+                .collect();
+            s += &format!(" | phases (us after start): {}", phases.join(", "));
+            let cycles: Vec<String> = (TIMES..MARKS)
+                .map(|i| format!("{} {:.1}", MARK_NAMES[i], pct(i, 0.5) as f64 / 1e3))
+                .collect();
+            s += &format!(" | consumer loop p50 (kcycles): {}", cycles.join(", "));
+        }
         if let (Some(m0), Some(m1)) = (
             self.merge.iter().map(|r| r.start).min(),
             self.merge.iter().map(Record::end).max(),
@@ -187,6 +256,20 @@ mod tests {
         assert!(s.contains("4 blocks on 2 SMs"), "{s}");
         assert!(s.contains("SMs busy 75.0 %"), "{s}");
         assert!(s.contains("merge: 1 blocks, starts 0.1 us after"), "{s}");
+        // SM 1 idles 50 ns between its blocks; SM 0's overlap counts as no gap.
+        assert_eq!(t.switch_gaps(), vec![0, 50]);
+    }
+
+    #[test]
+    fn phase_marks_skip_blocks_that_recorded_none() {
+        let t = parse(&raw(&[(0, 1000, 900, 0), (1, 1000, 900, 1)]), 2, 0).with_marks(&[
+            100, 300, 800, 1000, 2000, 3000, 4000, 0, 0, 0, 0, 0, 0, 0, 7,
+        ]);
+        assert_eq!(t.marks, vec![[100, 300, 800, 1000, 2000, 3000, 4000]]);
+        let s = t.summary(2);
+        assert!(s.contains("Q stored p50 0.1"), "{s}");
+        assert!(s.contains("loop done p50 0.8"), "{s}");
+        assert!(s.contains("MMA 3.0, softmax 4.0"), "{s}");
     }
 
     #[test]

@@ -164,6 +164,8 @@ pub struct PrefillRun {
     pub blocks: usize,
     pub regs: i32,
     pub local_bytes: i32,
+    /// The last launch's block timeline (`FLEXKERN_CUDA_TRACE=1`).
+    pub trace: Option<String>,
 }
 
 /// Times one case: median milliseconds of the attention and merge launches.
@@ -236,6 +238,7 @@ pub fn prefill(dev: &Arc<Device>, c: &PrefillCase, reps: usize) -> Result<Prefil
     let plan_ms = t.elapsed().as_secs_f64() * 1e3;
     let (regs, local_bytes) = p.kernel_resources()?;
     let ms = time_ms(dev, 2, reps, || p.launch())?;
+    let trace = p.block_trace()?.map(|t| t.summary(dev.props.sms));
     Ok(PrefillRun {
         ms,
         plan_ms,
@@ -243,6 +246,7 @@ pub fn prefill(dev: &Arc<Device>, c: &PrefillCase, reps: usize) -> Result<Prefil
         blocks: p.plan.items.len() * h,
         regs,
         local_bytes,
+        trace,
     })
 }
 
