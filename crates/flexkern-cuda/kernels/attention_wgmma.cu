@@ -440,17 +440,22 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
       // second runs. O's rescale and P's packing, which must wait for the second, open the next
       // turn: kept in the same block as the wait, ptxas sank the softmax below it.
       float alpha[2];
+      // The last turn's P V done: its stage (tile `done`, none where negative) is free, O and P
+      // are the softmax's again.
+      auto retire = [&](int done) {
+        fk_wg_wait();
+        fk_wg_pin<FK_WNO * 8>(o);
+        fk_wg_pin<FK_WNB * 8>(sc);
+        if (done >= 0) release(done);
+        rescale(alpha);
+        pack();
+      };
       probs(0, alpha);
       FK_WACC(3);
       for (int t = 1; t < ntiles; ++t) {
         fk_bar_wait(full_bar + 8 * (t % FK_WST), (t / FK_WST) & 1);
         FK_WACC(0);
-        fk_wg_wait();
-        fk_wg_pin<FK_WNO * 8>(o);
-        fk_wg_pin<FK_WNB * 8>(sc);
-        if (t >= 2) release(t - 2);
-        rescale(alpha);
-        pack();
+        retire(t - 2);
         FK_WACC(2);
         fk_named_sync(my_turn, 256);
         FK_WACC(1);
@@ -467,12 +472,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
         probs(t, alpha);
         FK_WACC(3);
       }
-      fk_wg_wait();
-      fk_wg_pin<FK_WNO * 8>(o);
-      fk_wg_pin<FK_WNB * 8>(sc);
-      if (ntiles >= 2) release(ntiles - 2);
-      rescale(alpha);
-      pack();
+      retire(ntiles - 2);
 #else
       softmax(0);
       FK_WACC(3);

@@ -432,6 +432,29 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
     })
 }
 
+/// An H100's query for `q_rows` rows of element codes `qt` (Q) and `kt` (K and V) at head size
+/// `dk` (tests of the planner and of the kernels' compiles).
+#[cfg(test)]
+pub(crate) fn h100_query(qt: u32, kt: u32, dk: usize, q_rows: usize) -> MmaQuery {
+    let size = |t: u32| [4, 2, 2, 1, 1, 1][t as usize];
+    MmaQuery {
+        qt,
+        kt,
+        vt: kt,
+        dk,
+        dv: dk,
+        rows_aligned: true,
+        rows_adjacent: false,
+        q_rows,
+        compute_capability: (9, 0),
+        warps: 4,
+        k_size: size(kt),
+        v_size: size(kt),
+        smem_optin: 227 * 1024,
+        tuned: TunedTiles::default(),
+    }
+}
+
 /// The Hopper kernel's Q mode (`MmaShape::wg_s`): Q in registers at D 64 (16 of them; 2-3 %
 /// faster there), else from shared memory in n128 instructions (1-2 % faster than n64; Q in
 /// registers spills at D 128 and falls back to 64-key tiles, 6 % slower), measured on an H200
@@ -893,26 +916,6 @@ mod tests {
         }
     }
 
-    fn query(qt: u32, kt: u32, dk: usize, q_rows: usize) -> MmaQuery {
-        let size = |t: u32| [4, 2, 2, 1, 1, 1][t as usize];
-        MmaQuery {
-            qt,
-            kt,
-            vt: kt,
-            dk,
-            dv: dk,
-            rows_aligned: true,
-            rows_adjacent: false,
-            q_rows,
-            compute_capability: (9, 0),
-            warps: 4,
-            k_size: size(kt),
-            v_size: size(kt),
-            smem_optin: 227 * 1024,
-            tuned: TunedTiles::default(),
-        }
-    }
-
     #[test]
     fn tuned_tiles_steer_the_planner_and_refuse_bad_knobs() {
         let t = TunedTiles {
@@ -924,7 +927,7 @@ mod tests {
         let tuned = |q_rows: usize, dk: usize| {
             let q = MmaQuery {
                 tuned: t,
-                ..query(2, 2, dk, q_rows)
+                ..h100_query(2, 2, dk, q_rows)
             };
             mma_shape(&q).map(|(_, m)| (m.wg, m.tile, m.stages))
         };
@@ -933,7 +936,7 @@ mod tests {
         // Untuned paths keep their defaults.
         assert_eq!(
             tuned(4096, 256),
-            mma_shape(&query(2, 2, 256, 4096)).map(|(_, m)| (m.wg, m.tile, m.stages))
+            mma_shape(&h100_query(2, 2, 256, 4096)).map(|(_, m)| (m.wg, m.tile, m.stages))
         );
         let bad = |k: &str, v: u64| {
             let mut p = t.to_params();
@@ -953,10 +956,10 @@ mod tests {
             decode: Some((0, 1)),
         };
         for (q_rows, dk) in [(4096, 128), (4096, 256), (4, 128)] {
-            let q = query(2, 2, dk, q_rows);
+            let q = h100_query(2, 2, dk, q_rows);
             let with = MmaQuery {
                 tuned: nonsense,
-                ..query(2, 2, dk, q_rows)
+                ..h100_query(2, 2, dk, q_rows)
             };
             assert_eq!(mma_shape(&with), mma_shape(&q), "q_rows {q_rows} dk {dk}");
         }
@@ -970,63 +973,63 @@ mod tests {
     #[test]
     fn tensor_cores_take_decode_and_prefill_of_two_byte_inputs() {
         // Decode: Hq 32 / Hkv 8 is 4 rows, one m-tile whose keys the 4 warps split.
-        let (rows, m) = mma_shape(&query(2, 2, 128, 4)).unwrap();
+        let (rows, m) = mma_shape(&h100_query(2, 2, 128, 4)).unwrap();
         assert_eq!((rows, m.m_tiles, m.tile % 64), (4, 1, 0));
         // Prefill: an m-tile per warp; on Hopper two warpgroups of 64 rows (D 64 and 128).
-        let (rows, m) = mma_shape(&query(1, 1, 64, 4096)).unwrap();
+        let (rows, m) = mma_shape(&h100_query(1, 1, 64, 4096)).unwrap();
         assert_eq!(
             (rows, m.m_tiles, m.wg, m.tile, m.stages),
             (128, 8, true, 128, 4)
         );
-        let (_, m) = mma_shape(&query(2, 2, 128, 4096)).unwrap();
+        let (_, m) = mma_shape(&h100_query(2, 2, 128, 4096)).unwrap();
         assert_eq!((m.wg, m.stages), (true, 3));
         let ampere = MmaQuery {
             compute_capability: (8, 0),
-            ..query(1, 1, 64, 4096)
+            ..h100_query(1, 1, 64, 4096)
         };
         let (rows, m) = mma_shape(&ampere).unwrap();
         assert_eq!((rows, m.m_tiles, m.wg), (64, 4, false));
-        assert!(!mma_shape(&query(2, 2, 256, 4096)).unwrap().1.wg);
-        assert!(!mma_shape(&query(2, 3, 128, 4096)).unwrap().1.wg);
-        assert_eq!(mma_shape(&query(2, 2, 128, 20)).unwrap().0, 32);
+        assert!(!mma_shape(&h100_query(2, 2, 256, 4096)).unwrap().1.wg);
+        assert!(!mma_shape(&h100_query(2, 3, 128, 4096)).unwrap().1.wg);
+        assert_eq!(mma_shape(&h100_query(2, 2, 128, 20)).unwrap().0, 32);
         // fp8 / int8 KV under bf16 queries.
-        assert!(mma_shape(&query(2, 3, 128, 4)).is_some());
-        assert!(mma_shape(&query(2, 5, 128, 4)).is_some());
+        assert!(mma_shape(&h100_query(2, 3, 128, 4)).is_some());
+        assert!(mma_shape(&h100_query(2, 5, 128, 4)).is_some());
         // Not for f32, mixed 2-byte types, odd head sizes, unaligned rows, sm_75.
-        assert!(mma_shape(&query(0, 0, 128, 4)).is_none());
-        assert!(mma_shape(&query(2, 1, 128, 4)).is_none());
-        assert!(mma_shape(&query(2, 2, 72, 4)).is_none());
-        assert!(mma_shape(&query(2, 2, 512, 4)).is_none());
+        assert!(mma_shape(&h100_query(0, 0, 128, 4)).is_none());
+        assert!(mma_shape(&h100_query(2, 1, 128, 4)).is_none());
+        assert!(mma_shape(&h100_query(2, 2, 72, 4)).is_none());
+        assert!(mma_shape(&h100_query(2, 2, 512, 4)).is_none());
         assert!(mma_shape(&MmaQuery {
             rows_aligned: false,
-            ..query(2, 2, 128, 4)
+            ..h100_query(2, 2, 128, 4)
         })
         .is_none());
         let turing = MmaQuery {
             compute_capability: (7, 5),
-            ..query(2, 2, 128, 4)
+            ..h100_query(2, 2, 128, 4)
         };
         assert!(mma_shape(&turing).is_none());
         // The L2 prefetch covers a row, or more where the next key's row follows.
         let l2 = |q: MmaQuery| mma_shape(&q).unwrap().1.l2_prefetch;
-        assert_eq!(l2(query(2, 2, 64, 4)), 128);
-        assert_eq!(l2(query(2, 3, 128, 4)), 128);
-        assert_eq!(l2(query(2, 2, 128, 4)), 256);
+        assert_eq!(l2(h100_query(2, 2, 64, 4)), 128);
+        assert_eq!(l2(h100_query(2, 3, 128, 4)), 128);
+        assert_eq!(l2(h100_query(2, 2, 128, 4)), 256);
         assert_eq!(
             l2(MmaQuery {
                 rows_adjacent: true,
-                ..query(2, 2, 64, 4)
+                ..h100_query(2, 2, 64, 4)
             }),
             256
         );
         // Wide heads keep to the shared memory there is.
         for q_rows in [4, 64] {
-            let q = query(2, 2, 256, q_rows);
+            let q = h100_query(2, 2, 256, q_rows);
             let (_, m) = mma_shape(&q).unwrap();
             assert!(mma_smem(&m, 256, 256, 2, 2, 4) <= q.smem_optin);
             let small = MmaQuery {
                 smem_optin: 48 * 1024,
-                ..query(2, 2, 256, q_rows)
+                ..h100_query(2, 2, 256, q_rows)
             };
             assert!(mma_shape(&small).is_none());
         }

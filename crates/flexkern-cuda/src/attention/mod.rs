@@ -346,6 +346,12 @@ fn prepare_with(
     let n = lens.num_seqs();
     let max_q = (0..n).map(|s| lens.q_len(s)).max().unwrap_or(0);
     let (mut cfg, k_dtype, v_dtype) = config(c, 0)?;
+    // The hooks hold lifted integers in 32 bits too where FK_SMALL_VARS is set (codegen facts).
+    cfg.small_vars &= hooks
+        .params
+        .ints
+        .iter()
+        .all(|p| p.unsigned_abs() < codegen::SMALL_VARS as u64);
     cfg.nwarps = warps();
     // The tensor-core path where it applies and its stages fit in shared memory.
     let mma = mma_shape(&MmaQuery {

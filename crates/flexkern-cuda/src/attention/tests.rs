@@ -331,22 +331,7 @@ fn dump_hopper_cubins() {
         return;
     };
     for (dk, wg_s, stages) in [(128usize, 1usize, 3usize), (64, 2, 4)] {
-        let q = MmaQuery {
-            qt: 2,
-            kt: 2,
-            vt: 2,
-            dk,
-            dv: dk,
-            rows_aligned: true,
-            rows_adjacent: true,
-            q_rows: 1024,
-            compute_capability: (9, 0),
-            warps: 4,
-            k_size: 2,
-            v_size: 2,
-            smem_optin: 227 * 1024,
-            tuned: Default::default(),
-        };
+        let q = crate::plan::h100_query(2, 2, dk, 1024);
         let (rows, m) = mma_shape(&q).unwrap();
         let k = KernelConfig {
             qt: 2,

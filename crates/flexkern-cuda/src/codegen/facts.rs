@@ -11,7 +11,8 @@ use flexkern::expr::{BinOp, Ty, UnOp, Var};
 use flexkern::variant::lowered::{Lowered, LoweredOp};
 
 /// Every hook variable (batch, head, positions, lengths, token index) of an element a kernel
-/// keeps is below this in magnitude when the host sets `FK_SMALL_VARS` (`attention::kernel::small_vars`).
+/// keeps, and every lifted integer constant, is below this in magnitude when the host sets
+/// `FK_SMALL_VARS` (`attention::kernel::small_vars`, `prepare_with`).
 pub const SMALL_VARS: i64 = 1 << 21;
 /// `fk_i2f_small` is exact on `[-I2F_SMALL, I2F_SMALL)`.
 pub const I2F_SMALL: i64 = 1 << 22;
@@ -40,7 +41,13 @@ pub fn facts(l: &Lowered) -> Vec<Fact> {
                     _ => Some((0, SMALL_VARS as i128 - 1)),
                 },
             },
-            LoweredOp::IntParam(_) | LoweredOp::FloatParam(_) | LoweredOp::Bool(_) => Fact {
+            // A window's size, a chunk's length: small too, or the host sets no FK_SMALL_VARS
+            // (so `q_pos - window` is compared in 32 bits at a window's edge tiles).
+            LoweredOp::IntParam(_) => Fact {
+                invariant: true,
+                range: Some((1 - SMALL_VARS as i128, SMALL_VARS as i128 - 1)),
+            },
+            LoweredOp::FloatParam(_) | LoweredOp::Bool(_) => Fact {
                 invariant: true,
                 range: None,
             },
@@ -178,15 +185,23 @@ mod tests {
             })
             .unwrap();
         assert!(!small_int(f[conv].range));
-        // A lifted constant's value is not part of the structure: unknown range.
+        // A lifted constant's value is not part of the structure, but FK_SMALL_VARS promises it
+        // small: a window's `q_pos - w` fits 32 bits.
         let (m, _) = lowered(flexkern::Variant::full().mask(sliding_window(64)));
         let m = m.unwrap();
         let f = facts(&m);
+        let mut params = 0;
         for (i, inst) in m.insts().iter().enumerate() {
             if let LoweredOp::IntParam(_) = inst.op {
-                assert!(f[i].invariant && f[i].range.is_none());
+                let r = (1 - SMALL_VARS as i128, SMALL_VARS as i128 - 1);
+                assert!(f[i].invariant && f[i].range == Some(r));
+                params += 1;
+            }
+            if let LoweredOp::Binary(BinOp::Sub, _, _) = inst.op {
+                assert!(narrow(f[i].range), "{:?}", f[i].range);
             }
         }
+        assert_eq!(params, 1);
         let (m, _) = lowered(flexkern::Variant::full().mask(causal()));
         assert!(facts(&m.unwrap()).iter().all(|x| !x.invariant));
         assert_eq!(binary(BinOp::Add, None, Some((0, 1))), None);

@@ -362,23 +362,8 @@ fn traced_modules_compile() {
         rope: false,
     }
     .source();
-    let (rows, mma) = crate::plan::mma_shape(&crate::plan::MmaQuery {
-        qt: 2,
-        kt: 2,
-        vt: 2,
-        dk: 128,
-        dv: 128,
-        rows_aligned: true,
-        rows_adjacent: false,
-        q_rows: 4,
-        compute_capability: (9, 0),
-        warps: 4,
-        k_size: 2,
-        v_size: 2,
-        smem_optin: 227 * 1024,
-        tuned: Default::default(),
-    })
-    .expect("the tensor-core decode kernel");
+    let (rows, mma) = crate::plan::mma_shape(&crate::plan::h100_query(2, 2, 128, 4))
+        .expect("the tensor-core decode kernel");
     let attn = crate::attention::KernelConfig::bf16_paged16_d128(rows, Some(mma)).source(
         &crate::codegen::generate(
             &flexkern::Variant::full()

@@ -17,8 +17,8 @@ __device__ __forceinline__ bool fk_mask(const FkParams& P, const FkVars& V) {
   const fk_n r0 = V.kv_pos;
   const fk_n r1 = V.q_pos;
   const bool r2 = (r0 <= r1);
-  const long long r3 = P.i[0];
-  const long long r4 = fk_sub_i(r1, r3);
+  const fk_n r3 = P.i[0];
+  const fk_n r4 = fk_sub_i(r1, r3);
   const bool r5 = (r0 > r4);
   const bool r6 = (r2 && r5);
   return r6;

@@ -25,7 +25,7 @@ __device__ __forceinline__ bool fk_mask(const FkParams& P, const FkVars& V) {
   const long long r6 = fk_load_i(P, 0, r5);
   const fk_n r7 = fk_sub_i(r0, r3);
   const long long r8 = fk_shr_i(r6, r7);
-  const long long r9 = P.i[0];
+  const fk_n r9 = P.i[0];
   const long long r10 = (r8 & r9);
   const bool r11 = (r10 == r9);
   const bool r12 = (r4 || r11);
