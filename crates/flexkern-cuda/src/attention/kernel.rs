@@ -12,6 +12,7 @@ const ATTENTION_TC: &str = include_str!("../../kernels/attention_tc.cu");
 const ATTENTION_STAGE: &str = include_str!("../../kernels/attention_stage.cu");
 const ATTENTION_JOIN: &str = include_str!("../../kernels/attention_join.cu");
 const ATTENTION_MMA: &str = include_str!("../../kernels/attention_mma.cu");
+const ATTENTION_WGMMA_COPY: &str = include_str!("../../kernels/attention_wgmma_copy.cu");
 const ATTENTION_WGMMA: &str = include_str!("../../kernels/attention_wgmma.cu");
 
 /// Warps per attention block: `FLEXKERN_CUDA_WARPS` (4 or 8) for tuning runs, else 4.
@@ -211,7 +212,7 @@ impl KernelConfig {
         KernelSource {
             name: format!("{}_v{:04x}", self.name(), variant_hash as u16),
             source: format!(
-                "{defines}{common}\n{mma}\n{hooks}\n{}{ATTENTION}\n{ATTENTION_ASYNC}\n{ATTENTION_TC}\n{ATTENTION_STAGE}\n{ATTENTION_JOIN}\n{ATTENTION_MMA}\n{ATTENTION_WGMMA}",
+                "{defines}{common}\n{mma}\n{hooks}\n{}{ATTENTION}\n{ATTENTION_ASYNC}\n{ATTENTION_TC}\n{ATTENTION_STAGE}\n{ATTENTION_JOIN}\n{ATTENTION_MMA}\n{ATTENTION_WGMMA_COPY}\n{ATTENTION_WGMMA}",
                 super::FkArgs::cuda()
             ),
         }

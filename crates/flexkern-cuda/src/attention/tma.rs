@@ -81,7 +81,7 @@ pub(super) fn maps(
 }
 
 /// `[tokens, hkv, d]` (strides as `o` has them), boxes of 64 elements x 1 head x `tile` tokens:
-/// the stage layout of `attention_wgmma.cu`.
+/// the stage layout of `attention_wgmma_copy.cu`.
 fn map(o: &KvOperand, hkv: usize, d: usize, tile: usize) -> Result<CUtensorMap> {
     crate::runtime::tma::tiled_map(
         o.buf.ptr(),
