@@ -28,24 +28,15 @@ extern "C" __global__ void __launch_bounds__(1024) fk_rms_norm(const float* __re
   }
 }
 
-// RoPE in place: one thread per (token, head, pair). Normal pairs (2i, 2i+1), NeoX (i, i+half).
+// RoPE in place: one thread per (token, head, pair). Normal pairs (2i, 2i+1), NeoX (i, i+half);
+// the rotation is kv_store.cuh's, which the fused KV write and QKV epilogue share.
 extern "C" __global__ void fk_rope(float* __restrict__ x, const u32* __restrict__ pos, const float* __restrict__ inv_freq,
                                    i64 tokens, int heads, int head_dim, int half, int neox, float mscale) {
   FK_PDL_ENTER();
   const i64 total = tokens * heads * half;
   for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
-    const int p = (int)(i % half);
     const i64 th = i / half;
-    const i64 t = th / heads;
-    float s, c;
-    sincosf(__fmul_rn((float)pos[t], inv_freq[p]), &s, &c);
-    c = __fmul_rn(c, mscale);
-    s = __fmul_rn(s, mscale);
-    float* h = x + th * head_dim;
-    const int a = neox ? p : 2 * p, b = neox ? p + half : 2 * p + 1;
-    const float x0 = h[a], x1 = h[b];
-    h[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-    h[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+    fk_rope_pair(x + th * head_dim, (int)(i % half), pos[th / heads], inv_freq, half, neox, mscale);
   }
 }
 

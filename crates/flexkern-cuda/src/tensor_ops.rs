@@ -74,7 +74,7 @@ fn ops_function(dev: &Arc<Device>, name: &str) -> crate::Result<CUfunction> {
     }
     let src = KernelSource {
         name: "ops".into(),
-        source: format!("{}\n{OPS}", text(&[COMMON])),
+        source: format!("{}\n{}\n{OPS}", text(&[COMMON]), crate::headers::kv_store()),
     };
     let m = dev.module(&src)?;
     let f = m.function(name);
@@ -795,7 +795,7 @@ mod tests {
         }
         let src = KernelSource {
             name: "ops".into(),
-            source: format!("{}\n{OPS}", text(&[COMMON])),
+            source: format!("{}\n{}\n{OPS}", text(&[COMMON]), crate::headers::kv_store()),
         };
         let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a")
             .unwrap_or_else(|e| panic!("{e}"));

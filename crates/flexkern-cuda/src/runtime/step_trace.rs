@@ -377,8 +377,9 @@ fn traced_modules_compile() {
     let ops = KernelSource {
         name: "ops".into(),
         source: format!(
-            "{}\n{}",
+            "{}\n{}\n{}",
             crate::headers::text(&[crate::headers::COMMON]),
+            crate::headers::kv_store(),
             include_str!("../../kernels/ops.cu")
         ),
     };
