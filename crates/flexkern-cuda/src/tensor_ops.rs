@@ -13,8 +13,8 @@ use crate::runtime::Device;
 use cudarc::driver::sys::CUfunction;
 use flexkern::attention::plan::Plan;
 use flexkern::attention::problem::Problem;
-use flexkern::backend::tensor_ops::{check_q16, GraphId, Norm, Rope, RopeStyle, TensorOps};
-use flexkern::backend::{check_range, AttnIo, Buffer, Pages, Slice};
+use flexkern::backend::tensor_ops::{check_q16, GraphId, Norm, Rope, RopeKv, RopeStyle, TensorOps};
+use flexkern::backend::{check_range, AttnIo, Buffer, Slice};
 use flexkern::error::{Error, Result};
 use flexkern::DType;
 use flexkern_quant::QuantMatrix;
@@ -188,18 +188,21 @@ fn rope_fusion() -> bool {
 impl CudaBackend {
     /// `rope_kv_write`'s checks (before anything is launched) and its kernel's arguments, the
     /// kernel and its launch's thread count; None when there is nothing to write.
-    #[allow(clippy::too_many_arguments)]
     fn rope_kv_args(
         &self,
         (q, q16, k, v): (&CudaBuffer, Option<&CudaBuffer>, &CudaBuffer, &CudaBuffer),
-        (hq, hkv): (usize, usize),
-        head_dim: usize,
-        positions: &Slice<'_, CudaBuffer>,
-        rope: &Rope,
-        inv_freq: &CudaBuffer,
-        pages: &Pages<'_, CudaBuffer>,
-        slots: &Slice<'_, CudaBuffer>,
+        at: &RopeKv<'_, CudaBuffer>,
     ) -> Result<Option<(FkRopeKv, CUfunction, usize)>> {
+        let RopeKv {
+            heads: (hq, hkv),
+            head_dim,
+            positions,
+            rope,
+            inv_freq,
+            pages,
+            slots,
+        } = at;
+        let (hq, hkv, head_dim) = (*hq, *hkv, *head_dim);
         let l = pages.layout;
         let half = rope_check(q, hq, head_dim, positions, rope, inv_freq)?;
         rope_check(k, hkv, head_dim, positions, rope, inv_freq)?;
@@ -562,27 +565,11 @@ impl TensorOps for CudaBackend {
         q16: Option<&mut CudaBuffer>,
         k: &mut CudaBuffer,
         v: &CudaBuffer,
-        heads: (usize, usize),
-        head_dim: usize,
-        positions: Slice<'_, CudaBuffer>,
-        rope: &Rope,
-        inv_freq: &CudaBuffer,
-        pages: Pages<'_, CudaBuffer>,
-        slots: Slice<'_, CudaBuffer>,
+        at: RopeKv<'_, CudaBuffer>,
     ) -> Result<()> {
         let _p = self.prof.scope(&self.dev, "rope_kv_write");
         let q16 = q16.map(|h| &*h);
-        let Some((mut a, f, total)) = self.rope_kv_args(
-            (q, q16, k, v),
-            heads,
-            head_dim,
-            &positions,
-            rope,
-            inv_freq,
-            &pages,
-            &slots,
-        )?
-        else {
+        let Some((mut a, f, total)) = self.rope_kv_args((q, q16, k, v), &at)? else {
             return Ok(());
         };
         let mut p: [*mut c_void; 1] = [(&mut a as *mut FkRopeKv).cast()];
@@ -610,19 +597,14 @@ impl TensorOps for CudaBackend {
         h: &mut CudaBuffer,
         (q, k, v): (&mut CudaBuffer, &mut CudaBuffer, &mut CudaBuffer),
         q16: Option<&mut CudaBuffer>,
-        heads: (usize, usize),
-        head_dim: usize,
-        positions: Slice<'_, CudaBuffer>,
-        rope: &Rope,
-        inv_freq: &CudaBuffer,
-        pages: Pages<'_, CudaBuffer>,
-        slots: Slice<'_, CudaBuffer>,
+        at: RopeKv<'_, CudaBuffer>,
     ) -> Result<()> {
+        let (heads, head_dim, rope) = (at.heads, at.head_dim, at.rope);
         // One decode token of normal-style RoPE over three matrices the stacked kernel takes:
         // RoPE and the append in its epilogue (FK_SROPE). Anything else: the two calls.
         let k_in = ws[0].k;
         let fusable = m == 1
-            && positions.len == 1
+            && at.positions.len == 1
             && rope.style == RopeStyle::Normal
             && rope_fusion()
             // The epilogue's shared arrays (FK_ROPE_HALF_MAX, FK_ROPE_HKV_MAX).
@@ -631,7 +613,7 @@ impl TensorOps for CudaBackend {
             && ws.iter().all(|w| w.k == k_in)
             && ws[0].n == heads.0 * head_dim
             && ws[1].n == heads.1 * head_dim
-            && ws[2].n == heads.1 * pages.layout.head_dim_v
+            && ws[2].n == heads.1 * at.pages.layout.head_dim_v
             && stacks(&self.dev, &ws, x.device_buf());
         if fusable {
             let _p = self.prof.scope(&self.dev, "norm_qkv_rope_kv_write");
@@ -641,17 +623,7 @@ impl TensorOps for CudaBackend {
                 f32_rows("ys", y, w.n)?;
             }
             let q16r = q16.as_deref();
-            let Some((mut a, _, _)) = self.rope_kv_args(
-                (q, q16r, k, v),
-                heads,
-                head_dim,
-                &positions,
-                rope,
-                inv_freq,
-                &pages,
-                &slots,
-            )?
-            else {
+            let Some((mut a, _, _)) = self.rope_kv_args((q, q16r, k, v), &at)? else {
                 return Ok(());
             };
             let outs = [q.device_buf(), k.device_buf(), v.device_buf()];
@@ -667,9 +639,7 @@ impl TensorOps for CudaBackend {
             }
         }
         self.norm_matmul_many(norm, &ws, x, m, h, &mut [&mut *q, &mut *k, &mut *v])?;
-        self.rope_kv_write(
-            q, q16, k, v, heads, head_dim, positions, rope, inv_freq, pages, slots,
-        )
+        self.rope_kv_write(q, q16, k, v, at)
     }
 
     fn add(&self, acc: &mut CudaBuffer, x: &CudaBuffer, len: usize) -> Result<()> {

@@ -14,7 +14,7 @@ use crate::weights::Weights;
 use flexkern::attention::paged::{paged_bufs, prepare_buffers};
 use flexkern::attention::plan::{plan, Plan};
 use flexkern::attention::problem::{KvLayout, Problem};
-use flexkern::backend::tensor_ops::{Norm, Rope, TensorOps};
+use flexkern::backend::tensor_ops::{Norm, Rope, RopeKv, TensorOps};
 use flexkern::backend::{to_device, to_host, AttnIo, Buffer, Slice};
 use flexkern::kv_cache::{PageTables, SeqId};
 use flexkern::{builtins, DType, Variant};
@@ -502,6 +502,15 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         let positions = slice(words, st.positions, m);
         let heads = (c.n_head, c.n_head_kv);
         let biased = l.bq.is_some() || l.bk.is_some() || l.bv.is_some();
+        let at = |pages| RopeKv {
+            heads,
+            head_dim: c.head_dim,
+            positions,
+            rope: &self.rope,
+            inv_freq: &self.inv_freq,
+            pages,
+            slots: slice(words, st.slots, m),
+        };
         if !biased && !cache.needs_scales() {
             // Projection, RoPE and the KV append as one call (one launch on the CUDA decode step).
             b.norm_qkv_rope_kv_write(
@@ -512,13 +521,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                 &mut s.h,
                 (&mut s.q, &mut s.k, &mut s.v),
                 s.qh.as_mut().filter(|_| half_q),
-                heads,
-                c.head_dim,
-                positions,
-                &self.rope,
-                &self.inv_freq,
-                cache.store_mut(i).pages(),
-                slice(words, st.slots, m),
+                at(cache.store_mut(i).pages()),
             )?;
             return self.attend(i, l, cache, words, st, tables, (p, pl), s, half_q);
         }
@@ -568,13 +571,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                 s.qh.as_mut().filter(|_| half_q),
                 &mut s.k,
                 &s.v,
-                heads,
-                c.head_dim,
-                positions,
-                &self.rope,
-                &self.inv_freq,
-                cache.store_mut(i).pages(),
-                slice(words, st.slots, m),
+                at(cache.store_mut(i).pages()),
             )?;
         }
         self.attend(i, l, cache, words, st, tables, (p, pl), s, half_q)

@@ -6,7 +6,7 @@
 
 use crate::backend::{CudaBackend, CudaBuffer};
 use crate::error::{invalid, Result};
-use flexkern::backend::tensor_ops::{Rope, RopeStyle, TensorOps, Yarn};
+use flexkern::backend::tensor_ops::{Rope, RopeKv, RopeStyle, TensorOps, Yarn};
 use flexkern::backend::{to_device, to_host, Backend, Buffer, Slice};
 use flexkern::verify::{Outcome, Rng};
 use flexkern::DType;
@@ -206,13 +206,7 @@ fn rope_kv_fused(b: &CudaBackend, rng: &mut Rng, style: RopeStyle, dtype: DType)
                 qh.as_mut(),
                 &mut kd,
                 &vd,
-                (hq, hkv),
-                hd,
-                Slice::all(&pos),
-                &rope,
-                &freqs,
-                store.pages(),
-                Slice::all(&slots),
+                RopeKv::whole((hq, hkv), hd, &pos, &rope, &freqs, store.pages(), &slots),
             )?;
         } else {
             b.rope(&mut qd, hq, hd, Slice::all(&pos), &rope, &freqs)?;
@@ -307,7 +301,7 @@ fn qkv_rope_fused(b: &CudaBackend, rng: &mut Rng, f: Format, dtype: DType) -> Re
         let mut h = poisoned(b, k)?;
         let mut qh = b.alloc(q16_dtype, hq * hd)?;
         b.upload(&mut qh, 0, &vec![0xffu8; hq * hd * 2])?;
-        let rest = ((hq, hkv), hd, Slice::all(&pos), &rope, &freqs);
+        let at = |pages| RopeKv::whole((hq, hkv), hd, &pos, &rope, &freqs, pages, &slots);
         if fused {
             b.norm_qkv_rope_kv_write(
                 norm(),
@@ -317,29 +311,11 @@ fn qkv_rope_fused(b: &CudaBackend, rng: &mut Rng, f: Format, dtype: DType) -> Re
                 &mut h,
                 (&mut q, &mut kk, &mut v),
                 Some(&mut qh),
-                rest.0,
-                rest.1,
-                rest.2,
-                rest.3,
-                rest.4,
-                store.pages(),
-                Slice::all(&slots),
+                at(store.pages()),
             )?;
         } else {
             b.norm_matmul_many(norm(), &wr, &x, 1, &mut h, &mut [&mut q, &mut kk, &mut v])?;
-            b.rope_kv_write(
-                &mut q,
-                Some(&mut qh),
-                &mut kk,
-                &v,
-                rest.0,
-                rest.1,
-                rest.2,
-                rest.3,
-                rest.4,
-                store.pages(),
-                Slice::all(&slots),
-            )?;
+            b.rope_kv_write(&mut q, Some(&mut qh), &mut kk, &v, at(store.pages()))?;
         }
         got.push(
             [&q, &kk, &v, &store.k, &store.v, &qh]

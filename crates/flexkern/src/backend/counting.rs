@@ -4,7 +4,7 @@
 //! also claims to record graphs (the ops still run) and counts the recordings and replays
 //! asked of it, declining each replay, so a test sees which steps a caller would replay.
 
-use super::tensor_ops::{GraphId, Norm, Rope, TensorOps};
+use super::tensor_ops::{GraphId, Norm, Rope, RopeKv, TensorOps};
 use super::{AttnIo, Backend, Pages, Slice};
 use crate::attention::plan::Plan;
 use crate::attention::problem::Problem;
@@ -238,17 +238,9 @@ impl<B: TensorOps> TensorOps for Counting<B> {
         q16: Option<&mut B::Buffer>,
         k: &mut B::Buffer,
         v: &B::Buffer,
-        heads: (usize, usize),
-        head_dim: usize,
-        positions: Slice<'_, B::Buffer>,
-        rope: &Rope,
-        inv_freq: &B::Buffer,
-        pages: Pages<'_, B::Buffer>,
-        slots: Slice<'_, B::Buffer>,
+        at: RopeKv<'_, B::Buffer>,
     ) -> Result<()> {
-        self.inner.rope_kv_write(
-            q, q16, k, v, heads, head_dim, positions, rope, inv_freq, pages, slots,
-        )
+        self.inner.rope_kv_write(q, q16, k, v, at)
     }
     fn largest(&self, x: &B::Buffer, n: usize, k: usize) -> Result<Option<Vec<(u32, f32)>>> {
         self.inner.largest(x, n, k)

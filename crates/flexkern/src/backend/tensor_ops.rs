@@ -48,6 +48,45 @@ pub struct Yarn {
     pub beta_slow: f32,
 }
 
+/// How a layer's new Q and K rotate and where its K and V go: `rope_kv_write`'s and
+/// `norm_qkv_rope_kv_write`'s shared arguments. `heads`: (Q heads, KV heads); `positions` and
+/// `slots`: one per token.
+pub struct RopeKv<'a, B> {
+    pub heads: (usize, usize),
+    pub head_dim: usize,
+    pub positions: Slice<'a, B>,
+    pub rope: &'a Rope,
+    pub inv_freq: &'a B,
+    pub pages: Pages<'a, B>,
+    pub slots: Slice<'a, B>,
+}
+
+impl<'a, B> RopeKv<'a, B> {
+    /// Positions and slots as whole buffers (one element per token).
+    pub fn whole(
+        heads: (usize, usize),
+        head_dim: usize,
+        positions: &'a B,
+        rope: &'a Rope,
+        inv_freq: &'a B,
+        pages: Pages<'a, B>,
+        slots: &'a B,
+    ) -> Self
+    where
+        B: Buffer,
+    {
+        RopeKv {
+            heads,
+            head_dim,
+            positions: Slice::all(positions),
+            rope,
+            inv_freq,
+            pages,
+            slots: Slice::all(slots),
+        }
+    }
+}
+
 impl Rope {
     /// `freq_scale` is 1 / (linear scaling factor).
     pub fn new(style: RopeStyle, n_rot: usize, freq_base: f32, freq_scale: f32) -> Rope {
@@ -256,21 +295,23 @@ pub trait TensorOps: Backend {
     /// V stored at `slots` of `pages` (`kv_write`), and the rotated Q rounded into `q16` (F16
     /// or BF16, as `convert` rounds) where given. By default those calls; a backend may fuse
     /// them (the CUDA decode step: one launch instead of five).
-    #[allow(clippy::too_many_arguments)]
     fn rope_kv_write(
         &self,
         q: &mut Self::Buffer,
         q16: Option<&mut Self::Buffer>,
         k: &mut Self::Buffer,
         v: &Self::Buffer,
-        heads: (usize, usize),
-        head_dim: usize,
-        positions: Slice<'_, Self::Buffer>,
-        rope: &Rope,
-        inv_freq: &Self::Buffer,
-        pages: Pages<'_, Self::Buffer>,
-        slots: Slice<'_, Self::Buffer>,
+        at: RopeKv<'_, Self::Buffer>,
     ) -> Result<()> {
+        let RopeKv {
+            heads,
+            head_dim,
+            positions,
+            rope,
+            inv_freq,
+            pages,
+            slots,
+        } = at;
         let nq = positions.len * heads.0 * head_dim;
         if let Some(h) = &q16 {
             check_q16(q, h, nq)?;
@@ -285,7 +326,7 @@ pub trait TensorOps: Backend {
     }
 
     /// The attention block's Q, K and V without biases: `norm_matmul_many` into `q`, `k`, `v`,
-    /// then `rope_kv_write` (its arguments after `q16`). By default those two calls; a backend
+    /// then `rope_kv_write` (its `q16` and `at`). By default those two calls; a backend
     /// may fuse them (the CUDA decode step rotates and appends in the projection's epilogue,
     /// one launch fewer a layer).
     #[allow(clippy::too_many_arguments)]
@@ -298,18 +339,10 @@ pub trait TensorOps: Backend {
         h: &mut Self::Buffer,
         (q, k, v): (&mut Self::Buffer, &mut Self::Buffer, &mut Self::Buffer),
         q16: Option<&mut Self::Buffer>,
-        heads: (usize, usize),
-        head_dim: usize,
-        positions: Slice<'_, Self::Buffer>,
-        rope: &Rope,
-        inv_freq: &Self::Buffer,
-        pages: Pages<'_, Self::Buffer>,
-        slots: Slice<'_, Self::Buffer>,
+        at: RopeKv<'_, Self::Buffer>,
     ) -> Result<()> {
         self.norm_matmul_many(norm, &ws, x, m, h, &mut [&mut *q, &mut *k, &mut *v])?;
-        self.rope_kv_write(
-            q, q16, k, v, heads, head_dim, positions, rope, inv_freq, pages, slots,
-        )
+        self.rope_kv_write(q, q16, k, v, at)
     }
 
     /// `acc[..len] += x[..len]`.

@@ -233,6 +233,7 @@ impl TensorOps for CpuBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::tensor_ops::RopeKv;
     use crate::backend::{to_device, to_host, Backend};
     use crate::dtype::DType;
     use crate::error::Error;
@@ -496,13 +497,7 @@ mod tests {
                     qh.as_mut(),
                     &mut kk,
                     &v,
-                    (hq, hkv),
-                    hd,
-                    Slice::all(&pos),
-                    &rope,
-                    &freqs,
-                    store.pages(),
-                    Slice::all(&slots),
+                    RopeKv::whole((hq, hkv), hd, &pos, &rope, &freqs, store.pages(), &slots),
                 )
             } else {
                 b.rope(&mut q, hq, hd, Slice::all(&pos), &rope, &freqs)
@@ -584,13 +579,7 @@ mod tests {
                     &mut h,
                     (&mut q, &mut kk, &mut v),
                     None,
-                    (hq, hkv),
-                    hd,
-                    Slice::all(&pos),
-                    &rope,
-                    &freqs,
-                    store.pages(),
-                    Slice::all(&slots),
+                    RopeKv::whole((hq, hkv), hd, &pos, &rope, &freqs, store.pages(), &slots),
                 )
             } else {
                 b.norm_matmul_many(
@@ -607,13 +596,7 @@ mod tests {
                         None,
                         &mut kk,
                         &v,
-                        (hq, hkv),
-                        hd,
-                        Slice::all(&pos),
-                        &rope,
-                        &freqs,
-                        store.pages(),
-                        Slice::all(&slots),
+                        RopeKv::whole((hq, hkv), hd, &pos, &rope, &freqs, store.pages(), &slots),
                     )
                 })
             };
