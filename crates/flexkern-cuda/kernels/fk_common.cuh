@@ -68,6 +68,40 @@ struct FkStepTrace {
   FK_TRACE_RELEASED()
 #endif
 
+// mbarriers (Hopper): init, arrive, wait for a phase, and arrive expecting bulk-copy bytes;
+// `bar` is a shared-memory address (the prefill's and prompt GEMM's TMA pipelines, the
+// streamed GEMV's bulk ring).
+#if __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void fk_bar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void fk_bar_arrive(u32 bar) {
+  asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory");
+}
+// Waits for the completion of the barrier's phase of the given parity.
+__device__ __forceinline__ void fk_bar_wait(u32 bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+// Arrives on `bar` and adds `bytes` to the transfers its phase waits for.
+__device__ __forceinline__ void fk_bar_expect(u32 bar, u32 bytes) {
+  asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// One contiguous bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+// global memory into shared memory at `dst`, completing on mbarrier `bar`.
+__device__ __forceinline__ void fk_bulk_g2s(u32 dst, const void* src, u32 bytes, u32 bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+#endif
+
 // A block timeline for profiling (FLEXKERN_CUDA_TRACE=1; no profiler reads one inside a CUDA
 // graph here): slot b holds block b's start (ns, %globaltimer) and (end - start) << 16 | SM.
 #ifndef FK_TRACE

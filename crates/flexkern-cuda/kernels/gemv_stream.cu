@@ -54,7 +54,26 @@ __device__ __forceinline__ FkSRow fk_srow(const FkMat& a, const FkMat& b, const 
 #endif
 }
 
-#if FK_SREG
+#ifndef FK_SBULK
+#define FK_SBULK 0
+#endif
+static_assert(!FK_SBULK || (FK_SREG && FK_SPIPE), "the bulk ring feeds the pipelined batches");
+
+#if FK_SREG && FK_SBULK
+// FK_SBULK (Hopper; planar Q4_0 / Q8_0 and Q4_K, rows whose spans are 16-byte aligned): each
+// warp streams its batches through a private ring of FK_SBULK stages in shared memory, one
+// bulk copy per batch and matrix (and one of the side entries), completing on the stage's
+// mbarrier. A batch's codes (FK_BC bytes a matrix) and side entries (FK_BS) are the units
+// [u0, u0 + 32 FK_SUN) of one row, contiguous in the device layout. Register batches keep
+// one or two batches in flight and spend ~15 instructions a unit on 64-bit addresses (ncu,
+// H200: 44 % of DRAM bandwidth for Q4_0 at 14336 x 4096, 12.5 cycles between a warp's
+// instructions); here FK_SBULK - 1 are in flight while one is computed, and lane 0 issues them.
+static_assert(FK_FMT::SH_USB == 0 || FK_FMT::UE == FK_FMT::QK, "a side entry per unit");
+constexpr int FK_BC = 32 * FK_SUN * FK_FMT::SH_UB, FK_BS = 32 * FK_SUN * FK_FMT::SH_USB;
+constexpr int FK_BST = FK_SNM * (FK_BC + FK_BS);  // one stage
+constexpr int FK_RING = FK_SBULK * FK_BST;        // one warp's ring
+static_assert(FK_BC % 16 == 0 && FK_BS % 16 == 0, "stages of whole 16-byte words");
+#elif FK_SREG
 // FK_SREG (planar formats, layout.rs): every unit's codes are 16-byte aligned in global memory,
 // so lanes load them straight into registers, several units in flight, and no ring is needed.
 constexpr int FK_RING = 0;
@@ -301,7 +320,40 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
 #if FK_SREG
   constexpr int UE = F::UE;
   const int units = (int)(k / UE);
-#if FK_SPIPE
+#if FK_SBULK
+  const u32 ring = (u32)__cvta_generic_to_shared(fk_sm) + warp * FK_RING;
+  const u8* const ring_p = fk_sm + warp * FK_RING;
+  __shared__ __align__(8) u64 fk_sbar[FK_SNW * FK_SBULK];
+  const u32 bars = (u32)__cvta_generic_to_shared(fk_sbar) + 8 * FK_SBULK * warp;
+  // Lane 0's issue cursor: the next batch's row and first unit.
+  i64 irow = r0;
+  int iu = 0;
+  auto issue = [&](int slot) {
+    if (irow >= r1) return;
+    const FkSRow r = fk_srow(a, b, st, Y, irow);
+    const int nu = min(32 * FK_SUN, units - iu);
+    const u32 bar = bars + 8 * slot;
+    fk_bar_expect(bar, (u32)(FK_SNM * nu * (F::SH_UB + F::SH_USB)));
+#pragma unroll
+    for (int t = 0; t < FK_SNM; ++t) {
+      const FkMat& mt = t == 0 ? r.m : b;
+      const u32 dst = ring + slot * FK_BST + t * (FK_BC + FK_BS);
+      fk_bulk_g2s(dst, mt.w + r.row * mt.row_bytes + (i64)iu * F::SH_UB, (u32)(nu * F::SH_UB), bar);
+      if (F::SH_USB > 0)
+        fk_bulk_g2s(dst + FK_BC, mt.s + (r.row * mt.groups + iu) * F::SH_USB, (u32)(nu * F::SH_USB), bar);
+    }
+    if ((iu += 32 * FK_SUN) >= units) iu = 0, ++irow;
+  };
+  // The ring fills before the wait below (weights never depend on the previous kernel).
+  if (lane == 0) {
+#pragma unroll
+    for (int s = 0; s < FK_SBULK; ++s) fk_bar_init(bars + 8 * s, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < FK_SBULK; ++s) issue(s);
+  }
+  __syncwarp();
+#elif FK_SPIPE
   // A batch: FK_SUN consecutive units of this lane (32 apart) of each matrix, as the format's
   // raw words (F::Raw), loaded before any is used. The warp's first batch is loaded before
   // the wait below, while the previous kernel finishes (weights never depend on it).
@@ -440,6 +492,45 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
     return F::dot_raw(w, u, x8, xd[e0 / 256], s16);
 #endif
   };
+#if FK_SBULK
+  // The ring, stage after stage: wait for the stage's copies, dot its units, then (all lanes
+  // past their reads) lane 0 refills it with the batch FK_SBULK ahead. Phase bits per stage.
+  i64 row = r0;
+  int u0 = 0, slot = 0;
+  u32 ph = 0;
+  float acc[FK_SNM] = {};
+  FkSRow r = fk_srow(a, b, st, Y, row);
+  while (row < r1) {
+    fk_bar_wait(bars + 8 * slot, (ph >> slot) & 1u);
+    ph ^= 1u << slot;
+    const u8* sp = ring_p + slot * FK_BST;
+#pragma unroll
+    for (int j = 0; j < FK_SUN; ++j) {
+      const int u = u0 + lane + 32 * j;
+      if (u < units) {
+#pragma unroll
+        for (int t = 0; t < FK_SNM; ++t) {
+          typename F::Raw w;
+          F::load_sh(sp + t * (FK_BC + FK_BS), sp + t * (FK_BC + FK_BS) + FK_BC, u - u0, w);
+          acc[t] += act_dot(w, u);
+        }
+      }
+    }
+    __syncwarp();
+    if (lane == 0) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // our reads before the refill
+      issue(slot);
+    }
+    slot = slot + 1 == FK_SBULK ? 0 : slot + 1;
+    if ((u0 += 32 * FK_SUN) >= units) {
+      store(r, acc);
+#pragma unroll
+      for (int t = 0; t < FK_SNM; ++t) acc[t] = 0.f;
+      u0 = 0;
+      if (++row < r1) r = fk_srow(a, b, st, Y, row);
+    }
+  }
+#else
   // Batches of FK_SUN units a lane (about 64-144 bytes of loads in flight), loaded before any
   // is computed; the warp's first batch came in before the wait.
   auto compute = [&](const Batch& bt, int u0, float (&acc)[FK_SNM]) {
@@ -489,6 +580,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
     while (step(first, other) && step(other, first)) {
     }
   }
+#endif  // FK_SBULK
 #elif FK_SREG
   // Q8_K or f32 activations: FK_SUN units of a row unrolled.
   for (i64 row = r0; row < r1; ++row) {

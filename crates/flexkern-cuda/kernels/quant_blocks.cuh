@@ -213,6 +213,14 @@ struct FkQ4_0P {
     fk_words<16, 16>(m.w + row * m.row_bytes + u * FK_Q4_0P_BB, r.w);
     r.d = fk_ld16(fk_side(m, row, u, SB) + FK_Q4_0P_D);
   }
+  // The same from a copy in shared memory (the streamed GEMV's bulk ring): unit u of a span
+  // whose codes start at `w` (SH_UB bytes a unit) and side entries at `s` (SH_USB bytes).
+  static constexpr int SH_UB = FK_Q4_0P_BB, SH_USB = SB;
+  FK_HD static void load_sh(const u8* w, const u8* s, int u, Raw& r) {
+    const uint4 v = *(const uint4*)(w + SH_UB * u);
+    r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
+    r.d = *(const unsigned short*)(s + SH_USB * u + FK_Q4_0P_D);
+  }
   // Against Q8_0 activations (int8 words xq, scale dx, code sum sx): the integer dot of the
   // CPU's default path, sum (q - 8) x = sum q x - 8 sum x, exact; then isum * d * dx as the
   // CPU rounds it.
@@ -308,6 +316,13 @@ struct FkQ8_0P {
   FK_HD static void load(const FkMat& m, i64 row, i64 u, Raw& r) {
     fk_words<32, 16>(m.w + row * m.row_bytes + u * FK_Q8_0P_BB, r.w);
     r.d = fk_ld16(fk_side(m, row, u, SB) + FK_Q8_0P_D);
+  }
+  static constexpr int SH_UB = FK_Q8_0P_BB, SH_USB = SB;  // as FkQ4_0P's
+  FK_HD static void load_sh(const u8* w, const u8* s, int u, Raw& r) {
+    const uint4 v0 = *(const uint4*)(w + SH_UB * u), v1 = *(const uint4*)(w + SH_UB * u + 16);
+    r.w[0] = v0.x, r.w[1] = v0.y, r.w[2] = v0.z, r.w[3] = v0.w;
+    r.w[4] = v1.x, r.w[5] = v1.y, r.w[6] = v1.z, r.w[7] = v1.w;
+    r.d = *(const unsigned short*)(s + SH_USB * u + FK_Q8_0P_D);
   }
   // Against Q8_0 activations: the CPU default path's integer dot, then isum * d * dx.
   FK_HD static float dot_raw(const Raw& r, i64, const int* xq, float dx, int) {
@@ -496,6 +511,18 @@ struct FkQ4K {
     fk_words<16, 16>(p, r.h);
     fk_words<32, 16>(p + FK_Q4_K_QS + 32 * (u & 3), r.w);
   }
+#if defined(__CUDACC__)
+  // From a copy of whole blocks in shared memory (FkQ4_0P::load_sh): no side entries; unit u
+  // of the span (its first unit a block's first) in block u / 4.
+  static constexpr int SH_UB = FK_Q4_K_BYTES / 4, SH_USB = 0;
+  FK_HD static void load_sh(const u8* w, const u8*, int u, Raw& r) {
+    const uint4* p = (const uint4*)(w + (u >> 2) * FK_Q4_K_BYTES);
+    const uint4 h = p[0], c0 = p[1 + 2 * (u & 3)], c1 = p[2 + 2 * (u & 3)];
+    r.h[0] = h.x, r.h[1] = h.y, r.h[2] = h.z, r.h[3] = h.w;
+    r.w[0] = c0.x, r.w[1] = c0.y, r.w[2] = c0.z, r.w[3] = c0.w;
+    r.w[4] = c1.x, r.w[5] = c1.y, r.w[6] = c1.z, r.w[7] = c1.w;
+  }
+#endif
   FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float* o) {
     Raw r;
     load(m, row, u, r);

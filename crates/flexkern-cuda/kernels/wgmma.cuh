@@ -1,6 +1,6 @@
 // flexkern-cuda: Hopper warpgroup MMA helpers (sm_90a) shared by the prefill attention and the
 // prompt GEMM: shared-memory descriptors, wgmma issue / fence / commit / wait, named barriers
-// and mbarriers. The operand type is FK_QT's (1 f16, 2 bf16).
+// and TMA tensor copies (the mbarriers are fk_common.cuh's). The operand type is FK_QT's (1 f16, 2 bf16).
 #pragma once
 #if __CUDA_ARCH__ >= 900
 
@@ -73,22 +73,6 @@ template <int N> __device__ __forceinline__ void fk_wg_pin(float (*d)[4]) {
 __device__ __forceinline__ void fk_named_sync(u32 id, u32 n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void fk_named_arrive(u32 id, u32 n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 
-__device__ __forceinline__ void fk_bar_init(u32 bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
-}
-__device__ __forceinline__ void fk_bar_arrive(u32 bar) {
-  asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory");
-}
-// Waits for the completion of the barrier's phase of the given parity.
-__device__ __forceinline__ void fk_bar_wait(u32 bar, u32 parity) {
-  u32 done;
-  do {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-  } while (!done);
-}
 // A CUtensorMap, passed by value (__grid_constant__: TMA reads it where the parameter lives).
 struct __align__(64) FkTmap {
   u64 v[16];
@@ -112,9 +96,4 @@ __device__ __forceinline__ void fk_tma_load3(u32 dst, const FkTmap* map, int x, 
       : "memory");
 }
 
-// Arrives on `bar` and adds `bytes` to the transfers its phase waits for.
-__device__ __forceinline__ void fk_bar_expect(u32 bar, u32 bytes) {
-  asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
 #endif

@@ -338,15 +338,9 @@ pub fn gemv(
     let kernel = match mats[0].gemm_plan(crate::quant::Mode::Plain, m) {
         Some(g) => g.mma_source().name + if g.direct { "" } else { " (+decode)" },
         None => {
-            crate::quant::choose::config_for(
-                dev.props.sms,
-                dev.props.smem_per_sm,
-                crate::quant::Mode::Plain,
-                &mats[0],
-                m,
-            )
-            .source()
-            .name
+            crate::quant::choose::config_for(&dev.props, crate::quant::Mode::Plain, &mats[0], m)
+                .source()
+                .name
         }
     };
     let pass = || -> Result<()> {

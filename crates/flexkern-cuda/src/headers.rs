@@ -3,7 +3,8 @@
 
 use crate::device_struct::device_struct;
 
-/// Integer types, PDL, element conversions and loads, warp reductions, `fk_silu`.
+/// Integer types, PDL, mbarriers and bulk copies, element conversions and loads, warp
+/// reductions, `fk_silu`.
 pub(crate) const COMMON: &str = include_str!("../kernels/fk_common.cuh");
 /// KV encodings and RoPE pairs (the KV writes and the QKV projection's epilogue).
 const KV_STORE: &str = include_str!("../kernels/kv_store.cuh");
@@ -44,7 +45,7 @@ device_struct! {
 
 /// mma.sync, ldmatrix and cp.async helpers (attention and the prompt GEMM).
 pub(crate) const MMA: &str = include_str!("../kernels/mma.cuh");
-/// Hopper wgmma, mbarrier and TMA helpers (attention and the prompt GEMM).
+/// Hopper wgmma, named-barrier and TMA helpers (attention and the prompt GEMM).
 pub(crate) const WGMMA: &str = include_str!("../kernels/wgmma.cuh");
 
 /// The headers' text for one module source (`#pragma once` dropped: they are pasted, not

@@ -5,7 +5,7 @@
 use super::matrix::DeviceMatrix;
 pub use super::matrix::MatrixTraits;
 use super::{unit_elems, GemvConfig, Mode, Staged, MAX_M};
-use crate::runtime::{Device, DeviceBuf};
+use crate::runtime::{Device, DeviceBuf, DeviceProps};
 use flexkern_quant::Format;
 
 /// Activation rows per launch for a batch of `m` (a power of two, at most `MAX_M`).
@@ -13,26 +13,42 @@ pub(super) fn batch_rows(m: usize) -> usize {
     m.clamp(1, MAX_M).next_power_of_two()
 }
 
-/// The kernel configuration for a GEMV of `m` rows on `a` with `dev_sms` SMs.
-pub fn config_for(
-    dev_sms: usize,
-    smem_per_sm: usize,
-    mode: Mode,
-    a: &DeviceMatrix,
-    m: usize,
-) -> GemvConfig {
-    choose(dev_sms, smem_per_sm, mode, &a.traits(), m)
+/// What the GEMV plan reads of the device: its SMs, shared memory per SM, and whether it has
+/// bulk copies into shared memory (Hopper's `cp.async.bulk`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemvTarget {
+    pub sms: usize,
+    pub smem_per_sm: usize,
+    pub bulk_copies: bool,
+}
+
+impl GemvTarget {
+    pub fn of(p: &DeviceProps) -> GemvTarget {
+        GemvTarget {
+            sms: p.sms,
+            smem_per_sm: p.smem_per_sm,
+            bulk_copies: p.compute_capability.0 >= 9,
+        }
+    }
+
+    /// An H100 / H200 (132 SMs, 228 KB of shared memory per SM): the planner's tests.
+    pub fn hopper() -> GemvTarget {
+        GemvTarget {
+            sms: 132,
+            smem_per_sm: 233472,
+            bulk_copies: true,
+        }
+    }
+}
+
+/// The kernel configuration for a GEMV of `m` rows on `a` on the device `p` describes.
+pub fn config_for(p: &DeviceProps, mode: Mode, a: &DeviceMatrix, m: usize) -> GemvConfig {
+    choose(&GemvTarget::of(p), mode, &a.traits(), m)
 }
 
 /// `config_for` on a matrix's traits (no device needed).
-pub fn choose(
-    dev_sms: usize,
-    smem_per_sm: usize,
-    mode: Mode,
-    a: &MatrixTraits,
-    m: usize,
-) -> GemvConfig {
-    let mut c = config(dev_sms, mode, a.unit, a.n, a.k, m);
+pub fn choose(dev: &GemvTarget, mode: Mode, a: &MatrixTraits, m: usize) -> GemvConfig {
+    let mut c = config(dev.sms, mode, a.unit, a.n, a.k, m);
     c.staged = staged(a.format, c.mb);
     // The staged kernel's integer path serves batches; single rows stream (below), and
     // `FLEXKERN_GEMV_DP4A=1` takes it for the staged single rows too (A/B runs with
@@ -45,7 +61,14 @@ pub fn choose(
     // Single rows of block formats stream (plain, gate/up, stacked): activations quantized in
     // the kernel where the format has the integer dot (StreamActs), else f32.
     if c.staged.is_some() && c.mb == 1 && mode != Mode::DownSwiglu && stream_enabled() {
-        c.stream = Stream::plan(a.format, a.k, c.matrices(), a.quantized_acts, smem_per_sm);
+        c.stream = Stream::plan(
+            a.format,
+            a.k,
+            c.matrices(),
+            a.quantized_acts,
+            dev.smem_per_sm,
+        )
+        .map(|st| st.with_bulk(a.format, a.n, a.k, c.matrices(), dev));
         if let Some(st) = c.stream {
             c.dp4a = st.acts != StreamActs::F32;
             c.rows = 1;
@@ -60,7 +83,7 @@ pub fn choose(
     }
     // The direct kernel (plain floats, MLX) keeps one row per warp below 64 rows per SM: two
     // cost F16 a tenth at 4096 x 4096 on the H100 (2200-2300 -> 2000 GB/s).
-    if c.staged.is_none() && a.n < 64 * dev_sms.max(1) && forced_rows().is_none() {
+    if c.staged.is_none() && a.n < 64 * dev.sms.max(1) && forced_rows().is_none() {
         c.rows = 1;
     }
     c
@@ -70,11 +93,7 @@ pub fn choose(
 /// `x`: then `gemv` can add the product into its output (`accumulate`) and normalize the
 /// activations first (`norm`); else the caller runs those as separate ops.
 pub fn streams(dev: &Device, mode: Mode, a: &DeviceMatrix, m: usize, x: &DeviceBuf) -> bool {
-    m == 1
-        && x.ptr().is_multiple_of(16)
-        && config_for(dev.props.sms, dev.props.smem_per_sm, mode, a, 1)
-            .stream
-            .is_some()
+    m == 1 && x.ptr().is_multiple_of(16) && config_for(&dev.props, mode, a, 1).stream.is_some()
 }
 
 /// The staged kernel's constants for `f` at `mb` activation rows, when it serves `f`: block
@@ -128,6 +147,8 @@ struct Knobs {
     /// `FLEXKERN_GEMV_PIPE=0`: Q8_K activations (Q4_K) unroll a row's units instead of the
     /// pipelined batches (Q8_0 activations have only the latter).
     pipe: Option<bool>,
+    /// `FLEXKERN_GEMV_BULK`: `=0` keeps the register batches; `=n` forces an n-stage bulk ring.
+    bulk: Option<usize>,
 }
 
 fn knobs() -> &'static Knobs {
@@ -158,8 +179,29 @@ fn knobs() -> &'static Knobs {
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|r| (1..=16).contains(r)),
             pipe: var("FLEXKERN_GEMV_PIPE").map(|v| v != "0"),
+            bulk: var("FLEXKERN_GEMV_BULK")
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|&b| b <= 8),
         }
     })
+}
+
+/// The weights a launch reads from which Q4_0 takes the bulk ring (`Stream::with_bulk`).
+pub const BULK_MIN_BYTES: usize = 24 << 20;
+
+/// The bulk ring's bytes per unit of `f` (`SH_UB`, `SH_USB` in quant_blocks.cuh): its codes in
+/// the device layout and its side entry (planar formats); the formats whose pipelined batches
+/// can take the ring.
+fn bulk_unit_bytes(f: Format) -> Option<(usize, usize)> {
+    let (ue, qk) = (unit_elems(f), f.block_elems());
+    let bb = super::layout::device_block_bytes(f);
+    match f {
+        Format::Q4_0 | Format::Q8_0 | Format::Q4K => Some((
+            bb * ue / qk,
+            super::layout::planar(f).map_or(0, |p| p.side * ue / qk),
+        )),
+        _ => None,
+    }
 }
 
 /// Register bytes of one unit in a pipelined batch (`F::Raw` in quant_blocks.cuh), for the
@@ -238,6 +280,11 @@ pub struct Stream {
     pub stages: usize,
     pub warps: usize,
     pub blocks: usize,
+    /// Pipelined batches through each warp's ring of this many bulk-copy stages (`FK_SBULK`,
+    /// `with_bulk`); 0: register batches.
+    pub bulk: usize,
+    /// Bytes of one bulk stage (every matrix's codes and side entries of one batch).
+    pub bulk_stage: usize,
 }
 
 /// The streamed kernel's activations (`FK_DP4A`): f32, or quantized in the kernel as the CPU's
@@ -348,6 +395,8 @@ impl Stream {
                 stages: 2,
                 warps: 8,
                 blocks: knobs().fit.unwrap_or(2),
+                bulk: 0,
+                bulk_stage: 0,
             };
             let limit = smem_per_sm.saturating_sub(1024 * st.blocks) / st.blocks;
             return (st.smem_bytes(matrices, k) <= limit).then_some(st);
@@ -387,10 +436,60 @@ impl Stream {
                     stages,
                     warps: 8,
                     blocks,
+                    bulk: 0,
+                    bulk_stage: 0,
                 }
             })
             .find(|s| s.smem_bytes(matrices, k) <= limit)
         })
+    }
+
+    /// On a device with bulk copies, the pipelined batches through rings of bulk copies
+    /// (kernels/gemv_stream.cu, FK_SBULK) where they win: planar Q4_0 launches of at least
+    /// `BULK_MIN_BYTES` of weights, two stages a warp. The kernel also serves Q8_0 and Q4_K, and
+    /// any depth that fits; every batch's codes and side entries must be 16-byte aligned spans
+    /// (k a multiple of 256: rows of side entries and a row's last, shorter batch end on whole
+    /// words). Else `self`. `FLEXKERN_GEMV_BULK=0` keeps the register batches everywhere, `=n`
+    /// asks for n stages wherever the kernel serves (A/B runs).
+    ///
+    /// H200, `bench gemv --graph` against the register batches in one call (session 22): Q4_0
+    /// 14336 x 4096 66.3-66.9 against 61.3-61.5 % of copy, 4096 x 14336 53.0 against 50.4-50.7,
+    /// but 4096 x 4096 35.8 against 38.7-38.8 (the copies' latency shows on short launches);
+    /// Q8_0 and Q4_K lost at every shape (Q4_K 14336 x 4096 46.5 against 54.3), and rings of
+    /// three or four stages lost to two (Q4_0 14336 x 4096 58.6-62.2 %: every warp's burst of
+    /// early copies delays the first batch each one computes).
+    pub fn with_bulk(
+        self,
+        f: Format,
+        n: usize,
+        k: usize,
+        matrices: usize,
+        dev: &GemvTarget,
+    ) -> Stream {
+        let Some((ub, usb)) = bulk_unit_bytes(f) else {
+            return self;
+        };
+        if !dev.bulk_copies || !self.pipe || !k.is_multiple_of(256) {
+            return self;
+        }
+        let weights = matrices.max(1) * f.tensor_bytes(n, k).unwrap_or(0);
+        let bulk = match knobs().bulk {
+            Some(b) => b,
+            None if f == Format::Q4_0 && weights >= BULK_MIN_BYTES => 2,
+            None => 0,
+        };
+        let st = Stream {
+            bulk,
+            bulk_stage: matrices.max(1) * 32 * self.unroll * (ub + usb),
+            ..self
+        };
+        // The driver reserves 1 KB a block; the stages' mbarriers are static, 8 bytes each.
+        let limit = dev.smem_per_sm.saturating_sub(1024 * self.blocks) / self.blocks;
+        if bulk >= 2 && st.smem_bytes(matrices, k) + 8 * st.warps * bulk <= limit {
+            st
+        } else {
+            self
+        }
     }
 
     /// One matrix's stage: the chunk's blocks plus the 16-byte alignment slack.
@@ -402,7 +501,7 @@ impl Stream {
     /// codes and their (scale, sum) pairs, or floats).
     pub fn smem_bytes(&self, matrices: usize, k: usize) -> usize {
         if self.direct {
-            return self.acts.bytes(k);
+            return self.warps * self.bulk * self.bulk_stage + self.acts.bytes(k);
         }
         self.warps * self.stages * matrices * self.window() + self.acts.bytes(k)
     }

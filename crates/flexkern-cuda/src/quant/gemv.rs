@@ -126,7 +126,7 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
     let mut done = 0;
     while done < c.m {
         let mm = (c.m - done).min(MAX_M);
-        let mut cfg = config_for(dev.props.sms, dev.props.smem_per_sm, c.mode, c.a, mm);
+        let mut cfg = config_for(&dev.props, c.mode, c.a, mm);
         // A batch's last single row takes the batch's path: one call, one arithmetic. The
         // streamed kernel reads its activation row with 16-byte loads.
         if c.m > 1 || !c.x.ptr().is_multiple_of(16) {
@@ -284,9 +284,7 @@ pub fn stacks(dev: &Device, ws: &[&DeviceMatrix], x: &DeviceBuf) -> bool {
                 && w.quantized_acts == a.quantized_acts
                 && w.traits().slack
         })
-        && config_for(dev.props.sms, dev.props.smem_per_sm, Mode::Stack, a, 1)
-            .stream
-            .is_some()
+        && config_for(&dev.props, Mode::Stack, a, 1).stream.is_some()
 }
 
 /// `ys[i] = x · ws[i]ᵀ` for two or three matrices of one format and `k` (Q, K and V), a
@@ -316,7 +314,7 @@ pub fn gemv_stacked(
         need("ys", y, w.n, "output elements (n)")?;
     }
     let n: usize = ws.iter().map(|w| w.n).sum();
-    let mut cfg = config_for(dev.props.sms, dev.props.smem_per_sm, Mode::Stack, a, 1);
+    let mut cfg = config_for(&dev.props, Mode::Stack, a, 1);
     if cfg.stream.is_none() {
         return Ok(false);
     }

@@ -191,7 +191,16 @@ impl GemvConfig {
                     "gemv_{}_{mode}_stream_{}_w{}_b{}{}{}{}",
                     ident(&self.unit),
                     if st.direct {
-                        format!("reg{}{}", st.unroll, if st.pipe { "p" } else { "" })
+                        format!(
+                            "reg{}{}{}",
+                            st.unroll,
+                            if st.pipe { "p" } else { "" },
+                            if st.bulk > 0 {
+                                format!("k{}", st.bulk)
+                            } else {
+                                String::new()
+                            }
+                        )
                     } else {
                         format!("c{}_s{}", st.chunk, st.stages)
                     },
@@ -204,7 +213,7 @@ impl GemvConfig {
                 source: format!(
                     "#define FK_FMT {}\n#define FK_MB 1\n#define FK_R 1\n#define FK_MODE {}\n#define FK_XV 1\n\
                      #define FK_STREAM 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_SS {}\n\
-                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n#define FK_SREG {}\n#define FK_SUN {}\n#define FK_SPIPE {}\n#define FK_SROPE {}\n{}\n{}{GEMV}\n{GEMV_STREAM}",
+                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n#define FK_SREG {}\n#define FK_SUN {}\n#define FK_SPIPE {}\n#define FK_SBULK {}\n#define FK_SROPE {}\n{}\n{}{GEMV}\n{GEMV_STREAM}",
                     self.unit,
                     self.mode as i32,
                     st.block_bytes,
@@ -217,6 +226,7 @@ impl GemvConfig {
                     st.direct as i32,
                     st.unroll,
                     st.pipe as i32,
+                    st.bulk,
                     self.rope as i32,
                     prelude(),
                     if self.rope {

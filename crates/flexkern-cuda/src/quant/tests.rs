@@ -279,7 +279,15 @@ fn kernels_compile_with_nvrtc_without_spills() {
                         continue;
                     }
                     let nm = if mode == Mode::GateUp { 2 } else { 1 };
-                    if let Some(st) = crate::quant::Stream::plan(f, k, nm, quantized, 233472) {
+                    let hopper = crate::quant::choose::GemvTarget::hopper();
+                    let plans = crate::quant::Stream::plan(f, k, nm, quantized, 233472)
+                        .map(|st| [st, st.with_bulk(f, 14336, k, nm, &hopper)]);
+                    // The register batches and, where Hopper takes it, the bulk ring.
+                    for st in plans
+                        .into_iter()
+                        .flatten()
+                        .collect::<std::collections::HashSet<_>>()
+                    {
                         // Stacked Q, K, V also with RoPE and the KV append in the epilogue.
                         let ropes: &[bool] = if mode == Mode::Stack {
                             &[false, true]
@@ -363,6 +371,112 @@ fn scratch_compile() {
     match crate::runtime::compile::compile_verbose(&src, "sm_90a") {
         Ok((_, log)) => eprintln!("{log}"),
         Err(e) => eprintln!("{e}"),
+    }
+}
+
+/// Hopper's bulk ring (`Stream::with_bulk`): Q4_0 launches of at least 24 MiB take two
+/// stages; short launches, Q8_0, Q4_K, rows whose side entries end off a 16-byte word (k not a
+/// multiple of 256) and devices without bulk copies keep the register batches.
+#[test]
+fn long_q4_0_launches_take_the_bulk_ring() {
+    use crate::quant::choose::{choose, GemvTarget, MatrixTraits};
+    if std::env::var("FLEXKERN_GEMV_BULK").is_ok() || std::env::var("FLEXKERN_GEMV_STREAM").is_ok()
+    {
+        eprintln!("skipped: FLEXKERN_GEMV_BULK / FLEXKERN_GEMV_STREAM set");
+        return;
+    }
+    let pick = |f: Format, n, k, mode, dev: &GemvTarget| {
+        let unit = unit_type(f, k).unwrap();
+        let t = MatrixTraits {
+            format: f,
+            unit: &unit,
+            n,
+            k,
+            quantized_acts: true,
+            slack: true,
+        };
+        choose(dev, mode, &t, 1).stream.unwrap()
+    };
+    let h = GemvTarget::hopper();
+    let bulk = |f, n, k, mode| pick(f, n, k, mode, &h).bulk;
+    assert_eq!(bulk(Format::Q4_0, 14336, 4096, Mode::Plain), 2);
+    assert_eq!(bulk(Format::Q4_0, 4096, 14336, Mode::Plain), 2);
+    assert_eq!(bulk(Format::Q4_0, 14336, 4096, Mode::GateUp), 2);
+    assert_eq!(bulk(Format::Q4_0, 4096, 4096, Mode::Plain), 0);
+    assert_eq!(bulk(Format::Q4_0, 4096, 4096, Mode::Stack), 0);
+    assert_eq!(bulk(Format::Q8_0, 14336, 4096, Mode::Plain), 0);
+    assert_eq!(bulk(Format::Q4K, 14336, 4096, Mode::Plain), 0);
+    assert_eq!(bulk(Format::Q4_0, 40000, 1568, Mode::Plain), 0);
+    let ampere = GemvTarget {
+        bulk_copies: false,
+        ..h
+    };
+    assert_eq!(
+        pick(Format::Q4_0, 14336, 4096, Mode::Plain, &ampere).bulk,
+        0
+    );
+    // Two stages of 32 lanes x 4 units x (16 code bytes + 2 side bytes) a warp, then the Q8_0
+    // activations; the module is named for its depth.
+    let st = pick(Format::Q4_0, 14336, 4096, Mode::Plain, &h);
+    assert_eq!(st.smem_bytes(1, 4096), 8 * 2 * 2304 + 4096 + 4096 / 32 * 8);
+    let gu = pick(Format::Q4_0, 14336, 4096, Mode::GateUp, &h);
+    assert_eq!(gu.smem_bytes(2, 4096), 8 * 2 * 4608 + 4096 + 4096 / 32 * 8);
+    let cfg = GemvConfig {
+        unit: unit_type(Format::Q4_0, 4096).unwrap(),
+        mb: 1,
+        rows: 1,
+        mode: Mode::Plain,
+        xvec: true,
+        staged: crate::quant::choose::staged(Format::Q4_0, 1),
+        dp4a: true,
+        stream: Some(st),
+        acc: false,
+        rope: false,
+    };
+    let src = cfg.source();
+    assert!(src.name.contains("_reg4pk2_"), "{}", src.name);
+    assert!(src.source.contains("#define FK_SBULK 2"));
+}
+
+/// Not a check: writes the streamed single-row GEMV's cubin (plain, Q8_0 or Q8_K activations,
+/// the closing plan at k 4096) for each format `FK_DUMP_FORMATS` names (default q4_0,q4_k,
+/// q6_k,q8_0) into `$FK_DUMP`, for reading its SASS with nvdisasm. Run: `FK_DUMP=dir cargo test
+/// --release -p flexkern-cuda --lib dump_gemv_cubins -- --ignored --nocapture` (needs libnvrtc).
+#[test]
+#[ignore]
+fn dump_gemv_cubins() {
+    let Ok(dir) = std::env::var("FK_DUMP") else {
+        eprintln!("dump_gemv_cubins: set FK_DUMP to a directory");
+        return;
+    };
+    let names = std::env::var("FK_DUMP_FORMATS").unwrap_or("q4_0,q4_k,q6_k,q8_0".into());
+    let k: usize = std::env::var("FK_DUMP_K").map_or(4096, |v| v.parse().unwrap());
+    for name in names.split(',') {
+        let f: Format = name.parse().unwrap();
+        let hopper = crate::quant::choose::GemvTarget::hopper();
+        let st = crate::quant::Stream::plan(f, k, 1, true, hopper.smem_per_sm)
+            .unwrap()
+            .with_bulk(f, 14336, k, 1, &hopper);
+        let src = GemvConfig {
+            unit: unit_type(f, k).unwrap(),
+            mb: 1,
+            rows: 1,
+            mode: Mode::Plain,
+            xvec: true,
+            staged: crate::quant::choose::staged(f, 1),
+            dp4a: true,
+            stream: Some(st),
+            acc: false,
+            rope: false,
+        }
+        .source();
+        let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a").unwrap();
+        let (regs, spills, stack) = crate::runtime::compile::ptxas_resources(&log);
+        eprintln!(
+            "{}: {regs} registers, {spills} spills, {stack} stack",
+            src.name
+        );
+        std::fs::write(format!("{dir}/{}.cubin", src.name), bin).unwrap();
     }
 }
 
@@ -540,7 +654,6 @@ fn single_rows_of_block_formats_stream() {
         eprintln!("skipped: a FLEXKERN_GEMV_* switch is set");
         return;
     }
-    let (sms, smem) = (132, 233472);
     let pick = |f: Format, n, k, m, mode, quantized_acts, slack| {
         let unit = unit_type(f, k).unwrap();
         let t = MatrixTraits {
@@ -551,7 +664,7 @@ fn single_rows_of_block_formats_stream() {
             quantized_acts,
             slack,
         };
-        choose(sms, smem, mode, &t, m)
+        choose(&crate::quant::choose::GemvTarget::hopper(), mode, &t, m)
     };
     let acts = |c: &GemvConfig| c.stream.map(|s| s.acts);
     let q = |f, mode| pick(f, 4096, 4096, 1, mode, true, true);

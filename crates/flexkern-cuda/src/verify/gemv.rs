@@ -197,6 +197,20 @@ pub fn gemv_cases() -> Vec<GemvCase> {
             });
         }
     }
+    // Hopper's bulk ring (`Stream::with_bulk`): Q4_0 launches of at least 24 MiB of weights,
+    // plain, gate/up with the fused norm, and the residual add; the register batches elsewhere.
+    for (n, mode, accumulate, norm) in [
+        (12288, Mode::Plain, false, false),
+        (6144, Mode::GateUp, false, true),
+        (12288, Mode::Plain, true, false),
+    ] {
+        v.push(GemvCase {
+            quantized: true,
+            accumulate,
+            norm,
+            ..c(Format::Q4_0, n, 4096, 1, mode)
+        });
+    }
     // Q, K and V in one streamed launch: N rows, then two of N / 4 + 1 (see `stacked_case`),
     // three rows per warp at N 2500.
     for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {
