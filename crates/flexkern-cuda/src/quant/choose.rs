@@ -68,7 +68,12 @@ pub fn choose(dev: &GemvTarget, mode: Mode, a: &MatrixTraits, m: usize) -> GemvC
             a.quantized_acts,
             dev.smem_per_sm,
         )
-        .map(|st| st.with_bulk(a.format, a.n, a.k, c.matrices(), dev));
+        // Stacked Q, K, V launches keep the register batches: the ring was measured and
+        // verified for plain and gate/up launches only.
+        .map(|st| match mode {
+            Mode::Stack => st,
+            _ => st.with_bulk(a.format, a.n, a.k, c.matrices(), dev),
+        });
         if let Some(st) = c.stream {
             c.dp4a = st.acts != StreamActs::F32;
             c.rows = 1;
@@ -446,7 +451,8 @@ impl Stream {
 
     /// On a device with bulk copies, the pipelined batches through rings of bulk copies
     /// (kernels/gemv_stream.cu, FK_SBULK) where they win: planar Q4_0 launches of at least
-    /// `BULK_MIN_BYTES` of weights, two stages a warp. The kernel also serves Q8_0 and Q4_K, and
+    /// `BULK_MIN_BYTES` of weights, two stages a warp (`choose` asks for plain and gate/up
+    /// launches only). The kernel also serves Q8_0 and Q4_K, and
     /// any depth that fits; every batch's codes and side entries must be 16-byte aligned spans
     /// (k a multiple of 256: rows of side entries and a row's last, shorter batch end on whole
     /// words). Else `self`. `FLEXKERN_GEMV_BULK=0` keeps the register batches everywhere, `=n`

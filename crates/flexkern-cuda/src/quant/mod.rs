@@ -168,6 +168,24 @@ fn forced_min_blocks() -> Option<u32> {
 }
 
 impl GemvConfig {
+    /// A single row of `f` (rows of `k`) in `mode` on the streamed kernel with the integer
+    /// dot's activations, as `stream` plans it: the shorthand of tests and tools. A typed error
+    /// where `unit_type` gives one.
+    pub fn streamed(f: Format, k: usize, mode: Mode, stream: Option<Stream>) -> Result<GemvConfig> {
+        Ok(GemvConfig {
+            unit: unit_type(f, k)?,
+            mb: 1,
+            rows: 1,
+            mode,
+            xvec: true,
+            staged: choose::staged(f, 1),
+            dp4a: true,
+            stream,
+            acc: false,
+            rope: false,
+        })
+    }
+
     /// Weight matrices one launch reads: gate and up, or one.
     pub fn matrices(&self) -> usize {
         if self.mode == Mode::GateUp {

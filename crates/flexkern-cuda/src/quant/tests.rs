@@ -374,9 +374,10 @@ fn scratch_compile() {
     }
 }
 
-/// Hopper's bulk ring (`Stream::with_bulk`): Q4_0 launches of at least 24 MiB take two
-/// stages; short launches, Q8_0, Q4_K, rows whose side entries end off a 16-byte word (k not a
-/// multiple of 256) and devices without bulk copies keep the register batches.
+/// Hopper's bulk ring (`Stream::with_bulk`): plain and gate/up Q4_0 launches of at least 24
+/// MiB take two stages; short launches, stacked Q, K, V, Q8_0, Q4_K, rows whose side entries
+/// end off a 16-byte word (k not a multiple of 256) and devices without bulk copies keep the
+/// register batches.
 #[test]
 fn long_q4_0_launches_take_the_bulk_ring() {
     use crate::quant::choose::{choose, GemvTarget, MatrixTraits};
@@ -404,6 +405,7 @@ fn long_q4_0_launches_take_the_bulk_ring() {
     assert_eq!(bulk(Format::Q4_0, 14336, 4096, Mode::GateUp), 2);
     assert_eq!(bulk(Format::Q4_0, 4096, 4096, Mode::Plain), 0);
     assert_eq!(bulk(Format::Q4_0, 4096, 4096, Mode::Stack), 0);
+    assert_eq!(bulk(Format::Q4_0, 14336, 4096, Mode::Stack), 0);
     assert_eq!(bulk(Format::Q8_0, 14336, 4096, Mode::Plain), 0);
     assert_eq!(bulk(Format::Q4K, 14336, 4096, Mode::Plain), 0);
     assert_eq!(bulk(Format::Q4_0, 40000, 1568, Mode::Plain), 0);
@@ -421,19 +423,9 @@ fn long_q4_0_launches_take_the_bulk_ring() {
     assert_eq!(st.smem_bytes(1, 4096), 8 * 2 * 2304 + 4096 + 4096 / 32 * 8);
     let gu = pick(Format::Q4_0, 14336, 4096, Mode::GateUp, &h);
     assert_eq!(gu.smem_bytes(2, 4096), 8 * 2 * 4608 + 4096 + 4096 / 32 * 8);
-    let cfg = GemvConfig {
-        unit: unit_type(Format::Q4_0, 4096).unwrap(),
-        mb: 1,
-        rows: 1,
-        mode: Mode::Plain,
-        xvec: true,
-        staged: crate::quant::choose::staged(Format::Q4_0, 1),
-        dp4a: true,
-        stream: Some(st),
-        acc: false,
-        rope: false,
-    };
-    let src = cfg.source();
+    let src = GemvConfig::streamed(Format::Q4_0, 4096, Mode::Plain, Some(st))
+        .unwrap()
+        .source();
     assert!(src.name.contains("_reg4pk2_"), "{}", src.name);
     assert!(src.source.contains("#define FK_SBULK 2"));
 }
@@ -457,19 +449,9 @@ fn dump_gemv_cubins() {
         let st = crate::quant::Stream::plan(f, k, 1, true, hopper.smem_per_sm)
             .unwrap()
             .with_bulk(f, 14336, k, 1, &hopper);
-        let src = GemvConfig {
-            unit: unit_type(f, k).unwrap(),
-            mb: 1,
-            rows: 1,
-            mode: Mode::Plain,
-            xvec: true,
-            staged: crate::quant::choose::staged(f, 1),
-            dp4a: true,
-            stream: Some(st),
-            acc: false,
-            rope: false,
-        }
-        .source();
+        let src = GemvConfig::streamed(f, k, Mode::Plain, Some(st))
+            .unwrap()
+            .source();
         let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a").unwrap();
         let (regs, spills, stack) = crate::runtime::compile::ptxas_resources(&log);
         eprintln!(
@@ -602,18 +584,13 @@ fn stream_plan_fits_its_blocks_per_sm() {
     }
     // 64 K weights of f32 activations (256 KB) fit nowhere.
     assert_eq!(Stream::plan(Format::Q4_0, 65536, 1, false, h100), None);
-    let cfg = GemvConfig {
-        unit: unit_type(Format::Q4_0, 4096).unwrap(),
-        mb: 1,
-        rows: 1,
-        mode: Mode::Plain,
-        xvec: true,
-        staged: crate::quant::choose::staged(Format::Q4_0, 1),
-        dp4a: true,
-        stream: Stream::plan(Format::Q4_0, 4096, 1, true, h100),
-        acc: false,
-        rope: false,
-    };
+    let cfg = GemvConfig::streamed(
+        Format::Q4_0,
+        4096,
+        Mode::Plain,
+        Stream::plan(Format::Q4_0, 4096, 1, true, h100),
+    )
+    .unwrap();
     let src = cfg.source();
     assert_eq!(src.name, "gemv_FkQ4_0P_plain_stream_reg4p_w8_b2_q8");
     assert!(src.source.contains(

@@ -350,16 +350,9 @@ fn traced_modules_compile() {
     }
     let f = flexkern_quant::Format::Q4_0;
     let gemv = GemvConfig {
-        unit: crate::quant::unit_type(f, 4096).unwrap(),
-        mb: 1,
-        rows: 1,
-        mode: Mode::Plain,
-        xvec: true,
-        staged: crate::quant::choose::staged(f, 1),
-        dp4a: true,
-        stream: Stream::plan(f, 4096, 1, true, 233472),
         acc: true,
-        rope: false,
+        ..GemvConfig::streamed(f, 4096, Mode::Plain, Stream::plan(f, 4096, 1, true, 233472))
+            .unwrap()
     }
     .source();
     let (rows, mma) = crate::plan::mma_shape(&crate::plan::h100_query(2, 2, 128, 4))
