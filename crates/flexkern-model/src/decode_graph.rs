@@ -7,7 +7,7 @@
 
 use crate::buffers::DecodeGraph;
 use crate::error::Result;
-use crate::forward::{Logits, Model, Readback, SeqTokens, StepOut};
+use crate::forward::{Logits, Model, Readback, SeqTokens, StepInputs, StepOut};
 use crate::kv::KvCache;
 use flexkern::attention::paged::paged_bufs;
 use flexkern::backend::tensor_ops::TensorOps;
@@ -91,18 +91,15 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         }
         // Eagerly on the fixed buffers, then the same step recorded for the next ones (the
         // recording runs nothing: this step's K/V is written once).
-        let pp = (&p, &pl);
         let queue = |cache: &mut KvCache<B>, g: &mut DecodeGraph<B::Buffer>| {
-            self.queue_step(
-                cache,
-                &g.words,
-                &st,
+            let inputs = StepInputs {
+                words: &g.words,
+                st: &st,
                 tables,
-                pp,
-                which,
-                &mut g.s,
-                &mut g.logits,
-            )
+                problem: &p,
+                plan: &pl,
+            };
+            self.queue_step(cache, &inputs, which, &mut g.s, &mut g.logits)
         };
         queue(cache, g)?;
         let out = self.read_out(&g.logits, 1, rb)?;

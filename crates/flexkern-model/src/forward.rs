@@ -59,6 +59,16 @@ pub(crate) struct Step {
     pub(crate) tables: usize,
 }
 
+/// What every layer of one step reads besides its weights: the uploaded words and where each
+/// array sits in them, the page tables, and the attention's problem and plan.
+pub(crate) struct StepInputs<'s, Buf> {
+    pub(crate) words: &'s Buf,
+    pub(crate) st: &'s Step,
+    pub(crate) tables: &'s PageTables,
+    pub(crate) problem: &'s Problem,
+    pub(crate) plan: &'s Plan<'s>,
+}
+
 impl<'a, B: TensorOps + 'a> Model<'a, B> {
     /// Reads the configuration and the tensors of `f` and prepares them on `backend`;
     /// `progress(done, total)` reports loading.
@@ -401,16 +411,14 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         };
         let mut logits = b.alloc(DType::F32, rows * self.config.vocab)?;
         let pp = self.attn_problem(cache, batch, tables)?;
-        self.queue_step(
-            cache,
-            &words,
-            &st,
+        let inputs = StepInputs {
+            words: &words,
+            st: &st,
             tables,
-            (&pp.0, &pp.1),
-            which,
-            &mut s,
-            &mut logits,
-        )?;
+            problem: &pp.0,
+            plan: &pp.1,
+        };
+        self.queue_step(cache, &inputs, which, &mut s, &mut logits)?;
         self.read_out(&logits, rows, rb)
     }
 
@@ -436,29 +444,25 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
 
     /// Queues the whole step (embedding, every layer, the output norm and projection) on the
     /// backend, from the uploaded `words` into `logits`; reads nothing back.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn queue_step(
         &self,
         cache: &mut KvCache<B>,
-        words: &B::Buffer,
-        st: &Step,
-        tables: &PageTables,
-        pp: (&Problem, &Plan),
+        inp: &StepInputs<'_, B::Buffer>,
         which: Logits,
         s: &mut Scratch<B::Buffer>,
         logits: &mut B::Buffer,
     ) -> Result<()> {
         let (c, b, w) = (&self.config, &self.backend, &self.prepared);
-        let (m, d) = (st.m, c.n_embd);
-        b.embedding(&w.tok_embd, slice(words, st.tokens, m), &mut s.x)?;
+        let (m, d) = (inp.st.m, c.n_embd);
+        b.embedding(&w.tok_embd, slice(inp.words, inp.st.tokens, m), &mut s.x)?;
         for (i, layer) in w.layers.iter().enumerate() {
-            self.attention_block(i, layer, cache, words, st, tables, pp, s)?;
+            self.attention_block(i, layer, cache, inp, s)?;
             self.ffn_block(layer, m, s)?;
         }
         let rows = match which {
             Logits::Last => {
                 // Each sequence's last row, gathered in batch order.
-                let lens = &pp.0.lens;
+                let lens = &inp.problem.lens;
                 for r in 0..lens.num_seqs() {
                     let end = lens.q_start(r) + lens.q_len(r);
                     b.copy(&s.x, (end - 1) * d, &mut s.h, r * d, d)?;
@@ -479,19 +483,16 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn attention_block(
         &self,
         i: usize,
         l: &PreparedLayer<'a, B>,
         cache: &mut KvCache<B>,
-        words: &B::Buffer,
-        st: &Step,
-        tables: &PageTables,
-        (p, pl): (&Problem, &Plan),
+        inp: &StepInputs<'_, B::Buffer>,
         s: &mut Scratch<B::Buffer>,
     ) -> Result<()> {
         let (c, b) = (&self.config, &self.backend);
+        let (words, st, p) = (inp.words, inp.st, inp.problem);
         let m = st.m;
         let norm = Norm {
             weight: &l.attn_norm,
@@ -523,7 +524,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                 s.qh.as_mut().filter(|_| half_q),
                 at(cache.store_mut(i).pages()),
             )?;
-            return self.attend(i, l, cache, words, st, tables, (p, pl), s, half_q);
+            return self.attend(i, l, cache, inp, s, half_q);
         }
         b.norm_matmul_many(
             norm,
@@ -574,25 +575,22 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
                 at(cache.store_mut(i).pages()),
             )?;
         }
-        self.attend(i, l, cache, words, st, tables, (p, pl), s, half_q)
+        self.attend(i, l, cache, inp, s, half_q)
     }
 
     /// The attention over the layer's stored K / V (Q rotated, K and V appended), then wo with
     /// the residual add.
-    #[allow(clippy::too_many_arguments)]
     fn attend(
         &self,
         i: usize,
         l: &PreparedLayer<'a, B>,
         cache: &mut KvCache<B>,
-        words: &B::Buffer,
-        st: &Step,
-        tables: &PageTables,
-        (p, pl): (&Problem, &Plan),
+        inp: &StepInputs<'_, B::Buffer>,
         s: &mut Scratch<B::Buffer>,
         half_q: bool,
     ) -> Result<()> {
         let (c, b) = (&self.config, &self.backend);
+        let (words, st, p, pl) = (inp.words, inp.st, inp.problem, inp.plan);
         let m = st.m;
         let store = cache.store(i);
         // Quantized caches carry each layer's own scales.
@@ -617,7 +615,7 @@ impl<'a, B: TensorOps + 'a> Model<'a, B> {
         };
         let io = AttnIo {
             q,
-            kv: paged_bufs(tables, &store.k, &store.v, words, st.tables),
+            kv: paged_bufs(inp.tables, &store.k, &store.v, words, st.tables),
             out: &mut s.att,
             lse: None,
         };
