@@ -83,7 +83,7 @@ impl std::hash::Hasher for KeyBytes {
 
 /// Everything a plan and its step buffer depend on: all of the call but its buffers' addresses
 /// (unambiguous: slices and strings carry their lengths).
-fn plan_key(c: &AttnCall, hooks_key: &str, params: &codegen::ParamLayout) -> Vec<u8> {
+fn plan_key<B>(c: &AttnCall<'_, B>, hooks_key: &str, params: &codegen::ParamLayout) -> Vec<u8> {
     use std::hash::Hash;
     let mut h = KeyBytes(Vec::with_capacity(64 + 24 * c.lens.num_seqs()));
     let lens = c.lens;
@@ -123,4 +123,180 @@ fn plan_key(c: &AttnCall, hooks_key: &str, params: &codegen::ParamLayout) -> Vec
         .for_each(|f| f.to_bits().hash(&mut h));
     (c.lse.is_some(), c.deterministic).hash(&mut h);
     h.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flexkern::builtins::{causal, sliding_window};
+    use flexkern::Variant;
+
+    /// A call's key, with stand-in buffers (addresses as numbers): the plan never reads them.
+    fn key(c: &AttnCall<'_, u64>) -> Vec<u8> {
+        let l = codegen::lower(c.variant);
+        plan_key(c, &l.key, &l.params)
+    }
+
+    /// The layers of a step share a plan: calls that differ in their buffers alone have one
+    /// key; any change a plan depends on (lengths, heads, scale, the variant's constants and
+    /// sinks, layouts, page tables, KV scales, the LSE output, determinism) gives another.
+    #[test]
+    fn plan_keys_ignore_buffers_and_nothing_else() {
+        let lens = SeqLens::new(&[0, 3, 4], &[40, 17]).unwrap();
+        let lens2 = SeqLens::new(&[0, 3, 4], &[40, 18]).unwrap();
+        let cv = |v: Variant| v.compile().unwrap();
+        let (win, win2) = (
+            cv(Variant::full().mask(causal()).mask(sliding_window(8))),
+            cv(Variant::full().mask(causal()).mask(sliding_window(9))),
+        );
+        let sinks = cv(Variant::full()
+            .mask(causal())
+            .mask(sliding_window(8))
+            .sinks(vec![0.5; 4]));
+        let (b1, b2) = (0x1000u64, 0x2000u64);
+        let (qb, kb) = ([0usize, 12], [0usize, 40]);
+        let op = |buf, dtype, seq_base| Operand {
+            buf,
+            dtype,
+            seq_base,
+            tok_stride: 64,
+            head_stride: 16,
+        };
+        let (cu, first, idx) = ([0u32, 3, 5], [0u32, 0], [4u32, 1, 2, 7, 0]);
+        let idx2 = [4u32, 1, 2, 7, 3];
+        let paged = |k, v, page_indices| {
+            KvInput::Paged(PagedKv {
+                k,
+                v,
+                k_dtype: DType::F16,
+                v_dtype: DType::F16,
+                page_size: 16,
+                num_pages: 8,
+                cu_pages: &cu,
+                first_page: &first,
+                page_indices,
+                device_tables: None,
+            })
+        };
+        let base = |buf| AttnCall {
+            lens: &lens,
+            num_q_heads: 4,
+            num_kv_heads: 1,
+            head_dim: 16,
+            head_dim_v: 16,
+            scale: 0.25,
+            variant: &win,
+            q: op(buf, DType::F16, &qb),
+            kv: paged(buf, buf, &idx),
+            k_scales: &[],
+            v_scales: &[],
+            out: buf,
+            lse: None,
+            deterministic: false,
+        };
+        let k0 = key(&base(&b1));
+        assert_eq!(k0, key(&base(&b2)), "buffers alone");
+        let changed: Vec<(&str, AttnCall<'_, u64>)> = vec![
+            (
+                "lengths",
+                AttnCall {
+                    lens: &lens2,
+                    ..base(&b1)
+                },
+            ),
+            (
+                "kv heads",
+                AttnCall {
+                    num_kv_heads: 2,
+                    ..base(&b1)
+                },
+            ),
+            (
+                "head size v",
+                AttnCall {
+                    head_dim_v: 32,
+                    ..base(&b1)
+                },
+            ),
+            (
+                "scale",
+                AttnCall {
+                    scale: 0.5,
+                    ..base(&b1)
+                },
+            ),
+            (
+                "window",
+                AttnCall {
+                    variant: &win2,
+                    ..base(&b1)
+                },
+            ),
+            (
+                "sinks",
+                AttnCall {
+                    variant: &sinks,
+                    ..base(&b1)
+                },
+            ),
+            (
+                "q dtype",
+                AttnCall {
+                    q: op(&b1, DType::BF16, &qb),
+                    ..base(&b1)
+                },
+            ),
+            (
+                "q stride",
+                AttnCall {
+                    q: Operand {
+                        tok_stride: 128,
+                        ..op(&b1, DType::F16, &qb)
+                    },
+                    ..base(&b1)
+                },
+            ),
+            (
+                "page table",
+                AttnCall {
+                    kv: paged(&b1, &b1, &idx2),
+                    ..base(&b1)
+                },
+            ),
+            (
+                "contiguous",
+                AttnCall {
+                    kv: KvInput::Strided {
+                        k: op(&b1, DType::F16, &kb),
+                        v: op(&b1, DType::F16, &kb),
+                    },
+                    ..base(&b1)
+                },
+            ),
+            (
+                "k scales",
+                AttnCall {
+                    k_scales: &[2.0],
+                    ..base(&b1)
+                },
+            ),
+            (
+                "lse",
+                AttnCall {
+                    lse: Some(&b1),
+                    ..base(&b1)
+                },
+            ),
+            (
+                "deterministic",
+                AttnCall {
+                    deterministic: true,
+                    ..base(&b1)
+                },
+            ),
+        ];
+        for (what, c) in &changed {
+            assert_ne!(key(c), k0, "{what} must change the key");
+        }
+    }
 }

@@ -38,30 +38,33 @@ const SELF_JOIN_PARTS: u32 = 4;
 const MERGE_THREADS: u32 = 256;
 
 /// A strided operand: element (seq, token i, head h, d) at
-/// `seq_base[seq] + i * tok_stride + h * head_stride + d`.
-pub struct Operand<'a> {
-    pub buf: &'a DeviceBuf,
+/// `seq_base[seq] + i * tok_stride + h * head_stride + d`. The buffer type is the device's;
+/// the plan key's tests put stand-ins there (a plan never reads it).
+pub struct Operand<'a, B = DeviceBuf> {
+    pub buf: &'a B,
     pub dtype: DType,
     pub seq_base: &'a [usize],
     pub tok_stride: usize,
     pub head_stride: usize,
 }
 /// Q.
-pub type QInput<'a> = Operand<'a>;
+pub type QInput<'a, B = DeviceBuf> = Operand<'a, B>;
 /// One strided K or V.
-pub type KvOperand<'a> = Operand<'a>;
+pub type KvOperand<'a, B = DeviceBuf> = Operand<'a, B>;
 
-pub enum KvInput<'a> {
-    Strided { k: KvOperand<'a>, v: KvOperand<'a> },
-    Paged(PagedKv<'a>),
+pub enum KvInput<'a, B = DeviceBuf> {
+    Strided {
+        k: KvOperand<'a, B>,
+        v: KvOperand<'a, B>,
+    },
+    Paged(PagedKv<'a, B>),
 }
 
 /// Paged K/V: pools `[num_pages, page_size, Hkv, D]`; sequence s owns
 /// `page_indices[cu_pages[s]..cu_pages[s + 1]]`, the first of them logical page `first_page[s]`.
-#[derive(Clone, Copy)]
-pub struct PagedKv<'a> {
-    pub k: &'a DeviceBuf,
-    pub v: &'a DeviceBuf,
+pub struct PagedKv<'a, B = DeviceBuf> {
+    pub k: &'a B,
+    pub v: &'a B,
     pub k_dtype: DType,
     pub v_dtype: DType,
     pub page_size: usize,
@@ -74,6 +77,14 @@ pub struct PagedKv<'a> {
     pub device_tables: Option<DeviceTables>,
 }
 
+// By hand: derived, they would ask B for Clone and Copy (only references to it are held).
+impl<B> Clone for PagedKv<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<B> Copy for PagedKv<'_, B> {}
+
 /// Device addresses of page tables: `cu_pages` (n + 1), `first_page` (n), `page_indices`.
 #[derive(Clone, Copy, Debug)]
 pub struct DeviceTables {
@@ -84,7 +95,7 @@ pub struct DeviceTables {
 }
 
 /// One attention call. `out` is f32 `[total_q, Hq, Dv]`, `lse` f32 `[total_q, Hq]`.
-pub struct AttnCall<'a> {
+pub struct AttnCall<'a, B = DeviceBuf> {
     pub lens: &'a SeqLens,
     pub num_q_heads: usize,
     pub num_kv_heads: usize,
@@ -92,13 +103,13 @@ pub struct AttnCall<'a> {
     pub head_dim_v: usize,
     pub scale: f32,
     pub variant: &'a CompiledVariant,
-    pub q: QInput<'a>,
-    pub kv: KvInput<'a>,
+    pub q: QInput<'a, B>,
+    pub kv: KvInput<'a, B>,
     /// Per-kv-head dequantization scales (empty: 1.0).
     pub k_scales: &'a [f32],
     pub v_scales: &'a [f32],
-    pub out: &'a DeviceBuf,
-    pub lse: Option<&'a DeviceBuf>,
+    pub out: &'a B,
+    pub lse: Option<&'a B>,
     pub deterministic: bool,
 }
 
