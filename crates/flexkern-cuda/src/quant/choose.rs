@@ -4,7 +4,7 @@
 
 use super::matrix::DeviceMatrix;
 pub use super::matrix::MatrixTraits;
-use super::{unit_elems, GemvConfig, Mode, Staged, MAX_M};
+use super::{unit_elems, GemvConfig, Mode, Staged, Stream, StreamActs, MAX_M};
 use crate::runtime::{Device, DeviceBuf, DeviceProps};
 use flexkern_quant::Format;
 
@@ -132,31 +132,31 @@ fn stream_enabled() -> bool {
 
 /// The GEMV's A/B switches, read once: a decode step launches hundreds of GEMVs, and each
 /// environment lookup takes a lock and walks the environment.
-struct Knobs {
-    staged_off: bool,
-    stream_off: bool,
+pub(super) struct Knobs {
+    pub(super) staged_off: bool,
+    pub(super) stream_off: bool,
     /// `FLEXKERN_GEMV_DP4A`: Some(true) `=1`, Some(false) `=0`.
     dp4a: Option<bool>,
-    rows: Option<usize>,
+    pub(super) rows: Option<usize>,
     /// `FLEXKERN_GEMV_FIT`: the blocks per SM the streamed plan sizes its rings for.
-    fit: Option<usize>,
+    pub(super) fit: Option<usize>,
     /// `FLEXKERN_GEMV_GRID`: the streamed grid's blocks per SM (at most the resident count).
-    grid: Option<usize>,
+    pub(super) grid: Option<usize>,
     /// `FLEXKERN_GEMV_CHUNK`: the most weight bytes a streamed stage takes per matrix.
-    chunk: Option<usize>,
+    pub(super) chunk: Option<usize>,
     /// `FLEXKERN_GEMV_DIRECT`: `=0` keeps formats of 16-byte blocks on the ring (not with Q8_0
     /// activations).
-    direct_aligned: Option<bool>,
+    pub(super) direct_aligned: Option<bool>,
     /// `FLEXKERN_GEMV_SUN`: the direct streamed kernel's units per batch.
-    sun: Option<usize>,
+    pub(super) sun: Option<usize>,
     /// `FLEXKERN_GEMV_PIPE=0`: Q8_K activations (Q4_K) unroll a row's units instead of the
     /// pipelined batches (Q8_0 activations have only the latter).
-    pipe: Option<bool>,
+    pub(super) pipe: Option<bool>,
     /// `FLEXKERN_GEMV_BULK`: `=0` keeps the register batches; `=n` forces an n-stage bulk ring.
-    bulk: Option<usize>,
+    pub(super) bulk: Option<usize>,
 }
 
-fn knobs() -> &'static Knobs {
+pub(super) fn knobs() -> &'static Knobs {
     static K: std::sync::OnceLock<Knobs> = std::sync::OnceLock::new();
     K.get_or_init(|| {
         let var = |n: &str| std::env::var(n).ok();
@@ -189,36 +189,6 @@ fn knobs() -> &'static Knobs {
                 .filter(|&b| b <= 8),
         }
     })
-}
-
-/// The weights a launch reads from which Q4_0 takes the bulk ring (`Stream::with_bulk`).
-pub const BULK_MIN_BYTES: usize = 24 << 20;
-
-/// The bulk ring's bytes per unit of `f` (`SH_UB`, `SH_USB` in quant_blocks.cuh): its codes in
-/// the device layout and its side entry (planar formats); the formats whose pipelined batches
-/// can take the ring.
-fn bulk_unit_bytes(f: Format) -> Option<(usize, usize)> {
-    let (ue, qk) = (unit_elems(f), f.block_elems());
-    let bb = super::layout::device_block_bytes(f);
-    match f {
-        Format::Q4_0 | Format::Q8_0 | Format::Q4K => Some((
-            bb * ue / qk,
-            super::layout::planar(f).map_or(0, |p| p.side * ue / qk),
-        )),
-        _ => None,
-    }
-}
-
-/// Register bytes of one unit in a pipelined batch (`F::Raw` in quant_blocks.cuh), for the
-/// formats that have one: a planar unit's codes and its d word; a Q4_K unit's 32 code bytes
-/// and its block's 16-byte head.
-fn raw_unit_bytes(f: Format) -> Option<usize> {
-    match f {
-        Format::Q4_0 => Some(20),
-        Format::Q8_0 => Some(36),
-        Format::Q4K => Some(48),
-        _ => None,
-    }
 }
 
 /// The integer-dot path (Q8_0 activations, dp4a): Q8_0 and Q4_0 weights, k whole 32-blocks,
@@ -260,255 +230,5 @@ pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usi
         stream: None,
         acc: false,
         rope: false,
-    }
-}
-
-/// The streamed GEMV's constants (kernels/gemv_stream.cu): the format's block bytes and
-/// weights, weights per chunk, ring stages per warp, warps per block, and the blocks per SM the
-/// shared memory and register budget (`__launch_bounds__`) are planned for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Stream {
-    /// What the weights are dotted with.
-    pub acts: StreamActs,
-    /// Units loaded straight into registers, no ring (`FK_SREG`): planar formats and blocks of
-    /// whole 16-byte words (Q4_K, Q5_K), whose codes are 16-byte aligned in global memory.
-    /// `chunk` and `stages` are then unused.
-    pub direct: bool,
-    /// Direct only: units a lane loads as one batch before computing any (`FK_SUN`).
-    pub unroll: usize,
-    /// Direct with an integer dot: the batches hold the units' raw words and run as a software
-    /// pipeline across rows, two in flight (`FK_SPIPE`); else a row's units are unrolled.
-    pub pipe: bool,
-    pub block_bytes: usize,
-    pub block_elems: usize,
-    pub chunk: usize,
-    pub stages: usize,
-    pub warps: usize,
-    pub blocks: usize,
-    /// Pipelined batches through each warp's ring of this many bulk-copy stages (`FK_SBULK`,
-    /// `with_bulk`); 0: register batches.
-    pub bulk: usize,
-    /// Bytes of one bulk stage (every matrix's codes and side entries of one batch).
-    pub bulk_stage: usize,
-}
-
-/// The streamed kernel's activations (`FK_DP4A`): f32, or quantized in the kernel as the CPU's
-/// default precision quantizes them for the format's integer dot (Q8_0 for Q4_0 and Q8_0,
-/// Q8_K for Q4_K and Q6_K) and dotted with dp4a.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StreamActs {
-    F32 = 0,
-    Q8_0 = 1,
-    Q8K = 2,
-}
-
-impl StreamActs {
-    /// The integer dot the streamed kernel has for `f` (None: f32 activations).
-    pub fn for_format(f: Format) -> Option<StreamActs> {
-        match f {
-            Format::Q4_0 | Format::Q8_0 => Some(StreamActs::Q8_0),
-            Format::Q4K | Format::Q6K => Some(StreamActs::Q8K),
-            _ => None,
-        }
-    }
-
-    /// Shared memory for an activation row of `k`.
-    fn bytes(self, k: usize) -> usize {
-        match self {
-            StreamActs::F32 => 4 * k,
-            StreamActs::Q8_0 => k + k / 32 * 8,
-            StreamActs::Q8K => k + k / 256 * 4 + k / 16 * 4,
-        }
-    }
-}
-
-impl Stream {
-    /// For `f` (a block format) with rows of `k`, `matrices` (1, or 2 for gate and up) and
-    /// activations quantized when `quantized` (and the format has the integer dot), on a device with `smem_per_sm` bytes of shared memory per
-    /// SM. Each warp's chain of instructions sets the pace (ncu, H100: 12 cycles per issued
-    /// instruction at 16 warps per SM), so the integer-dot path, light on registers, plans
-    /// three blocks of 8 warps per SM and the f32 path two. Within that, the largest chunk (at
-    /// most 4 KB of weights a stage) and deepest ring (4 to 2 stages) that fit: 2-3 stages in
-    /// flight per warp, 60-110 KB per SM, above the ~40 KB an H100 needs at full bandwidth.
-    /// Chunks split k evenly in rounds of one unit per lane. None when nothing fits (very long
-    /// rows of f32 activations): the staged kernel serves those.
-    pub fn plan(
-        f: Format,
-        k: usize,
-        matrices: usize,
-        quantized: bool,
-        smem_per_sm: usize,
-    ) -> Option<Stream> {
-        let acts = StreamActs::for_format(f)
-            .filter(|_| quantized)
-            .unwrap_or(StreamActs::F32);
-        let (bb, qk, ue) = (
-            super::layout::device_block_bytes(f),
-            f.block_elems(),
-            unit_elems(f),
-        );
-        let round = 32 * ue;
-        if !round.is_multiple_of(qk) || !k.is_multiple_of(qk) || k == 0 {
-            return None;
-        }
-        // Planar formats, and blocks of whole 16-byte words (Q4_K, Q5_K), load straight into
-        // registers. `FLEXKERN_GEMV_DIRECT=0` keeps the ring for all but Q8_0 activations,
-        // which only the register batches take (A/B runs).
-        let ring = knobs().direct_aligned == Some(false) && acts != StreamActs::Q8_0;
-        if (super::layout::planar(f).is_some() || bb.is_multiple_of(16)) && !ring {
-            // Two blocks of eight warps per SM (at most 128 registers a thread): the next
-            // kernel's blocks fit beside them and start early (programmatic launch), and each
-            // block's activation prologue repeats fewer times. Against three blocks (H100, A/B
-            // in one call): 4096 x 14336 Q4_0 51 -> 59 % of copy, 4096 x 4096 Q8_0 59 -> 64 %.
-            // Units per batch (more lost in A/B runs): pipelined batches hold their units' raw
-            // words, two batches live; a row's unrolled units (Q6_K, and Q4_K with
-            // `FLEXKERN_GEMV_PIPE=0`) up to 128 bytes of loads a lane; f32 activations widen
-            // every unit to 32 floats, so two units.
-            let unit_bytes = (ue * bb / qk).max(1);
-            let int = acts != StreamActs::F32;
-            // Q8_0 activations only have the pipelined form; Q8_K ones take it for Q4_K, whose
-            // rows hold two units a lane at k 4096 (H100, A/B in one call: 14336 x 4096 61 ->
-            // 68 % of copy). Q6_K's eight 32-weight units a block, unrolled over a row, beat
-            // its half blocks in batches (76 against 63 %; 49152 x 4096 90 against 73 %).
-            let raw = raw_unit_bytes(f).map(|b| matrices.max(1) * b);
-            let pipe =
-                acts == StreamActs::Q8_0 || (int && raw.is_some() && knobs().pipe != Some(false));
-            let unroll = knobs().sun.unwrap_or(if pipe {
-                // Explicit batches: each unit's raw words (F::Raw) per matrix, two batches live
-                // (the first loaded before the wait), within 40 registers each, and a row's
-                // units a lane split evenly among its batches (a batch never spans rows: 4 units
-                // in batches of 3 ran as 3 + 1). H100, 8B Q4_0 decode, gate and up at k 4096
-                // in one batch of 4 against 3 + 1: 366-376 against 363-369 tok/s (three rounds).
-                let cap = (160 / raw.unwrap_or(160)).clamp(1, 4);
-                let per_row = (k / ue).div_ceil(32).max(1);
-                per_row.div_ceil(per_row.div_ceil(cap))
-            } else if int {
-                (128 / (matrices.max(1) * unit_bytes)).clamp(2, 4)
-            } else if ue >= 64 {
-                1 // 64 floats a unit: two spill (Q5_K)
-            } else {
-                2
-            });
-            let st = Stream {
-                acts,
-                direct: true,
-                unroll,
-                pipe,
-                block_bytes: bb,
-                block_elems: qk,
-                chunk: round,
-                stages: 2,
-                warps: 8,
-                blocks: knobs().fit.unwrap_or(2),
-                bulk: 0,
-                bulk_stage: 0,
-            };
-            let limit = smem_per_sm.saturating_sub(1024 * st.blocks) / st.blocks;
-            return (st.smem_bytes(matrices, k) <= limit).then_some(st);
-        }
-        let round_bytes = round / qk * bb * matrices.max(1);
-        let rounds = k.div_ceil(round);
-        let forced = knobs().fit.map(|b| [b]);
-        let blocks: &[usize] = match &forced {
-            Some(b) => b,
-            None if acts != StreamActs::F32 => &[3, 2],
-            None => &[2],
-        };
-        blocks.iter().find_map(|&blocks| {
-            // The driver reserves 1 KB of shared memory per block.
-            let limit = smem_per_sm.saturating_sub(1024 * blocks) / blocks;
-            [
-                (4096, 4),
-                (4096, 3),
-                (2048, 4),
-                (2048, 3),
-                (1024, 3),
-                (1024, 2),
-            ]
-            .into_iter()
-            .filter(|&(budget, _)| knobs().chunk.is_none_or(|c| budget <= c))
-            .map(|(budget, stages)| {
-                let per = (budget / round_bytes).max(1);
-                let chunks = rounds.div_ceil(per);
-                Stream {
-                    acts,
-                    direct: false,
-                    unroll: 1,
-                    pipe: false,
-                    block_bytes: bb,
-                    block_elems: qk,
-                    chunk: rounds.div_ceil(chunks) * round,
-                    stages,
-                    warps: 8,
-                    blocks,
-                    bulk: 0,
-                    bulk_stage: 0,
-                }
-            })
-            .find(|s| s.smem_bytes(matrices, k) <= limit)
-        })
-    }
-
-    /// On a device with bulk copies, the pipelined batches through rings of bulk copies
-    /// (kernels/gemv_stream.cu, FK_SBULK) where they win: planar Q4_0 launches of at least
-    /// `BULK_MIN_BYTES` of weights, two stages a warp (`choose` asks for plain and gate/up
-    /// launches only). The kernel also serves Q8_0 and Q4_K, and
-    /// any depth that fits; every batch's codes and side entries must be 16-byte aligned spans
-    /// (k a multiple of 256: rows of side entries and a row's last, shorter batch end on whole
-    /// words). Else `self`. `FLEXKERN_GEMV_BULK=0` keeps the register batches everywhere, `=n`
-    /// asks for n stages wherever the kernel serves (A/B runs).
-    ///
-    /// H200, `bench gemv --graph` against the register batches in one call (session 22): Q4_0
-    /// 14336 x 4096 66.3-66.9 against 61.3-61.5 % of copy, 4096 x 14336 53.0 against 50.4-50.7,
-    /// but 4096 x 4096 35.8 against 38.7-38.8 (the copies' latency shows on short launches);
-    /// Q8_0 and Q4_K lost at every shape (Q4_K 14336 x 4096 46.5 against 54.3), and rings of
-    /// three or four stages lost to two (Q4_0 14336 x 4096 58.6-62.2 %: every warp's burst of
-    /// early copies delays the first batch each one computes).
-    pub fn with_bulk(
-        self,
-        f: Format,
-        n: usize,
-        k: usize,
-        matrices: usize,
-        dev: &GemvTarget,
-    ) -> Stream {
-        let Some((ub, usb)) = bulk_unit_bytes(f) else {
-            return self;
-        };
-        if !dev.bulk_copies || !self.pipe || !k.is_multiple_of(256) {
-            return self;
-        }
-        let weights = matrices.max(1) * f.tensor_bytes(n, k).unwrap_or(0);
-        let bulk = match knobs().bulk {
-            Some(b) => b,
-            None if f == Format::Q4_0 && weights >= BULK_MIN_BYTES => 2,
-            None => 0,
-        };
-        let st = Stream {
-            bulk,
-            bulk_stage: matrices.max(1) * 32 * self.unroll * (ub + usb),
-            ..self
-        };
-        // The driver reserves 1 KB a block; the stages' mbarriers are static, 8 bytes each.
-        let limit = dev.smem_per_sm.saturating_sub(1024 * self.blocks) / self.blocks;
-        if bulk >= 2 && st.smem_bytes(matrices, k) + 8 * st.warps * bulk <= limit {
-            st
-        } else {
-            self
-        }
-    }
-
-    /// One matrix's stage: the chunk's blocks plus the 16-byte alignment slack.
-    pub fn window(&self) -> usize {
-        (self.chunk / self.block_elems * self.block_bytes).next_multiple_of(16) + 16
-    }
-
-    /// Dynamic shared memory of a launch: the warps' rings, then the activation row (Q8_0
-    /// codes and their (scale, sum) pairs, or floats).
-    pub fn smem_bytes(&self, matrices: usize, k: usize) -> usize {
-        if self.direct {
-            return self.warps * self.bulk * self.bulk_stage + self.acts.bytes(k);
-        }
-        self.warps * self.stages * matrices * self.window() + self.acts.bytes(k)
     }
 }

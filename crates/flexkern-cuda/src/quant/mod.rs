@@ -4,7 +4,8 @@
 //! on first use), and the launches (`gemv.rs`).
 
 pub mod choose;
-pub use choose::{Stream, StreamActs};
+pub mod stream;
+pub use stream::{Stream, StreamActs};
 pub mod gemm;
 pub mod gemv;
 pub mod layout;
