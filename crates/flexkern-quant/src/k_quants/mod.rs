@@ -254,6 +254,48 @@ pub(crate) fn quantize_scale_min_k4(
     )
 }
 
+/// Q4_K's and Q5_K's reference quantization up to the packing of the levels
+/// (`quantize_row_q{4,5}_K_ref`): for each 32-weight sub-block `make_qkx2_quants`, weighted by
+/// `sqrt(mean x^2) + |x|`, picks a scale and a min at `nmax` levels; both pack to 6 bits
+/// (`quantize_scale_min_k4`), and each weight's level is recomputed against the packed values.
+/// Returns (packed scales, d, dmin, the block's levels).
+pub(crate) fn quantize_levels_k4(
+    x: &[f32],
+    nmax: i32,
+    search: &search::Qkx2Search,
+) -> ([u8; K_SCALE_SIZE], half::f16, half::f16, [u8; QK_K]) {
+    let mut l = [0u8; QK_K];
+    let mut scales = [0.0f32; 8];
+    let mut mins = [0.0f32; 8];
+    for j in 0..8 {
+        let xs = &x[32 * j..32 * j + 32];
+        let mut sum_x2 = 0.0f32;
+        for &v in xs {
+            sum_x2 += v * v;
+        }
+        let av_x = (sum_x2 / 32.0).sqrt();
+        let mut weights = [0.0f32; 32];
+        for (w, &v) in weights.iter_mut().zip(xs) {
+            *w = av_x + v.abs();
+        }
+        (scales[j], mins[j]) =
+            search::make_qkx2_quants(nmax, xs, &weights, &mut l[32 * j..32 * j + 32], search);
+    }
+    let (packed, d, dmin) = quantize_scale_min_k4(&scales, &mins);
+    let (sc, m) = unpack_scale_min_k4(&packed);
+    for j in 0..8 {
+        let dj = d.to_f32() * sc[j] as f32;
+        if dj == 0.0 {
+            continue;
+        }
+        let dm = dmin.to_f32() * m[j] as f32;
+        for i in 32 * j..32 * j + 32 {
+            l[i] = search::nearest_int((x[i] + dm) / dj).clamp(0, nmax) as u8;
+        }
+    }
+    (packed, d, dmin, l)
+}
+
 /// One super-block's contribution to a K-quant dot product, from its exact integer sums:
 /// `d_w * d_a * isum - dmin_w * d_a * isum_min`, as the scalar paths (and Q8_K's AVX2 path)
 /// sum it.

@@ -1,8 +1,8 @@
 //! Q5_K: 5-bit weights in 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min, relative
 //! to the super-block's f16 `d` and `dmin`: `x = d * sc[j] * q - dmin * m[j]`.
 
-use super::search::{make_qkx2_quants, nearest_int, Qkx2Search};
-use super::{combine, quantize_scale_min_k4, unpack_scale_min_k4, BlockQ8K};
+use super::search::Qkx2Search;
+use super::{combine, quantize_levels_k4, unpack_scale_min_k4, BlockQ8K};
 use super::{K_SCALE_SIZE, QK_K};
 use bytemuck::{Pod, Zeroable};
 use half::f16;
@@ -31,42 +31,14 @@ impl BlockQ5K {
             nstep: 15,
             use_mad: false,
         };
-        let mut l = [0u8; QK_K];
-        let mut scales = [0.0f32; 8];
-        let mut mins = [0.0f32; 8];
-        for j in 0..8 {
-            let xs = &x[32 * j..32 * j + 32];
-            let mut sum_x2 = 0.0f32;
-            for &v in xs {
-                sum_x2 += v * v;
-            }
-            let av_x = (sum_x2 / 32.0).sqrt();
-            let mut weights = [0.0f32; 32];
-            for (w, &v) in weights.iter_mut().zip(xs) {
-                *w = av_x + v.abs();
-            }
-            (scales[j], mins[j]) =
-                make_qkx2_quants(31, xs, &weights, &mut l[32 * j..32 * j + 32], &search);
-        }
-        let (packed, d, dmin) = quantize_scale_min_k4(&scales, &mins);
+        let (scales, d, dmin, l) = quantize_levels_k4(x, 31, &search);
         let mut y = Self {
             d,
             dmin,
-            scales: packed,
+            scales,
             qh: [0; QK_K / 8],
             qs: [0; QK_K / 2],
         };
-        let (sc, m) = unpack_scale_min_k4(&y.scales);
-        for j in 0..8 {
-            let dj = d.to_f32() * sc[j] as f32;
-            if dj == 0.0 {
-                continue;
-            }
-            let dm = dmin.to_f32() * m[j] as f32;
-            for i in 32 * j..32 * j + 32 {
-                l[i] = nearest_int((x[i] + dm) / dj).clamp(0, 31) as u8;
-            }
-        }
         for i in 0..4 {
             for j in 0..32 {
                 let (mut l1, mut l2) = (l[64 * i + j], l[64 * i + j + 32]);
