@@ -428,6 +428,9 @@ fn long_q4_0_launches_take_the_bulk_ring() {
         .source();
     assert!(src.name.contains("_reg4pk2_"), "{}", src.name);
     assert!(src.source.contains("#define FK_SBULK 2"));
+    // The shorthand passes unit_type's typed errors on: a k the format cannot hold.
+    let bad = GemvConfig::streamed(Format::Q4_0, 48, Mode::Plain, None).unwrap_err();
+    assert!(bad.to_string().contains("`k`"), "{bad}");
 }
 
 /// Not a check: writes the streamed single-row GEMV's cubin (plain, Q8_0 or Q8_K activations,
