@@ -121,129 +121,6 @@ __device__ __forceinline__ void fk_sissue(const u8* w0, const u8* w1, i64 row_by
 }
 #endif  // FK_SREG
 
-// RMSNorm's scale of the row X (ops.cu's fk_rms_norm: the sum of squares in f64), computed by
-// the whole block; 1 when NW is null. `part` (FK_SNW doubles of the activation area) is free
-// again when this returns: no static shared memory, which the plan's budget does not count.
-__device__ __forceinline__ float fk_snorm_scale(const float* __restrict__ X, const float* NW, i64 k, float eps,
-                                                double* part) {
-  if (NW == nullptr) return 1.f;
-  double ss = 0.0;
-#pragma unroll 4
-  for (i64 f = threadIdx.x; f < k / 4; f += FK_SNW * 32) {
-    const float4 x = *(const float4*)(X + 4 * f);
-    ss += (double)x.x * (double)x.x + (double)x.y * (double)x.y + (double)x.z * (double)x.z +
-          (double)x.w * (double)x.w;
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  double tot = 0.0;
-#pragma unroll
-  for (int w = 0; w < FK_SNW; ++w) tot += part[w];
-  __syncthreads();  // every warp has read `part` before the activations overwrite it
-  return (float)(1.0 / sqrt(tot / (double)k + (double)eps));
-}
-
-// The norm weights' cache lines into L1, issued before the wait for the previous kernel (they
-// never change), so that the quantizing pass after the sum of squares finds both X and NW in L1
-// (ncu, H100: that pass waited on its loads for about 8 % of an 8B QKV launch's warp samples;
-// the prefetch's own effect is within the end-to-end noise and was not profiled).
-__device__ __forceinline__ void fk_sprefetch_nw(const float* NW, i64 k) {
-  if (NW == nullptr) return;
-  for (i64 l = threadIdx.x; 32 * l < k; l += FK_SNW * 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(NW + 32 * l));
-}
-
-// Four activations from element `at` (a multiple of 4), normalized when NW is not null: x *
-// scale * w, rounded as fk_rms_norm rounds.
-__device__ __forceinline__ float4 fk_sx4(const float* __restrict__ X, const float* NW, float scale, i64 at) {
-  float4 x = *(const float4*)(X + at);
-  if (NW != nullptr) {
-    const float4 w = *(const float4*)(NW + at);
-    x.x = __fmul_rn(__fmul_rn(x.x, scale), w.x);
-    x.y = __fmul_rn(__fmul_rn(x.y, scale), w.y);
-    x.z = __fmul_rn(__fmul_rn(x.z, scale), w.z);
-    x.w = __fmul_rn(__fmul_rn(x.w, scale), w.w);
-  }
-  return x;
-}
-
-#if FK_DP4A == 1
-// Activations to Q8_0 codes, bit for bit as fk_quant_q8 (the CPU's default rounding): a lane
-// per 32-element block, its eight float4 loads in flight together. Every block of the grid
-// quantizes the whole row, so its cost repeats ~400 times a launch: a lane per block needs no
-// shuffles and one pair of divisions per 32 elements (ncu, H100: eight lanes per block with
-// shuffles made this prologue a fifth of the kernel's instructions).
-__device__ __forceinline__ void fk_squant(const float* __restrict__ X, const float* NW, float ns,
-                                          signed char* xq, float2* xd, i64 k) {
-  const i64 nb = k / 32;
-  for (i64 g = threadIdx.x; g < nb; g += FK_SNW * 32) {
-    float4 x[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) x[j] = fk_sx4(X, NW, ns, g * 32 + 4 * j);
-    float amax = 0.f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[j].x), fabsf(x[j].y)), fmaxf(fabsf(x[j].z), fabsf(x[j].w))));
-    const float id = amax != 0.f ? __fdiv_rn(127.f, amax) : 0.f;
-    u32 w[8];
-    int sum = 0;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int q0 = __float2int_rn(__fmul_rn(x[j].x, id)), q1 = __float2int_rn(__fmul_rn(x[j].y, id));
-      const int q2 = __float2int_rn(__fmul_rn(x[j].z, id)), q3 = __float2int_rn(__fmul_rn(x[j].w, id));
-      sum += q0 + q1 + q2 + q3;
-      w[j] = (u32)(q0 & 0xff) | (u32)(q1 & 0xff) << 8 | (u32)(q2 & 0xff) << 16 | (u32)(q3 & 0xff) << 24;
-    }
-    *(uint4*)(xq + g * 32) = make_uint4(w[0], w[1], w[2], w[3]);
-    *(uint4*)(xq + g * 32 + 16) = make_uint4(w[4], w[5], w[6], w[7]);
-    unsigned short h;
-    const float d = __fdiv_rn(amax, 127.f);
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(d));
-    xd[g] = make_float2(fk_half(h), __int_as_float(sum));
-  }
-}
-#elif FK_DP4A == 2
-// Activations to Q8_K, bit for bit as flexkern-quant's BlockQ8K (ggml's quantize_row_q8_K_ref,
-// the CPU default path of the K-quants): per 256-element block the first element of largest
-// magnitude sets iscale = -127 / max, codes min(round-half-even(iscale * x), 127), d =
-// 1 / iscale; an all-zero block stays zero. A warp per block, eight elements per lane; also
-// each 16 codes' sum.
-__device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, const float* NW, float ns,
-                                            signed char* xq, float* xd, int* xs16, i64 k, int warp, int lane) {
-  const i64 nb = k / 256;
-  for (i64 g = warp; g < nb; g += FK_SNW) {  // warp-uniform
-    const float4 a = fk_sx4(X, NW, ns, g * 256 + 8 * lane);
-    const float4 b = fk_sx4(X, NW, ns, g * 256 + 8 * lane + 4);
-    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    float am = 0.f, bv = 0.f;
-    int bi = 0x7fffffff;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (fabsf(v[j]) > am) am = fabsf(v[j]), bv = v[j], bi = 8 * lane + j;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {  // larger magnitude wins, then the lower index
-      const float oam = __shfl_xor_sync(0xffffffffu, am, o), obv = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int obi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (oam > am || (oam == am && obi < bi)) am = oam, bv = obv, bi = obi;
-    }
-    const float iscale = am != 0.f ? __fdiv_rn(-127.f, bv) : 0.f;
-    u32 w[2] = {0u, 0u};
-    int sum = 0;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int q = am != 0.f ? min(__float2int_rn(__fmul_rn(iscale, v[j])), 127) : 0;
-      sum += q;
-      w[j >> 2] |= (u32)(q & 0xff) << (8 * (j & 3));
-    }
-    *(uint2*)(xq + g * 256 + 8 * lane) = make_uint2(w[0], w[1]);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    if ((lane & 1) == 0) xs16[g * 16 + lane / 2] = sum;
-    if (lane == 0) xd[g] = am != 0.f ? __fdiv_rn(1.f, iscale) : 0.f;
-  }
-}
-#endif
-
 #if FK_SROPE
 // What the epilogue reads besides the row: the token's position and page slot (registers),
 // the frequencies and the per-head store scales (shared memory, filled after the wait). Read
@@ -297,7 +174,12 @@ __device__ __forceinline__ void fk_srope_store(const FkRopeKv& rk, const FkSRope
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
+#if FK_SCL > 1
+#define FK_SCLUSTER __cluster_dims__(FK_SCL, 1, 1)
+#else
+#define FK_SCLUSTER
+#endif
+extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
     fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2, float* __restrict__ Y,
             int m, i64 n, i64 k, FkStack st, const float* __restrict__ NW, float eps
 #if FK_SROPE
@@ -308,6 +190,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   using F = FK_FMT;
   extern __shared__ __align__(16) u8 fk_sm[];
   FK_TRACE_SCOPE();
+  fk_scl_arrive();  // completed by the prologue's first wait (gemv_acts.cu)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 warps = (i64)gridDim.x * FK_SNW, gw = (i64)blockIdx.x * FK_SNW + warp;
   // Rows split evenly (counts differ by at most one, spread over every block): with
@@ -406,24 +289,30 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB)
   const FkSRope sr{rk.pos[0], rk.slots[0], s_invf, s_ksc, s_vsc};
 #endif
 
+  // The activation prologue (gemv_acts.cu), shared by a cluster's blocks under FK_SCL.
   u8* const acts = fk_sm + FK_SNW * FK_RING;
-  const float ns = fk_snorm_scale(X, NW, k, eps, (double*)acts);
 #if FK_DP4A == 1
   signed char* const xq = (signed char*)acts;
   float2* const xd = (float2*)(acts + k);
-  fk_squant(X, NW, ns, xq, xd, k);
+  fk_squant(X, NW, eps, xq, xd, k, (double*)acts);
 #elif FK_DP4A == 2
   signed char* const xq = (signed char*)acts;
   int* const xs16 = (int*)(acts + k);  // 16-byte aligned: k is a multiple of 256
   float* const xd = (float*)(acts + k + k / 4);
-  fk_squant_k(X, NW, ns, xq, xd, xs16, k, warp, lane);
+  fk_squant_k(X, NW, eps, xq, xd, xs16, k, warp, lane, (double*)acts);
 #else
+  static_assert(FK_SCL == 1, "clusters share quantized activations only");
+  const float ns = fk_snorm_scale(X, NW, k, eps, (double*)acts, 0, k / 4);
   float* const xs = (float*)acts;
 #pragma unroll 4
   for (i64 f = threadIdx.x; f < k / 4; f += FK_SNW * 32)
     *(float4*)(xs + 4 * fk_xswz<F>((int)f)) = fk_sx4(X, NW, ns, 4 * f);
 #endif
-  __syncthreads();
+  fk_scl_arrive();
+  fk_scl_wait();  // every block of the cluster has stored its share
+#ifdef FK_TRACE_PROLOGUE
+  FK_TRACE_RELEASED();  // FLEXKERN_CUDA_TRACE=step,prologue: "released" after the prologue
+#endif
 
   // Q8_0 activations serve only the planar formats, which take the batches below.
   static_assert(FK_DP4A != 1 || FK_SPIPE, "Q8_0 activations stream through register batches");

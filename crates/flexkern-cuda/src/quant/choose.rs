@@ -20,6 +20,8 @@ pub struct GemvTarget {
     pub sms: usize,
     pub smem_per_sm: usize,
     pub bulk_copies: bool,
+    /// Thread-block clusters with distributed shared memory (sm_90).
+    pub clusters: bool,
 }
 
 impl GemvTarget {
@@ -28,6 +30,7 @@ impl GemvTarget {
             sms: p.sms,
             smem_per_sm: p.smem_per_sm,
             bulk_copies: p.compute_capability.0 >= 9,
+            clusters: p.compute_capability.0 >= 9,
         }
     }
 
@@ -37,6 +40,7 @@ impl GemvTarget {
             sms: 132,
             smem_per_sm: 233472,
             bulk_copies: true,
+            clusters: true,
         }
     }
 }
@@ -73,7 +77,8 @@ pub fn choose(dev: &GemvTarget, mode: Mode, a: &MatrixTraits, m: usize) -> GemvC
         .map(|st| match mode {
             Mode::Stack => st,
             _ => st.with_bulk(a.format, a.n, a.k, c.matrices(), dev),
-        });
+        })
+        .map(|st| st.with_cluster(a.k, dev));
         if let Some(st) = c.stream {
             c.dp4a = st.acts != StreamActs::F32;
             c.rows = 1;
@@ -154,6 +159,8 @@ pub(super) struct Knobs {
     pub(super) pipe: Option<bool>,
     /// `FLEXKERN_GEMV_BULK`: `=0` keeps the register batches; `=n` forces an n-stage bulk ring.
     pub(super) bulk: Option<usize>,
+    /// `FLEXKERN_GEMV_CLUSTER`: blocks a cluster shares its activation prologue among (1: none).
+    pub(super) cluster: Option<usize>,
 }
 
 pub(super) fn knobs() -> &'static Knobs {
@@ -187,6 +194,9 @@ pub(super) fn knobs() -> &'static Knobs {
             bulk: var("FLEXKERN_GEMV_BULK")
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|&b| b <= 8),
+            cluster: var("FLEXKERN_GEMV_CLUSTER")
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|c| matches!(c, 1 | 2 | 4 | 8)),
         }
     })
 }

@@ -237,9 +237,11 @@ fn launch_gemv(
         };
         let (grid, threads, smem) = match cfg.stream {
             // Resident blocks only: every warp owns n / warps consecutive rows, give or take one.
+            // A whole number of clusters (blocks past the rows only join the prologue).
             Some(st) => (
                 n.div_ceil(st.warps)
-                    .min(super::choose::stream_grid_blocks(resident) * dev.props.sms.max(1)),
+                    .min(super::choose::stream_grid_blocks(resident) * dev.props.sms.max(1))
+                    .next_multiple_of(st.cluster.max(1)),
                 32 * st.warps,
                 st.smem_bytes(cfg.matrices(), k),
             ),

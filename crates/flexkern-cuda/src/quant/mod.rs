@@ -19,6 +19,7 @@ use flexkern_quant::{Format, MlxScale};
 
 pub(crate) const BLOCKS: &str = include_str!("../../kernels/quant_blocks.cuh");
 pub(crate) const GEMV: &str = include_str!("../../kernels/gemv.cu");
+pub(crate) const GEMV_ACTS: &str = include_str!("../../kernels/gemv_acts.cu");
 pub(crate) const GEMV_STREAM: &str = include_str!("../../kernels/gemv_stream.cu");
 
 /// The largest activation batch one launch takes; larger `m` runs in groups of this many.
@@ -228,11 +229,15 @@ impl GemvConfig {
                     ["", "_q8", "_q8k"][st.acts as usize],
                     if self.acc { "_acc" } else { "" },
                     if self.rope { "_rope" } else { "" }
-                ),
+                ) + &if st.cluster > 1 {
+                    format!("_c{}", st.cluster)
+                } else {
+                    String::new()
+                },
                 source: format!(
                     "#define FK_FMT {}\n#define FK_MB 1\n#define FK_R 1\n#define FK_MODE {}\n#define FK_XV 1\n\
                      #define FK_STREAM 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_SS {}\n\
-                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n#define FK_SREG {}\n#define FK_SUN {}\n#define FK_SPIPE {}\n#define FK_SBULK {}\n#define FK_SROPE {}\n{}\n{}{GEMV}\n{GEMV_STREAM}",
+                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n#define FK_SREG {}\n#define FK_SUN {}\n#define FK_SPIPE {}\n#define FK_SBULK {}\n#define FK_SROPE {}\n#define FK_SCL {}\n{}\n{}{GEMV}\n{GEMV_ACTS}\n{GEMV_STREAM}",
                     self.unit,
                     self.mode as i32,
                     st.block_bytes,
@@ -247,6 +252,7 @@ impl GemvConfig {
                     st.pipe as i32,
                     st.bulk,
                     self.rope as i32,
+                    st.cluster,
                     prelude(),
                     if self.rope {
                         crate::headers::kv_store() + "\n"

@@ -64,6 +64,9 @@ pub struct Stream {
     pub bulk: usize,
     /// Bytes of one bulk stage (every matrix's codes and side entries of one batch).
     pub bulk_stage: usize,
+    /// Blocks of a cluster that share the activation prologue (`FK_SCL`, `with_cluster`; 1:
+    /// every block quantizes the whole row itself). The grid is a multiple of it.
+    pub cluster: usize,
 }
 
 /// The streamed kernel's activations (`FK_DP4A`): f32, or quantized in the kernel as the CPU's
@@ -176,6 +179,7 @@ impl Stream {
                 blocks: knobs().fit.unwrap_or(2),
                 bulk: 0,
                 bulk_stage: 0,
+                cluster: 1,
             };
             let limit = smem_per_sm.saturating_sub(1024 * st.blocks) / st.blocks;
             return (st.smem_bytes(matrices, k) <= limit).then_some(st);
@@ -217,6 +221,7 @@ impl Stream {
                     blocks,
                     bulk: 0,
                     bulk_stage: 0,
+                    cluster: 1,
                 }
             })
             .find(|s| s.smem_bytes(matrices, k) <= limit)
@@ -270,6 +275,27 @@ impl Stream {
         } else {
             self
         }
+    }
+
+    /// On a device with clusters, rows of quantized activations of at least
+    /// `CLUSTER_MIN_K` are prepared by pairs of blocks, each quantizing half of the row into
+    /// both (kernels/gemv_acts.cu). Measured on the H200 (graph replays, % of copy, against
+    /// every block alone): k 14336 Q4_0 55.6 / 52.4, Q8_0 75.5 / 70.2, Q4_K 44.8 / 41.3, Q6_K
+    /// 58.9 / 52.6; at k 4096 mixed (Q4_0 14336 rows 63.3 / 66.2 on the bulk ring, 4096 rows
+    /// 41.5 / 38.7); clusters of 4 or 8 lost everywhere (a third to a half slower: fewer clusters
+    /// than blocks fit at once). Float activations keep one block. `FLEXKERN_GEMV_CLUSTER=1|2|4|8`
+    /// overrides.
+    pub fn with_cluster(self, k: usize, dev: &GemvTarget) -> Stream {
+        const CLUSTER_MIN_K: usize = 8192;
+        if !dev.clusters || self.acts == StreamActs::F32 {
+            return self;
+        }
+        let cluster = match knobs().cluster {
+            Some(c) => c,
+            None if k >= CLUSTER_MIN_K => 2,
+            None => 1,
+        };
+        Stream { cluster, ..self }
     }
 
     /// One matrix's stage: the chunk's blocks plus the 16-byte alignment slack.

@@ -433,6 +433,59 @@ fn long_q4_0_launches_take_the_bulk_ring() {
     assert!(bad.to_string().contains("`k`"), "{bad}");
 }
 
+/// On Hopper, launches that quantize rows of at least 8192 activations share the prologue in
+/// pairs of blocks (gemv_acts.cu): the module says `FK_SCL 2` and is named `_c2`; shorter rows,
+/// float activations and devices without clusters keep one block.
+#[test]
+fn long_rows_share_the_activation_prologue_in_pairs() {
+    use crate::quant::choose::{choose, GemvTarget, MatrixTraits};
+    if std::env::var("FLEXKERN_GEMV_CLUSTER").is_ok()
+        || std::env::var("FLEXKERN_GEMV_STREAM").is_ok()
+    {
+        eprintln!("skipped: FLEXKERN_GEMV_CLUSTER / FLEXKERN_GEMV_STREAM set");
+        return;
+    }
+    let pick = |f: Format, n, k, dev: &GemvTarget| {
+        let unit = unit_type(f, k).unwrap();
+        let t = MatrixTraits {
+            format: f,
+            unit: &unit,
+            n,
+            k,
+            quantized_acts: true,
+            slack: true,
+        };
+        choose(dev, Mode::Plain, &t, 1).stream.unwrap()
+    };
+    let h = GemvTarget::hopper();
+    for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {
+        assert_eq!(pick(f, 4096, 14336, &h).cluster, 2, "{f}");
+        assert_eq!(pick(f, 14336, 4096, &h).cluster, 1, "{f}");
+    }
+    assert_eq!(pick(Format::Q4_1, 4096, 14336, &h).cluster, 1); // f32 activations
+    let ampere = GemvTarget {
+        clusters: false,
+        ..h
+    };
+    assert_eq!(pick(Format::Q4_0, 4096, 14336, &ampere).cluster, 1);
+    let st = pick(Format::Q4_0, 4096, 14336, &h);
+    let src = GemvConfig::streamed(Format::Q4_0, 14336, Mode::Plain, Some(st))
+        .unwrap()
+        .source();
+    assert!(src.name.ends_with("_c2"), "{}", src.name);
+    assert!(src.source.contains("#define FK_SCL 2"));
+    let one = GemvConfig::streamed(
+        Format::Q4_0,
+        4096,
+        Mode::Plain,
+        Some(pick(Format::Q4_0, 14336, 4096, &h)),
+    )
+    .unwrap()
+    .source();
+    assert!(!one.name.contains("_c"), "{}", one.name);
+    assert!(one.source.contains("#define FK_SCL 1"));
+}
+
 /// Not a check: writes the streamed single-row GEMV's cubin (plain, Q8_0 or Q8_K activations,
 /// the closing plan at k 4096) for each format `FK_DUMP_FORMATS` names (default q4_0,q4_k,
 /// q6_k,q8_0) into `$FK_DUMP`, for reading its SASS with nvdisasm. Run: `FK_DUMP=dir cargo test
@@ -451,7 +504,8 @@ fn dump_gemv_cubins() {
         let hopper = crate::quant::choose::GemvTarget::hopper();
         let st = crate::quant::Stream::plan(f, k, 1, true, hopper.smem_per_sm)
             .unwrap()
-            .with_bulk(f, 14336, k, 1, &hopper);
+            .with_bulk(f, 14336, k, 1, &hopper)
+            .with_cluster(k, &hopper);
         let src = GemvConfig::streamed(f, k, Mode::Plain, Some(st))
             .unwrap()
             .source();

@@ -14,10 +14,21 @@ pub const RECORDS: usize = 1 << 18;
 /// Words of the buffer.
 pub const WORDS: usize = 2 + 5 * RECORDS;
 
-/// Whether `FLEXKERN_CUDA_TRACE=step` (read once).
+/// Whether `FLEXKERN_CUDA_TRACE=step` or `=step,prologue` (read once).
 pub fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("FLEXKERN_CUDA_TRACE").is_ok_and(|v| v == "step"))
+    mode().is_some()
+}
+
+/// `Some(true)` for `FLEXKERN_CUDA_TRACE=step,prologue`: the streamed GEMV then stamps its
+/// "released" time after its activation prologue instead of at its wait's return, so the
+/// difference of two timelines is the prologue (FK_TRACE_PROLOGUE in gemv_stream.cu).
+fn mode() -> Option<bool> {
+    static ON: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("FLEXKERN_CUDA_TRACE").as_deref() {
+        Ok("step") => Some(false),
+        Ok("step,prologue") => Some(true),
+        _ => None,
+    })
 }
 
 /// A traced module: its name, the hash of its source, its kernels by the first line of each.
@@ -38,8 +49,13 @@ pub fn defines(buf: u64, name: &str, source: &str) -> String {
             m.len() - 1
         }
     };
+    let prologue = if mode() == Some(true) {
+        "#define FK_TRACE_PROLOGUE 1\n"
+    } else {
+        ""
+    };
     format!(
-        "#define FK_STEP_TRACE 0x{buf:x}ull\n#define FK_STEP_TRACE_N {RECORDS}\n#define FK_TRACE_MODULE {number}\n"
+        "#define FK_STEP_TRACE 0x{buf:x}ull\n#define FK_STEP_TRACE_N {RECORDS}\n#define FK_TRACE_MODULE {number}\n{prologue}"
     )
 }
 

@@ -1,0 +1,225 @@
+// flexkern-cuda: the streamed GEMV's activation prologue (gemv_stream.cu, after its wait for the
+// previous kernel; appended before it): RMSNorm's scale when the launch fuses the norm, then
+// the row X into the block's shared memory as Q8_0 (FK_DP4A 1) or Q8_K (2) codes, bit for bit
+// as the CPU's default path, or as floats (0).
+//
+// Every block needs the whole row, and quantizing it is a few hundred instructions per 32
+// elements. Repeated by each of ~264 blocks, that was most of a decode GEMV's fixed cost (H200,
+// 8B Q4_0 step timeline with the release stamped after this prologue: 3.0 us for wo, 4.3-4.5
+// for the launches that fuse the norm, 5.1 for the down projection; loading the whole row
+// first, coalesced, with eight lanes a block, was slower still: more instructions). Under
+// FK_SCL > 1 the launch runs in clusters of FK_SCL blocks (Hopper): each block normalizes and
+// quantizes 1 / FK_SCL of the row and stores the codes into every block of its cluster
+// (distributed shared memory), so each block does a fraction of the work and reads a fraction
+// of X.
+
+#ifndef FK_SCL
+#define FK_SCL 1
+#endif
+constexpr int FK_SNT = FK_SNW * 32;  // the block's threads
+
+// This block's rank in its cluster (0 without clusters).
+__device__ __forceinline__ u32 fk_scl_rank() {
+#if FK_SCL > 1
+  u32 r;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+#else
+  return 0;
+#endif
+}
+
+// Cluster barriers. The kernel arrives once at its start (fk_scl_arrive), and the prologue's
+// first wait (fk_scl_opened) completes that barrier before any store into another block's
+// shared memory (every block of the cluster must have started); later arrive / wait pairs
+// order the prologue's stores. Without clusters the wait is the block's barrier.
+__device__ __forceinline__ void fk_scl_opened() {
+#if FK_SCL > 1
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void fk_scl_arrive() {
+#if FK_SCL > 1
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void fk_scl_wait() {
+#if FK_SCL > 1
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __syncthreads();
+#endif
+}
+
+// Stores at shared address `p` of every block of the cluster (this one's included).
+template <typename T>
+__device__ __forceinline__ void fk_scl_store(T* p, T v) {
+#if FK_SCL > 1
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "4, 8 or 16 bytes");
+  const u32 a = (u32)__cvta_generic_to_shared(p);
+  const u32* w = (const u32*)&v;
+#pragma unroll
+  for (u32 r = 0; r < FK_SCL; ++r) {
+    u32 ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(r));
+    if constexpr (sizeof(T) == 4) asm volatile("st.shared::cluster.u32 [%0], %1;" ::"r"(ra), "r"(w[0]) : "memory");
+    else if constexpr (sizeof(T) == 8)
+      asm volatile("st.shared::cluster.v2.u32 [%0], {%1, %2};" ::"r"(ra), "r"(w[0]), "r"(w[1]) : "memory");
+    else
+      asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(ra), "r"(w[0]), "r"(w[1]), "r"(w[2]),
+                   "r"(w[3])
+                   : "memory");
+  }
+#else
+  *p = v;
+#endif
+}
+
+// This block's share [u0, u1) of `n` units of the row.
+struct FkSShare {
+  i64 u0, u1;
+};
+__device__ __forceinline__ FkSShare fk_sshare(i64 n) {
+  const i64 r = fk_scl_rank();
+  return {n * r / FK_SCL, n * (r + 1) / FK_SCL};
+}
+
+// RMSNorm's scale of the row X (ops.cu's fk_rms_norm: the sum of squares in f64); 1 when NW is
+// null. The block sums the float4s [f0, f1) (its share), the cluster adds the blocks' sums in
+// rank order (the same total in every block). `part` (FK_SNW doubles of the activation area)
+// is free again when this returns: no static shared memory beyond the cluster's FK_SCL sums,
+// which the plan's budget does not count.
+__device__ __forceinline__ float fk_snorm_scale(const float* __restrict__ X, const float* NW, i64 k, float eps,
+                                                double* part, i64 f0, i64 f1) {
+  if (NW == nullptr) return 1.f;
+  double ss = 0.0;
+#pragma unroll 4
+  for (i64 f = f0 + threadIdx.x; f < f1; f += FK_SNT) {
+    const float4 x = *(const float4*)(X + 4 * f);
+    ss += (double)x.x * (double)x.x + (double)x.y * (double)x.y + (double)x.z * (double)x.z +
+          (double)x.w * (double)x.w;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  double tot = 0.0;
+#pragma unroll
+  for (int w = 0; w < FK_SNW; ++w) tot += part[w];
+#if FK_SCL > 1
+  __shared__ double fk_scl_ss[FK_SCL];
+  if (threadIdx.x == 0) fk_scl_store(&fk_scl_ss[fk_scl_rank()], tot);
+  fk_scl_arrive();
+  fk_scl_wait();
+  tot = 0.0;
+#pragma unroll
+  for (int r = 0; r < FK_SCL; ++r) tot += fk_scl_ss[r];
+#endif
+  __syncthreads();  // every warp has read `part` before the activations overwrite it
+  return (float)(1.0 / sqrt(tot / (double)k + (double)eps));
+}
+
+// The norm weights' cache lines into L1, issued before the wait for the previous kernel (they
+// never change), so that the quantizing pass after the sum of squares finds both X and NW in L1
+// (ncu, H100: that pass waited on its loads for about 8 % of an 8B QKV launch's warp samples;
+// the prefetch's own effect is within the end-to-end noise and was not profiled).
+__device__ __forceinline__ void fk_sprefetch_nw(const float* NW, i64 k) {
+  if (NW == nullptr) return;
+  const FkSShare s = fk_sshare(k / 32);
+  for (i64 l = s.u0 + threadIdx.x; l < s.u1; l += FK_SNT) asm volatile("prefetch.global.L1 [%0];" ::"l"(NW + 32 * l));
+}
+
+// Four activations from element `at` (a multiple of 4), normalized when NW is not null: x *
+// scale * w, rounded as fk_rms_norm rounds.
+__device__ __forceinline__ float4 fk_sx4(const float* __restrict__ X, const float* NW, float scale, i64 at) {
+  float4 x = *(const float4*)(X + at);
+  if (NW != nullptr) {
+    const float4 w = *(const float4*)(NW + at);
+    x.x = __fmul_rn(__fmul_rn(x.x, scale), w.x);
+    x.y = __fmul_rn(__fmul_rn(x.y, scale), w.y);
+    x.z = __fmul_rn(__fmul_rn(x.z, scale), w.z);
+    x.w = __fmul_rn(__fmul_rn(x.w, scale), w.w);
+  }
+  return x;
+}
+
+#if FK_DP4A == 1
+// Activations to Q8_0 codes xq [k] and (scale, code sum) xd [k / 32], bit for bit as
+// fk_quant_q8 (the CPU's default rounding): a lane per 32-element block of the block's share,
+// its eight float4 loads in flight together. A lane per block needs no shuffles and one pair
+// of divisions per 32 elements (ncu, H100: eight lanes per block with shuffles made this
+// prologue a fifth of the kernel's instructions). The caller's arrive / wait publishes them.
+__device__ __forceinline__ void fk_squant(const float* __restrict__ X, const float* NW, float eps,
+                                          signed char* xq, float2* xd, i64 k, double* part) {
+  fk_scl_opened();
+  const FkSShare s = fk_sshare(k / 32);
+  const float ns = fk_snorm_scale(X, NW, k, eps, part, 8 * s.u0, 8 * s.u1);
+  for (i64 g = s.u0 + threadIdx.x; g < s.u1; g += FK_SNT) {
+    float4 x[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x[j] = fk_sx4(X, NW, ns, g * 32 + 4 * j);
+    float amax = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[j].x), fabsf(x[j].y)), fmaxf(fabsf(x[j].z), fabsf(x[j].w))));
+    const float id = amax != 0.f ? __fdiv_rn(127.f, amax) : 0.f;
+    u32 w[8];
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int q0 = __float2int_rn(__fmul_rn(x[j].x, id)), q1 = __float2int_rn(__fmul_rn(x[j].y, id));
+      const int q2 = __float2int_rn(__fmul_rn(x[j].z, id)), q3 = __float2int_rn(__fmul_rn(x[j].w, id));
+      sum += q0 + q1 + q2 + q3;
+      w[j] = (u32)(q0 & 0xff) | (u32)(q1 & 0xff) << 8 | (u32)(q2 & 0xff) << 16 | (u32)(q3 & 0xff) << 24;
+    }
+    fk_scl_store((uint4*)(xq + g * 32), make_uint4(w[0], w[1], w[2], w[3]));
+    fk_scl_store((uint4*)(xq + g * 32 + 16), make_uint4(w[4], w[5], w[6], w[7]));
+    unsigned short h;
+    const float d = __fdiv_rn(amax, 127.f);
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(d));
+    fk_scl_store(xd + g, make_float2(fk_half(h), __int_as_float(sum)));
+  }
+}
+#elif FK_DP4A == 2
+// Activations to Q8_K codes xq [k], sums of 16 codes xs16 [k / 16] and scales xd [k / 256],
+// bit for bit as flexkern-quant's BlockQ8K (ggml's quantize_row_q8_K_ref, the CPU default path
+// of the K-quants): per 256-element block the first element of largest magnitude sets iscale
+// = -127 / max, codes min(round-half-even(iscale * x), 127), d = 1 / iscale; an all-zero block
+// stays zero. A warp per block of the block's share, eight elements per lane.
+__device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, const float* NW, float eps,
+                                            signed char* xq, float* xd, int* xs16, i64 k, int warp, int lane,
+                                            double* part) {
+  fk_scl_opened();
+  const FkSShare s = fk_sshare(k / 256);
+  const float ns = fk_snorm_scale(X, NW, k, eps, part, 64 * s.u0, 64 * s.u1);
+  for (i64 g = s.u0 + warp; g < s.u1; g += FK_SNW) {  // warp-uniform
+    const float4 a = fk_sx4(X, NW, ns, g * 256 + 8 * lane);
+    const float4 b = fk_sx4(X, NW, ns, g * 256 + 8 * lane + 4);
+    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    float am = 0.f, bv = 0.f;
+    int bi = 0x7fffffff;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (fabsf(v[j]) > am) am = fabsf(v[j]), bv = v[j], bi = 8 * lane + j;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {  // larger magnitude wins, then the lower index
+      const float oam = __shfl_xor_sync(0xffffffffu, am, o), obv = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int obi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (oam > am || (oam == am && obi < bi)) am = oam, bv = obv, bi = obi;
+    }
+    const float iscale = am != 0.f ? __fdiv_rn(-127.f, bv) : 0.f;
+    u32 w[2] = {0u, 0u};
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int q = am != 0.f ? min(__float2int_rn(__fmul_rn(iscale, v[j])), 127) : 0;
+      sum += q;
+      w[j >> 2] |= (u32)(q & 0xff) << (8 * (j & 3));
+    }
+    fk_scl_store((uint2*)(xq + g * 256 + 8 * lane), make_uint2(w[0], w[1]));
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    if ((lane & 1) == 0) fk_scl_store(xs16 + g * 16 + lane / 2, sum);
+    if (lane == 0) fk_scl_store(xd + g, am != 0.f ? __fdiv_rn(1.f, iscale) : 0.f);
+  }
+}
+#endif
