@@ -80,6 +80,7 @@ struct FkSShare {
   i64 u0, u1;
 };
 __device__ __forceinline__ FkSShare fk_sshare(i64 n) {
+  if (FK_SCL == 1) return {0, n};
   const i64 r = fk_scl_rank();
   return {n * r / FK_SCL, n * (r + 1) / FK_SCL};
 }
@@ -125,8 +126,7 @@ __device__ __forceinline__ float fk_snorm_scale(const float* __restrict__ X, con
 // the prefetch's own effect is within the end-to-end noise and was not profiled).
 __device__ __forceinline__ void fk_sprefetch_nw(const float* NW, i64 k) {
   if (NW == nullptr) return;
-  const FkSShare s = fk_sshare(k / 32);
-  for (i64 l = s.u0 + threadIdx.x; l < s.u1; l += FK_SNT) asm volatile("prefetch.global.L1 [%0];" ::"l"(NW + 32 * l));
+  for (i64 l = threadIdx.x; 32 * l < k; l += FK_SNT) asm volatile("prefetch.global.L1 [%0];" ::"l"(NW + 32 * l));
 }
 
 // Four activations from element `at` (a multiple of 4), normalized when NW is not null: x *
@@ -153,7 +153,7 @@ __device__ __forceinline__ void fk_squant(const float* __restrict__ X, const flo
                                           signed char* xq, float2* xd, i64 k, double* part) {
   fk_scl_opened();
   const FkSShare s = fk_sshare(k / 32);
-  const float ns = fk_snorm_scale(X, NW, k, eps, part, 8 * s.u0, 8 * s.u1);
+  const float ns = fk_snorm_scale(X, NW, k, eps, part, 8 * s.u0, FK_SCL == 1 ? k / 4 : 8 * s.u1);
   for (i64 g = s.u0 + threadIdx.x; g < s.u1; g += FK_SNT) {
     float4 x[8];
 #pragma unroll
@@ -191,7 +191,7 @@ __device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, const f
                                             double* part) {
   fk_scl_opened();
   const FkSShare s = fk_sshare(k / 256);
-  const float ns = fk_snorm_scale(X, NW, k, eps, part, 64 * s.u0, 64 * s.u1);
+  const float ns = fk_snorm_scale(X, NW, k, eps, part, 64 * s.u0, FK_SCL == 1 ? k / 4 : 64 * s.u1);
   for (i64 g = s.u0 + warp; g < s.u1; g += FK_SNW) {  // warp-uniform
     const float4 a = fk_sx4(X, NW, ns, g * 256 + 8 * lane);
     const float4 b = fk_sx4(X, NW, ns, g * 256 + 8 * lane + 4);

@@ -78,7 +78,7 @@ pub fn choose(dev: &GemvTarget, mode: Mode, a: &MatrixTraits, m: usize) -> GemvC
             Mode::Stack => st,
             _ => st.with_bulk(a.format, a.n, a.k, c.matrices(), dev),
         })
-        .map(|st| st.with_cluster(a.k, dev));
+        .map(|st| st.with_cluster(mode == Mode::Plain, a.k, dev));
         if let Some(st) = c.stream {
             c.dp4a = st.acts != StreamActs::F32;
             c.rows = 1;

@@ -277,22 +277,24 @@ impl Stream {
         }
     }
 
-    /// On a device with clusters, rows of quantized activations of at least
-    /// `CLUSTER_MIN_K` are prepared by pairs of blocks, each quantizing half of the row into
-    /// both (kernels/gemv_acts.cu). Measured on the H200 (graph replays, % of copy, against
-    /// every block alone): k 14336 Q4_0 55.6 / 52.4, Q8_0 75.5 / 70.2, Q4_K 44.8 / 41.3, Q6_K
-    /// 58.9 / 52.6; at k 4096 mixed (Q4_0 14336 rows 63.3 / 66.2 on the bulk ring, 4096 rows
-    /// 41.5 / 38.7); clusters of 4 or 8 lost everywhere (a third to a half slower: fewer clusters
-    /// than blocks fit at once). Float activations keep one block. `FLEXKERN_GEMV_CLUSTER=1|2|4|8`
-    /// overrides.
-    pub fn with_cluster(self, k: usize, dev: &GemvTarget) -> Stream {
+    /// On a device with clusters, pairs of blocks share the activation prologue (each
+    /// quantizes half of the row into both, kernels/gemv_acts.cu) where that measured faster on
+    /// the H200: rows of at least `CLUSTER_MIN_K` activations, and plain launches on register
+    /// batches (`plain`: one matrix, no fused norm in the model's use; not the bulk ring).
+    /// Graph replays, % of copy, pairs / one block: k 14336 Q4_0 55.6 / 52.4, Q8_0 75.5 / 70.2,
+    /// Q4_K 44.8 / 41.3, Q6_K 58.9 / 52.6; 4096 x 4096 Q4_0 41.3 / 38.8, Q6_K 47.3 / 46.0. They
+    /// lost on the Q4_0 bulk ring at k 4096 (63.3 / 66.2) and where the launch fuses the norm (an
+    /// 8B step's gate/up 24.1 / 20.7 us, Q, K, V 10.6 / 10.1); clusters of 4 or 8 lost
+    /// everywhere (a third to a half slower: fewer clusters than blocks fit at once). Float
+    /// activations keep one block. `FLEXKERN_GEMV_CLUSTER=1|2|4|8` overrides.
+    pub fn with_cluster(self, plain: bool, k: usize, dev: &GemvTarget) -> Stream {
         const CLUSTER_MIN_K: usize = 8192;
         if !dev.clusters || self.acts == StreamActs::F32 {
             return self;
         }
         let cluster = match knobs().cluster {
             Some(c) => c,
-            None if k >= CLUSTER_MIN_K => 2,
+            None if k >= CLUSTER_MIN_K || (plain && self.bulk == 0) => 2,
             None => 1,
         };
         Stream { cluster, ..self }

@@ -433,9 +433,10 @@ fn long_q4_0_launches_take_the_bulk_ring() {
     assert!(bad.to_string().contains("`k`"), "{bad}");
 }
 
-/// On Hopper, launches that quantize rows of at least 8192 activations share the prologue in
-/// pairs of blocks (gemv_acts.cu): the module says `FK_SCL 2` and is named `_c2`; shorter rows,
-/// float activations and devices without clusters keep one block.
+/// On Hopper, launches that quantize rows of at least 8192 activations, and plain launches on
+/// register batches, share the prologue in pairs of blocks (gemv_acts.cu): the module says
+/// `FK_SCL 2` and is named `_c2`. Shorter rows of gate/up, stacked or bulk-ring launches, float
+/// activations and devices without clusters keep one block.
 #[test]
 fn long_rows_share_the_activation_prologue_in_pairs() {
     use crate::quant::choose::{choose, GemvTarget, MatrixTraits};
@@ -445,7 +446,7 @@ fn long_rows_share_the_activation_prologue_in_pairs() {
         eprintln!("skipped: FLEXKERN_GEMV_CLUSTER / FLEXKERN_GEMV_STREAM set");
         return;
     }
-    let pick = |f: Format, n, k, dev: &GemvTarget| {
+    let pick_mode = |f: Format, n, k, mode, dev: &GemvTarget| {
         let unit = unit_type(f, k).unwrap();
         let t = MatrixTraits {
             format: f,
@@ -455,13 +456,25 @@ fn long_rows_share_the_activation_prologue_in_pairs() {
             quantized_acts: true,
             slack: true,
         };
-        choose(dev, Mode::Plain, &t, 1).stream.unwrap()
+        choose(dev, mode, &t, 1).stream.unwrap()
     };
+    let pick = |f, n, k, dev: &GemvTarget| pick_mode(f, n, k, Mode::Plain, dev);
     let h = GemvTarget::hopper();
     for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {
         assert_eq!(pick(f, 4096, 14336, &h).cluster, 2, "{f}");
-        assert_eq!(pick(f, 14336, 4096, &h).cluster, 1, "{f}");
+        assert_eq!(pick(f, 4096, 4096, &h).cluster, 2, "{f}");
+        assert_eq!(
+            pick_mode(f, 14336, 4096, Mode::GateUp, &h).cluster,
+            1,
+            "{f}"
+        );
+        assert_eq!(pick_mode(f, 6144, 4096, Mode::Stack, &h).cluster, 1, "{f}");
+        assert_eq!(pick_mode(f, 4096, 14336, Mode::Stack, &h).cluster, 2, "{f}");
     }
+    // The Q4_0 bulk ring at k 4096 keeps one block; at 14336 it takes pairs.
+    assert_eq!(pick(Format::Q4_0, 14336, 4096, &h).cluster, 1);
+    assert_eq!(pick(Format::Q4_0, 14336, 4096, &h).bulk, 2);
+    assert_eq!(pick(Format::Q8_0, 14336, 4096, &h).cluster, 2);
     assert_eq!(pick(Format::Q4_1, 4096, 14336, &h).cluster, 1); // f32 activations
     let ampere = GemvTarget {
         clusters: false,
@@ -505,7 +518,7 @@ fn dump_gemv_cubins() {
         let st = crate::quant::Stream::plan(f, k, 1, true, hopper.smem_per_sm)
             .unwrap()
             .with_bulk(f, 14336, k, 1, &hopper)
-            .with_cluster(k, &hopper);
+            .with_cluster(true, k, &hopper);
         let src = GemvConfig::streamed(f, k, Mode::Plain, Some(st))
             .unwrap()
             .source();
