@@ -374,30 +374,41 @@ fn scratch_compile() {
     }
 }
 
+/// The streamed plan `choose` makes for one row of an n x k matrix of `f` on `dev`.
+fn stream_plan(
+    f: Format,
+    n: usize,
+    k: usize,
+    mode: Mode,
+    dev: &crate::quant::choose::GemvTarget,
+) -> crate::quant::Stream {
+    let unit = unit_type(f, k).unwrap();
+    let t = crate::quant::choose::MatrixTraits {
+        format: f,
+        unit: &unit,
+        n,
+        k,
+        quantized_acts: true,
+        slack: true,
+    };
+    crate::quant::choose::choose(dev, mode, &t, 1)
+        .stream
+        .unwrap()
+}
+
 /// Hopper's bulk ring (`Stream::with_bulk`): plain and gate/up Q4_0 launches of at least 24
 /// MiB take two stages; short launches, stacked Q, K, V, Q8_0, Q4_K, rows whose side entries
 /// end off a 16-byte word (k not a multiple of 256) and devices without bulk copies keep the
 /// register batches.
 #[test]
 fn long_q4_0_launches_take_the_bulk_ring() {
-    use crate::quant::choose::{choose, GemvTarget, MatrixTraits};
+    use crate::quant::choose::GemvTarget;
     if std::env::var("FLEXKERN_GEMV_BULK").is_ok() || std::env::var("FLEXKERN_GEMV_STREAM").is_ok()
     {
         eprintln!("skipped: FLEXKERN_GEMV_BULK / FLEXKERN_GEMV_STREAM set");
         return;
     }
-    let pick = |f: Format, n, k, mode, dev: &GemvTarget| {
-        let unit = unit_type(f, k).unwrap();
-        let t = MatrixTraits {
-            format: f,
-            unit: &unit,
-            n,
-            k,
-            quantized_acts: true,
-            slack: true,
-        };
-        choose(dev, mode, &t, 1).stream.unwrap()
-    };
+    let pick = stream_plan;
     let h = GemvTarget::hopper();
     let bulk = |f, n, k, mode| pick(f, n, k, mode, &h).bulk;
     assert_eq!(bulk(Format::Q4_0, 14336, 4096, Mode::Plain), 2);
@@ -439,25 +450,14 @@ fn long_q4_0_launches_take_the_bulk_ring() {
 /// activations and devices without clusters keep one block.
 #[test]
 fn long_rows_share_the_activation_prologue_in_pairs() {
-    use crate::quant::choose::{choose, GemvTarget, MatrixTraits};
+    use crate::quant::choose::GemvTarget;
     if std::env::var("FLEXKERN_GEMV_CLUSTER").is_ok()
         || std::env::var("FLEXKERN_GEMV_STREAM").is_ok()
     {
         eprintln!("skipped: FLEXKERN_GEMV_CLUSTER / FLEXKERN_GEMV_STREAM set");
         return;
     }
-    let pick_mode = |f: Format, n, k, mode, dev: &GemvTarget| {
-        let unit = unit_type(f, k).unwrap();
-        let t = MatrixTraits {
-            format: f,
-            unit: &unit,
-            n,
-            k,
-            quantized_acts: true,
-            slack: true,
-        };
-        choose(dev, mode, &t, 1).stream.unwrap()
-    };
+    let pick_mode = stream_plan;
     let pick = |f, n, k, dev: &GemvTarget| pick_mode(f, n, k, Mode::Plain, dev);
     let h = GemvTarget::hopper();
     for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {
