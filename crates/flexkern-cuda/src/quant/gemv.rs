@@ -132,6 +132,13 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
         if c.m > 1 || !c.x.ptr().is_multiple_of(16) {
             cfg.stream = None;
         }
+        // The bulk ring copies 16-byte spans of the weights; a matrix whose spans are not
+        // (never one `upload` made) keeps the register batches.
+        if let Some(st) = cfg.stream.as_mut() {
+            if st.bulk > 0 && !(c.a.bulk_aligned() && c.b.is_none_or(|b| b.bulk_aligned())) {
+                (st.bulk, st.bulk_stage) = (0, 0);
+            }
+        }
         if cfg.stream.is_none() && (c.accumulate || c.norm.is_some()) {
             return Err(invalid(
                 if c.accumulate { "accumulate" } else { "norm" },

@@ -148,6 +148,13 @@ impl DeviceMatrix {
         &self.unit
     }
 
+    /// Whether the bulk ring's copies of this matrix (gemv_stream.cu, FK_SBULK) are whole
+    /// 16-byte words: its codes and side entries start on words and every row's spans of both
+    /// are whole words.
+    pub(super) fn bulk_aligned(&self) -> bool {
+        aligned_for_bulk(self.buf.ptr(), self.format, self.n, self.k)
+    }
+
     pub(super) fn mat(&self) -> FkMat {
         let base = self.buf.ptr();
         let g = super::layout::geometry(self.format, self.n, self.k);
@@ -159,6 +166,16 @@ impl DeviceMatrix {
             groups: g.groups as i64,
         }
     }
+}
+
+/// `DeviceMatrix::bulk_aligned` of an `[n, k]` matrix of `f` at device address `base`.
+fn aligned_for_bulk(base: u64, f: Format, n: usize, k: usize) -> bool {
+    let g = super::layout::geometry(f, n, k);
+    let side = super::layout::planar(f).map_or(0, |p| p.side);
+    base.is_multiple_of(16)
+        && g.row_bytes.is_multiple_of(16)
+        && (g.s == 0
+            || ((base + g.s as u64).is_multiple_of(16) && (g.groups * side).is_multiple_of(16)))
 }
 
 /// One GEMV: `y[m, n] = x[m, k] · aᵀ` (Plain), `silu(x · aᵀ) * (x · bᵀ)` (GateUp), or
@@ -213,4 +230,23 @@ pub(super) fn need(arg: &'static str, buf: &DeviceBuf, elems: usize, what: &str)
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::aligned_for_bulk;
+    use flexkern_quant::Format;
+
+    /// The bulk ring's spans: whole words for Q4_0 and Q4_K rows of k a multiple of 256 at an
+    /// allocation's start; not where the base or a row's side entries are off a word.
+    #[test]
+    fn bulk_spans_are_whole_words() {
+        assert!(aligned_for_bulk(0x1000, Format::Q4_0, 14336, 4096));
+        assert!(aligned_for_bulk(0x1000, Format::Q4K, 4096, 14336));
+        assert!(!aligned_for_bulk(0x1008, Format::Q4_0, 14336, 4096));
+        // 4128 = 129 blocks: 2064 code bytes a row (whole words) but 258 side bytes.
+        assert!(!aligned_for_bulk(0x1000, Format::Q4_0, 8, 4128));
+        // One block a row: 16 code bytes, but a 2-byte side span.
+        assert!(!aligned_for_bulk(0x1000, Format::Q4_0, 3, 32));
+    }
 }
