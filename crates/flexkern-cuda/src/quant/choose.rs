@@ -72,13 +72,7 @@ pub fn choose(dev: &GemvTarget, mode: Mode, a: &MatrixTraits, m: usize) -> GemvC
             a.quantized_acts,
             dev.smem_per_sm,
         )
-        // Stacked Q, K, V launches keep the register batches: the ring was measured and
-        // verified for plain and gate/up launches only.
-        .map(|st| match mode {
-            Mode::Stack => st,
-            _ => st.with_bulk(a.format, a.n, a.k, c.matrices(), dev),
-        })
-        .map(|st| st.with_cluster(mode == Mode::Plain, a.k, dev));
+        .map(|st| st.for_device(a.format, mode, a.n, a.k, c.matrices(), dev));
         if let Some(st) = c.stream {
             c.dp4a = st.acts != StreamActs::F32;
             c.rows = 1;

@@ -4,7 +4,7 @@
 //! streams.
 
 use super::choose::{knobs, GemvTarget};
-use super::unit_elems;
+use super::{unit_elems, Mode};
 use flexkern_quant::Format;
 
 /// The weights a launch reads from which Q4_0 takes the bulk ring (`Stream::with_bulk`).
@@ -226,6 +226,26 @@ impl Stream {
             })
             .find(|s| s.smem_bytes(matrices, k) <= limit)
         })
+    }
+
+    /// The device's refinements of the plan for a launch of `mode` over `matrices` [n, k]
+    /// matrices of `f`: the bulk ring (`with_bulk`; stacked Q, K, V launches keep the register
+    /// batches: the ring was measured and verified for plain and gate/up launches only), then
+    /// the clusters (`with_cluster`).
+    pub fn for_device(
+        self,
+        f: Format,
+        mode: Mode,
+        n: usize,
+        k: usize,
+        matrices: usize,
+        dev: &GemvTarget,
+    ) -> Stream {
+        let st = match mode {
+            Mode::Stack => self,
+            _ => self.with_bulk(f, n, k, matrices, dev),
+        };
+        st.with_cluster(mode == Mode::Plain, k, dev)
     }
 
     /// On a device with bulk copies, the pipelined batches through rings of bulk copies

@@ -280,9 +280,15 @@ fn kernels_compile_with_nvrtc_without_spills() {
                     }
                     let nm = if mode == Mode::GateUp { 2 } else { 1 };
                     let hopper = crate::quant::choose::GemvTarget::hopper();
-                    let plans = crate::quant::Stream::plan(f, k, nm, quantized, 233472)
-                        .map(|st| [st, st.with_bulk(f, 14336, k, nm, &hopper)]);
-                    // The register batches and, where Hopper takes it, the bulk ring.
+                    let plans = crate::quant::Stream::plan(f, k, nm, quantized, 233472).map(|st| {
+                        [
+                            st,
+                            st.with_bulk(f, 14336, k, nm, &hopper),
+                            st.for_device(f, mode, 14336, k, nm, &hopper),
+                        ]
+                    });
+                    // The register batches and, where Hopper takes them, the bulk ring and the
+                    // clusters.
                     for st in plans
                         .into_iter()
                         .flatten()
@@ -517,8 +523,7 @@ fn dump_gemv_cubins() {
         let hopper = crate::quant::choose::GemvTarget::hopper();
         let st = crate::quant::Stream::plan(f, k, 1, true, hopper.smem_per_sm)
             .unwrap()
-            .with_bulk(f, 14336, k, 1, &hopper)
-            .with_cluster(true, k, &hopper);
+            .for_device(f, Mode::Plain, 14336, k, 1, &hopper);
         let src = GemvConfig::streamed(f, k, Mode::Plain, Some(st))
             .unwrap()
             .source();
