@@ -234,6 +234,20 @@ pub fn gemv_cases() -> Vec<GemvCase> {
             }
         }
     }
+    // Pairs of blocks sharing the activation prologue (`Stream::with_cluster`) where the
+    // plain cases above do not reach: gate/up with the fused norm and stacked launches, rows of
+    // 8192 (added after the session's last GPU call: first run in the next session's verify).
+    for f in [Format::Q4_0, Format::Q4K] {
+        v.push(GemvCase {
+            quantized: true,
+            norm: true,
+            ..c(f, 67, 8192, 1, Mode::GateUp)
+        });
+        v.push(GemvCase {
+            quantized: true,
+            ..c(f, 131, 8192, 1, Mode::Stack)
+        });
+    }
     // The integer-dot path (batches of 2 or more rows): plain and gate/up, a large N.
     for f in [Format::Q8_0, Format::Q4_0] {
         for (n, k, m, mode) in [
