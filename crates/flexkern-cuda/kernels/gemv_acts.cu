@@ -144,40 +144,73 @@ __device__ __forceinline__ float4 fk_sx4(const float* __restrict__ X, const floa
 }
 
 #if FK_DP4A == 1
+#ifndef FK_SQL
+#define FK_SQL 1
+#endif
+static_assert(FK_SQL == 1 || FK_SQL == 2 || FK_SQL == 4 || FK_SQL == 8, "lanes a 32-block");
+
+// round-half-even of |v| < 2^22 by the float adder: the sum's low mantissa bits are the
+// integer in two's complement (its low byte is the Q8 code). One FADD at full rate where
+// __float2int_rn's F2I runs at a quarter; the same integer.
+__device__ __forceinline__ u32 fk_rne_bits(float v) { return __float_as_uint(__fadd_rn(v, 12582912.f)); }
+
 // Activations to Q8_0 codes xq [k] and (scale, code sum) xd [k / 32], bit for bit as
-// fk_quant_q8 (the CPU's default rounding): a lane per 32-element block of the block's share,
-// its eight float4 loads in flight together. A lane per block needs no shuffles and one pair
-// of divisions per 32 elements (ncu, H100: eight lanes per block with shuffles made this
-// prologue a fifth of the kernel's instructions). The caller's arrive / wait publishes them.
+// fk_quant_q8 (the CPU's default rounding). FK_SQL lanes share a 32-element block, each with
+// 8 / FK_SQL consecutive float4s (the planner picks it so that the share's blocks fill the
+// block's threads): a lane a block left half the warps idle at k 4096 and put each load
+// instruction on 32 different cache lines. The lanes of a block combine their maxima and
+// code sums by shuffles; the loop is warp-uniform so every lane takes them. The caller's
+// arrive / wait publishes the codes.
 __device__ __forceinline__ void fk_squant(const float* __restrict__ X, const float* NW, float eps,
                                           signed char* xq, float2* xd, i64 k, double* part) {
+  constexpr int L = FK_SQL, NF = 8 / L;  // lanes a block, float4s a lane
   fk_scl_opened();
   const FkSShare s = fk_sshare(k / 32);
   const float ns = fk_snorm_scale(X, NW, k, eps, part, 8 * s.u0, FK_SCL == 1 ? k / 4 : 8 * s.u1);
-  for (i64 g = s.u0 + threadIdx.x; g < s.u1; g += FK_SNT) {
-    float4 x[8];
+  const i64 t0 = s.u0 * L, t1 = s.u1 * L;  // this block's (32-block, part) items
+  for (i64 base = t0 + (threadIdx.x & ~31); base < t1; base += FK_SNT) {
+    const i64 t = base + (threadIdx.x & 31);
+    const bool live = t < t1;
+    const i64 g = t / L, at = g * 32 + (t % L) * 4 * NF;
+    float4 x[NF];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) x[j] = fk_sx4(X, NW, ns, g * 32 + 4 * j);
+    for (int j = 0; j < NF; ++j) x[j] = live ? fk_sx4(X, NW, ns, at + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
     float amax = 0.f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < NF; ++j)
       amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[j].x), fabsf(x[j].y)), fmaxf(fabsf(x[j].z), fabsf(x[j].w))));
+#pragma unroll
+    for (int o = 1; o < L; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     const float id = amax != 0.f ? __fdiv_rn(127.f, amax) : 0.f;
-    u32 w[8];
+    u32 w[NF];
     int sum = 0;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int q0 = __float2int_rn(__fmul_rn(x[j].x, id)), q1 = __float2int_rn(__fmul_rn(x[j].y, id));
-      const int q2 = __float2int_rn(__fmul_rn(x[j].z, id)), q3 = __float2int_rn(__fmul_rn(x[j].w, id));
-      sum += q0 + q1 + q2 + q3;
-      w[j] = (u32)(q0 & 0xff) | (u32)(q1 & 0xff) << 8 | (u32)(q2 & 0xff) << 16 | (u32)(q3 & 0xff) << 24;
+    for (int j = 0; j < NF; ++j) {
+      const u32 q0 = fk_rne_bits(__fmul_rn(x[j].x, id)), q1 = fk_rne_bits(__fmul_rn(x[j].y, id));
+      const u32 q2 = fk_rne_bits(__fmul_rn(x[j].z, id)), q3 = fk_rne_bits(__fmul_rn(x[j].w, id));
+      w[j] = __byte_perm(__byte_perm(q0, q1, 0x0040), __byte_perm(q2, q3, 0x0040), 0x5410);
+      sum = __dp4a((int)w[j], 0x01010101, sum);
     }
-    fk_scl_store((uint4*)(xq + g * 32), make_uint4(w[0], w[1], w[2], w[3]));
-    fk_scl_store((uint4*)(xq + g * 32 + 16), make_uint4(w[4], w[5], w[6], w[7]));
-    unsigned short h;
-    const float d = __fdiv_rn(amax, 127.f);
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(d));
-    fk_scl_store(xd + g, make_float2(fk_half(h), __int_as_float(sum)));
+#pragma unroll
+    for (int o = 1; o < L; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (!live) continue;
+    signed char* const dst = xq + at;
+    if constexpr (NF == 8) {
+      fk_scl_store((uint4*)dst, make_uint4(w[0], w[1], w[2], w[3]));
+      fk_scl_store((uint4*)(dst + 16), make_uint4(w[4], w[5], w[6], w[7]));
+    } else if constexpr (NF == 4) {
+      fk_scl_store((uint4*)dst, make_uint4(w[0], w[1], w[2], w[3]));
+    } else if constexpr (NF == 2) {
+      fk_scl_store((uint2*)dst, make_uint2(w[0], w[1]));
+    } else {
+      fk_scl_store((u32*)dst, w[0]);
+    }
+    if (t % L == 0) {
+      unsigned short h;
+      const float d = __fdiv_rn(amax, 127.f);
+      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(d));
+      fk_scl_store(xd + g, make_float2(fk_half(h), __int_as_float(sum)));
+    }
   }
 }
 #elif FK_DP4A == 2

@@ -155,6 +155,8 @@ pub(super) struct Knobs {
     pub(super) bulk: Option<usize>,
     /// `FLEXKERN_GEMV_CLUSTER`: blocks a cluster shares its activation prologue among (1: none).
     pub(super) cluster: Option<usize>,
+    /// `FLEXKERN_GEMV_LANES`: lanes a 32-block of Q8_0 activations is quantized by.
+    pub(super) lanes: Option<usize>,
 }
 
 pub(super) fn knobs() -> &'static Knobs {
@@ -189,6 +191,9 @@ pub(super) fn knobs() -> &'static Knobs {
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|&b| b <= 8),
             cluster: var("FLEXKERN_GEMV_CLUSTER")
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|c| matches!(c, 1 | 2 | 4 | 8)),
+            lanes: var("FLEXKERN_GEMV_LANES")
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|c| matches!(c, 1 | 2 | 4 | 8)),
         }

@@ -233,11 +233,15 @@ impl GemvConfig {
                     format!("_c{}", st.cluster)
                 } else {
                     String::new()
+                } + &if st.lanes > 1 {
+                    format!("_l{}", st.lanes)
+                } else {
+                    String::new()
                 },
                 source: format!(
                     "#define FK_FMT {}\n#define FK_MB 1\n#define FK_R 1\n#define FK_MODE {}\n#define FK_XV 1\n\
                      #define FK_STREAM 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_SS {}\n\
-                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n#define FK_SREG {}\n#define FK_SUN {}\n#define FK_SPIPE {}\n#define FK_SBULK {}\n#define FK_SROPE {}\n#define FK_SCL {}\n{}\n{}{GEMV}\n{GEMV_ACTS}\n{GEMV_STREAM}",
+                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n#define FK_SREG {}\n#define FK_SUN {}\n#define FK_SPIPE {}\n#define FK_SBULK {}\n#define FK_SROPE {}\n#define FK_SCL {}\n#define FK_SQL {}\n{}\n{}{GEMV}\n{GEMV_ACTS}\n{GEMV_STREAM}",
                     self.unit,
                     self.mode as i32,
                     st.block_bytes,
@@ -253,6 +257,7 @@ impl GemvConfig {
                     st.bulk,
                     self.rope as i32,
                     st.cluster,
+                    st.lanes,
                     prelude(),
                     if self.rope {
                         crate::headers::kv_store() + "\n"

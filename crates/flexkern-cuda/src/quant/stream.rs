@@ -67,6 +67,9 @@ pub struct Stream {
     /// Blocks of a cluster that share the activation prologue (`FK_SCL`, `with_cluster`; 1:
     /// every block quantizes the whole row itself). The grid is a multiple of it.
     pub cluster: usize,
+    /// Lanes that quantize one 32-element block of Q8_0 activations together (`FK_SQL`,
+    /// `with_cluster`; 1 for Q8_K and f32 activations).
+    pub lanes: usize,
 }
 
 /// The streamed kernel's activations (`FK_DP4A`): f32, or quantized in the kernel as the CPU's
@@ -180,6 +183,7 @@ impl Stream {
                 bulk: 0,
                 bulk_stage: 0,
                 cluster: 1,
+                lanes: 1,
             };
             let limit = smem_per_sm.saturating_sub(1024 * st.blocks) / st.blocks;
             return (st.smem_bytes(matrices, k) <= limit).then_some(st);
@@ -222,6 +226,7 @@ impl Stream {
                     bulk: 0,
                     bulk_stage: 0,
                     cluster: 1,
+                        lanes: 1,
                 }
             })
             .find(|s| s.smem_bytes(matrices, k) <= limit)
@@ -231,7 +236,7 @@ impl Stream {
     /// The device's refinements of the plan for a launch of `mode` over `matrices` [n, k]
     /// matrices of `f`: the bulk ring (`with_bulk`; stacked Q, K, V launches keep the register
     /// batches: the ring was measured and verified for plain and gate/up launches only), then
-    /// the clusters (`with_cluster`).
+    /// the clusters (`with_cluster`), then the quantizer's lanes (`with_lanes`).
     pub fn for_device(
         self,
         f: Format,
@@ -246,6 +251,7 @@ impl Stream {
             _ => self.with_bulk(f, n, k, matrices, dev),
         };
         st.with_cluster(mode == Mode::Plain, k, dev)
+            .with_lanes(mode == Mode::Plain, k)
     }
 
     /// On a device with bulk copies, the pipelined batches through rings of bulk copies
@@ -318,6 +324,29 @@ impl Stream {
             None => 1,
         };
         Stream { cluster, ..self }
+    }
+
+    /// Q8_0 activations: the lanes per 32-element block that spread this block's share of the
+    /// row (1 / `cluster` of its blocks) over its threads, at most eight (gemv_acts.cu,
+    /// `FK_SQL`). H200, `bench gemv --graph`, % of copy, planned lanes / one lane (two rounds
+    /// each, session 24): Q8_0 14336 x 4096 85.0-85.5 / 83.5-83.7, 4096 x 4096 64.5-65.2 /
+    /// 62.6; Q4_0 4096 x 4096 43.2-43.7 / 42.1-42.2; k 14336 (one lane planned either way)
+    /// equal; 8B Q4_0 step: gate/up 19.7 / 20.8 us, Q, K, V 9.0 / 10.1, wo 6.5 / 7.1. Plain
+    /// launches on the bulk ring keep one lane: Q4_0 14336 x 4096 lost 63.3-63.7 / 67.5-67.9
+    /// with two. Eight lanes lost everywhere. `FLEXKERN_GEMV_LANES=1|2|4|8` overrides.
+    pub fn with_lanes(self, plain: bool, k: usize) -> Stream {
+        if self.acts != StreamActs::Q8_0 {
+            return self;
+        }
+        let share = (k / 32).div_ceil(self.cluster).max(1);
+        let fit = (self.warps * 32 / share).clamp(1, 8);
+        let planned = if plain && self.bulk > 0 {
+            1
+        } else {
+            1 << fit.ilog2().min(2)
+        };
+        let lanes = knobs().lanes.unwrap_or(planned);
+        Stream { lanes, ..self }
     }
 
     /// One matrix's stage: the chunk's blocks plus the 16-byte alignment slack.

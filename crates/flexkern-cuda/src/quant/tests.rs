@@ -491,7 +491,7 @@ fn long_rows_share_the_activation_prologue_in_pairs() {
     let src = GemvConfig::streamed(Format::Q4_0, 14336, Mode::Plain, Some(st))
         .unwrap()
         .source();
-    assert!(src.name.ends_with("_c2"), "{}", src.name);
+    assert!(src.name.contains("_c2"), "{}", src.name);
     assert!(src.source.contains("#define FK_SCL 2"));
     let one = GemvConfig::streamed(
         Format::Q4_0,
@@ -503,6 +503,40 @@ fn long_rows_share_the_activation_prologue_in_pairs() {
     .source();
     assert!(!one.name.contains("_c"), "{}", one.name);
     assert!(one.source.contains("#define FK_SCL 1"));
+}
+
+/// Q8_0 activations are quantized by the lanes that spread a block's share of the row over
+/// its 256 threads (at most four): 2 a 32-block at k 4096, 4 for a pair's half of it, 1 at k
+/// 14336; plain launches on the bulk ring keep one, Q8_K and f32 activations have none. The
+/// module says `FK_SQL` and is named `_l<lanes>`.
+#[test]
+fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
+    use crate::quant::choose::GemvTarget;
+    if std::env::var("FLEXKERN_GEMV_LANES").is_ok()
+        || std::env::var("FLEXKERN_GEMV_CLUSTER").is_ok()
+        || std::env::var("FLEXKERN_GEMV_BULK").is_ok()
+        || std::env::var("FLEXKERN_GEMV_STREAM").is_ok()
+    {
+        eprintln!("skipped: FLEXKERN_GEMV_LANES / _CLUSTER / _BULK / _STREAM set");
+        return;
+    }
+    let h = GemvTarget::hopper();
+    for (f, n, k, mode, lanes) in [
+        (Format::Q4_0, 14336, 4096, Mode::GateUp, 2), // one block, bulk ring
+        (Format::Q4_0, 6144, 4096, Mode::Stack, 2),   // one block
+        (Format::Q4_0, 4096, 4096, Mode::Plain, 4),   // pairs
+        (Format::Q8_0, 14336, 4096, Mode::Plain, 4),  // pairs
+        (Format::Q4_0, 4096, 14336, Mode::Plain, 1),  // pairs: 224 blocks a half
+        (Format::Q4_0, 14336, 4096, Mode::Plain, 1),  // plain on the bulk ring
+        (Format::Q4K, 14336, 4096, Mode::Plain, 1),   // Q8_K activations
+        (Format::Q4_1, 4096, 4096, Mode::Plain, 1),   // f32 activations
+    ] {
+        let st = stream_plan(f, n, k, mode, &h);
+        assert_eq!(st.lanes, lanes, "{f} {n} x {k} {mode:?}");
+        let src = GemvConfig::streamed(f, k, mode, Some(st)).unwrap().source();
+        assert!(src.source.contains(&format!("#define FK_SQL {lanes}")), "{}", src.name);
+        assert_eq!(src.name.contains(&format!("_l{lanes}")), lanes > 1, "{}", src.name);
+    }
 }
 
 /// Not a check: writes the streamed single-row GEMV's cubin (plain, Q8_0 or Q8_K activations,
