@@ -85,21 +85,12 @@ __device__ __forceinline__ FkSShare fk_sshare(i64 n) {
   return {n * r / FK_SCL, n * (r + 1) / FK_SCL};
 }
 
-// RMSNorm's scale of the row X (ops.cu's fk_rms_norm: the sum of squares in f64); 1 when NW is
-// null. The block sums the float4s [f0, f1) (its share), the cluster adds the blocks' sums in
-// rank order (the same total in every block). `part` (FK_SNW doubles of the activation area)
-// is free again when this returns: no static shared memory beyond the cluster's FK_SCL sums,
-// which the plan's budget does not count.
-__device__ __forceinline__ float fk_snorm_scale(const float* __restrict__ X, const float* NW, i64 k, float eps,
-                                                double* part, i64 f0, i64 f1) {
-  if (NW == nullptr) return 1.f;
-  double ss = 0.0;
-#pragma unroll 4
-  for (i64 f = f0 + threadIdx.x; f < f1; f += FK_SNT) {
-    const float4 x = *(const float4*)(X + 4 * f);
-    ss += (double)x.x * (double)x.x + (double)x.y * (double)x.y + (double)x.z * (double)x.z +
-          (double)x.w * (double)x.w;
-  }
+// RMSNorm's scale from each thread's sum of squares `ss` over its part of this block's share
+// of the row (ops.cu's fk_rms_norm: the sum in f64): the block adds its threads' sums, the
+// cluster adds the blocks' sums in rank order (the same total in every block). `part` (FK_SNW
+// doubles of the activation area) is free again when this returns: no static shared memory
+// beyond the cluster's FK_SCL sums, which the plan's budget does not count.
+__device__ __forceinline__ float fk_snorm_total(double ss, i64 k, float eps, double* part) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
@@ -118,6 +109,22 @@ __device__ __forceinline__ float fk_snorm_scale(const float* __restrict__ X, con
 #endif
   __syncthreads();  // every warp has read `part` before the activations overwrite it
   return (float)(1.0 / sqrt(tot / (double)k + (double)eps));
+}
+
+__device__ __forceinline__ double fk_ss4(float4 x) {
+  return (double)x.x * (double)x.x + (double)x.y * (double)x.y + (double)x.z * (double)x.z +
+         (double)x.w * (double)x.w;
+}
+
+// RMSNorm's scale of the row X; 1 when NW is null. The block sums the float4s [f0, f1) (its
+// share).
+__device__ __forceinline__ float fk_snorm_scale(const float* __restrict__ X, const float* NW, i64 k, float eps,
+                                                double* part, i64 f0, i64 f1) {
+  if (NW == nullptr) return 1.f;
+  double ss = 0.0;
+#pragma unroll 4
+  for (i64 f = f0 + threadIdx.x; f < f1; f += FK_SNT) ss += fk_ss4(*(const float4*)(X + 4 * f));
+  return fk_snorm_total(ss, k, eps, part);
 }
 
 // The norm weights' cache lines into L1, issued before the wait for the previous kernel (they
@@ -143,116 +150,192 @@ __device__ __forceinline__ float4 fk_sx4(const float* __restrict__ X, const floa
   return x;
 }
 
+// round-half-even of |v| < 2^22 by the float adder: the sum's low mantissa bits are the
+// integer in two's complement (its low byte is the Q8 code). One FADD at full rate where
+// __float2int_rn's F2I runs at a quarter; the same integer.
+__device__ __forceinline__ u32 fk_rne_bits(float v) { return __float_as_uint(__fadd_rn(v, 12582912.f)); }
+
 #if FK_DP4A == 1
 #ifndef FK_SQL
 #define FK_SQL 1
 #endif
 static_assert(FK_SQL == 1 || FK_SQL == 2 || FK_SQL == 4 || FK_SQL == 8, "lanes a 32-block");
 
-// round-half-even of |v| < 2^22 by the float adder: the sum's low mantissa bits are the
-// integer in two's complement (its low byte is the Q8 code). One FADD at full rate where
-// __float2int_rn's F2I runs at a quarter; the same integer.
-__device__ __forceinline__ u32 fk_rne_bits(float v) { return __float_as_uint(__fadd_rn(v, 12582912.f)); }
+
+// Item t of the prologue (32-block t / FK_SQL, its part t % FK_SQL): x holds its activations,
+// already normalized (zeros where !live). The lanes of a 32-block combine their maxima and code
+// sums by shuffles, so every lane of the warp calls this; the live ones store.
+__device__ __forceinline__ void fk_squant_item(float4 (&x)[8 / FK_SQL], bool live, i64 t, signed char* xq,
+                                               float2* xd) {
+  constexpr int L = FK_SQL, NF = 8 / L;
+  float amax = 0.f;
+#pragma unroll
+  for (int j = 0; j < NF; ++j)
+    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[j].x), fabsf(x[j].y)), fmaxf(fabsf(x[j].z), fabsf(x[j].w))));
+#pragma unroll
+  for (int o = 1; o < L; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float id = amax != 0.f ? __fdiv_rn(127.f, amax) : 0.f;
+  u32 w[NF];
+  int sum = 0;
+#pragma unroll
+  for (int j = 0; j < NF; ++j) {
+    const u32 q0 = fk_rne_bits(__fmul_rn(x[j].x, id)), q1 = fk_rne_bits(__fmul_rn(x[j].y, id));
+    const u32 q2 = fk_rne_bits(__fmul_rn(x[j].z, id)), q3 = fk_rne_bits(__fmul_rn(x[j].w, id));
+    w[j] = __byte_perm(__byte_perm(q0, q1, 0x0040), __byte_perm(q2, q3, 0x0040), 0x5410);
+    sum = __dp4a((int)w[j], 0x01010101, sum);
+  }
+#pragma unroll
+  for (int o = 1; o < L; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (!live) return;
+  const i64 g = t / L;
+  signed char* const dst = xq + g * 32 + (t % L) * 4 * NF;
+  if constexpr (NF == 8) {
+    fk_scl_store((uint4*)dst, make_uint4(w[0], w[1], w[2], w[3]));
+    fk_scl_store((uint4*)(dst + 16), make_uint4(w[4], w[5], w[6], w[7]));
+  } else if constexpr (NF == 4) {
+    fk_scl_store((uint4*)dst, make_uint4(w[0], w[1], w[2], w[3]));
+  } else if constexpr (NF == 2) {
+    fk_scl_store((uint2*)dst, make_uint2(w[0], w[1]));
+  } else {
+    fk_scl_store((u32*)dst, w[0]);
+  }
+  if (t % L == 0) {
+    unsigned short h;
+    const float d = __fdiv_rn(amax, 127.f);
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(d));
+    fk_scl_store(xd + g, make_float2(fk_half(h), __int_as_float(sum)));
+  }
+}
 
 // Activations to Q8_0 codes xq [k] and (scale, code sum) xd [k / 32], bit for bit as
 // fk_quant_q8 (the CPU's default rounding). FK_SQL lanes share a 32-element block, each with
 // 8 / FK_SQL consecutive float4s (the planner picks it so that the share's blocks fill the
 // block's threads): a lane a block left half the warps idle at k 4096 and put each load
-// instruction on 32 different cache lines. The lanes of a block combine their maxima and
-// code sums by shuffles; the loop is warp-uniform so every lane takes them. The caller's
-// arrive / wait publishes the codes.
+// instruction on 32 different cache lines. With the norm, when the share's items fit the
+// block's threads, each lane loads its activations once and sums their squares from
+// registers: one trip to L2 after the wait, not two (H200, 8B Q4_0 decode 526-527 against
+// 519-520 tok/s). The loops are warp-uniform (shuffles).
+// The caller's arrive / wait publishes the codes.
 __device__ __forceinline__ void fk_squant(const float* __restrict__ X, const float* NW, float eps,
                                           signed char* xq, float2* xd, i64 k, double* part) {
   constexpr int L = FK_SQL, NF = 8 / L;  // lanes a block, float4s a lane
   fk_scl_opened();
   const FkSShare s = fk_sshare(k / 32);
-  const float ns = fk_snorm_scale(X, NW, k, eps, part, 8 * s.u0, FK_SCL == 1 ? k / 4 : 8 * s.u1);
   const i64 t0 = s.u0 * L, t1 = s.u1 * L;  // this block's (32-block, part) items
+  float4 x[NF];
+  if (NW != nullptr && t1 - t0 <= FK_SNT) {
+    const i64 t = t0 + threadIdx.x;
+    const bool live = t < t1;
+    const i64 at = t / L * 32 + (t % L) * 4 * NF;
+    double ss = 0.0;
+#pragma unroll
+    for (int j = 0; j < NF; ++j) {
+      x[j] = live ? *(const float4*)(X + at + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+      ss += fk_ss4(x[j]);
+    }
+    const float ns = fk_snorm_total(ss, k, eps, part);
+    if (live) {
+#pragma unroll
+      for (int j = 0; j < NF; ++j) {
+        const float4 w = *(const float4*)(NW + at + 4 * j);
+        x[j].x = __fmul_rn(__fmul_rn(x[j].x, ns), w.x);
+        x[j].y = __fmul_rn(__fmul_rn(x[j].y, ns), w.y);
+        x[j].z = __fmul_rn(__fmul_rn(x[j].z, ns), w.z);
+        x[j].w = __fmul_rn(__fmul_rn(x[j].w, ns), w.w);
+      }
+    }
+    fk_squant_item(x, live, t, xq, xd);
+    return;
+  }
+  const float ns = fk_snorm_scale(X, NW, k, eps, part, 8 * s.u0, FK_SCL == 1 ? k / 4 : 8 * s.u1);
   for (i64 base = t0 + (threadIdx.x & ~31); base < t1; base += FK_SNT) {
     const i64 t = base + (threadIdx.x & 31);
     const bool live = t < t1;
-    const i64 g = t / L, at = g * 32 + (t % L) * 4 * NF;
-    float4 x[NF];
+    const i64 at = t / L * 32 + (t % L) * 4 * NF;
 #pragma unroll
     for (int j = 0; j < NF; ++j) x[j] = live ? fk_sx4(X, NW, ns, at + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
-    float amax = 0.f;
-#pragma unroll
-    for (int j = 0; j < NF; ++j)
-      amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[j].x), fabsf(x[j].y)), fmaxf(fabsf(x[j].z), fabsf(x[j].w))));
-#pragma unroll
-    for (int o = 1; o < L; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float id = amax != 0.f ? __fdiv_rn(127.f, amax) : 0.f;
-    u32 w[NF];
-    int sum = 0;
-#pragma unroll
-    for (int j = 0; j < NF; ++j) {
-      const u32 q0 = fk_rne_bits(__fmul_rn(x[j].x, id)), q1 = fk_rne_bits(__fmul_rn(x[j].y, id));
-      const u32 q2 = fk_rne_bits(__fmul_rn(x[j].z, id)), q3 = fk_rne_bits(__fmul_rn(x[j].w, id));
-      w[j] = __byte_perm(__byte_perm(q0, q1, 0x0040), __byte_perm(q2, q3, 0x0040), 0x5410);
-      sum = __dp4a((int)w[j], 0x01010101, sum);
-    }
-#pragma unroll
-    for (int o = 1; o < L; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (!live) continue;
-    signed char* const dst = xq + at;
-    if constexpr (NF == 8) {
-      fk_scl_store((uint4*)dst, make_uint4(w[0], w[1], w[2], w[3]));
-      fk_scl_store((uint4*)(dst + 16), make_uint4(w[4], w[5], w[6], w[7]));
-    } else if constexpr (NF == 4) {
-      fk_scl_store((uint4*)dst, make_uint4(w[0], w[1], w[2], w[3]));
-    } else if constexpr (NF == 2) {
-      fk_scl_store((uint2*)dst, make_uint2(w[0], w[1]));
-    } else {
-      fk_scl_store((u32*)dst, w[0]);
-    }
-    if (t % L == 0) {
-      unsigned short h;
-      const float d = __fdiv_rn(amax, 127.f);
-      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(d));
-      fk_scl_store(xd + g, make_float2(fk_half(h), __int_as_float(sum)));
-    }
+    fk_squant_item(x, live, t, xq, xd);
   }
 }
 #elif FK_DP4A == 2
-// Activations to Q8_K codes xq [k], sums of 16 codes xs16 [k / 16] and scales xd [k / 256],
-// bit for bit as flexkern-quant's BlockQ8K (ggml's quantize_row_q8_K_ref, the CPU default path
-// of the K-quants): per 256-element block the first element of largest magnitude sets iscale
-// = -127 / max, codes min(round-half-even(iscale * x), 127), d = 1 / iscale; an all-zero block
-// stays zero. A warp per block of the block's share, eight elements per lane.
+// One 256-element block g of Q8_K activations, v the lane's eight (already normalized): bit
+// for bit as flexkern-quant's BlockQ8K (ggml's quantize_row_q8_K_ref, the CPU default path of
+// the K-quants): the first element of largest magnitude sets iscale = -127 / max, codes
+// min(round-half-even(iscale * x), 127), d = 1 / iscale; an all-zero block stays zero. The
+// whole warp calls it.
+__device__ __forceinline__ void fk_squant_k_item(const float (&v)[8], i64 g, int lane, signed char* xq, float* xd,
+                                                 int* xs16) {
+  float am = 0.f, bv = 0.f;
+  int bi = 0x7fffffff;
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    if (fabsf(v[j]) > am) am = fabsf(v[j]), bv = v[j], bi = 8 * lane + j;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {  // larger magnitude wins, then the lower index
+    const float oam = __shfl_xor_sync(0xffffffffu, am, o), obv = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int obi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (oam > am || (oam == am && obi < bi)) am = oam, bv = obv, bi = obi;
+  }
+  const float iscale = am != 0.f ? __fdiv_rn(-127.f, bv) : 0.f;
+  u32 w[2] = {0u, 0u};
+  int sum = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int q = am != 0.f ? min(__float2int_rn(__fmul_rn(iscale, v[j])), 127) : 0;
+    sum += q;
+    w[j >> 2] |= (u32)(q & 0xff) << (8 * (j & 3));
+  }
+  fk_scl_store((uint2*)(xq + g * 256 + 8 * lane), make_uint2(w[0], w[1]));
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  if ((lane & 1) == 0) fk_scl_store(xs16 + g * 16 + lane / 2, sum);
+  if (lane == 0) fk_scl_store(xd + g, am != 0.f ? __fdiv_rn(1.f, iscale) : 0.f);
+}
+
+// Activations to Q8_K codes xq [k], sums of 16 codes xs16 [k / 16] and scales xd [k / 256]: a
+// warp per 256-element block of the block's share, eight elements a lane. When the launch
+// fuses the norm and the share has at most two blocks a warp (k 4096 on one block), each lane
+// loads both blocks' activations once and sums their squares from registers (one trip to L2,
+// not two; H200, 8B Q4_K_M step: Q, K, V 7.6 against 8.3 us). Plain launches lost with that
+// form (Q4_K 4096 x 4096 35.3 against 36.9 % of copy): they keep the loop.
 __device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, const float* NW, float eps,
                                             signed char* xq, float* xd, int* xs16, i64 k, int warp, int lane,
                                             double* part) {
   fk_scl_opened();
   const FkSShare s = fk_sshare(k / 256);
+  if (NW != nullptr && s.u1 - s.u0 <= 2 * FK_SNW) {
+    const i64 g[2] = {s.u0 + warp, s.u0 + warp + FK_SNW};
+    float v[2][8];
+    double ss = 0.0;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const bool live = g[i] < s.u1;  // warp-uniform
+      const float4 a = live ? *(const float4*)(X + g[i] * 256 + 8 * lane) : make_float4(0.f, 0.f, 0.f, 0.f);
+      const float4 b = live ? *(const float4*)(X + g[i] * 256 + 8 * lane + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      ss += fk_ss4(a) + fk_ss4(b);
+      v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w;
+      v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
+    }
+    const float ns = fk_snorm_total(ss, k, eps, part);
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      if (g[i] < s.u1) {
+        const float4 wa = *(const float4*)(NW + g[i] * 256 + 8 * lane);
+        const float4 wb = *(const float4*)(NW + g[i] * 256 + 8 * lane + 4);
+        const float w[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[i][j] = __fmul_rn(__fmul_rn(v[i][j], ns), w[j]);
+      }
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      if (g[i] < s.u1) fk_squant_k_item(v[i], g[i], lane, xq, xd, xs16);
+    return;
+  }
   const float ns = fk_snorm_scale(X, NW, k, eps, part, 64 * s.u0, FK_SCL == 1 ? k / 4 : 64 * s.u1);
   for (i64 g = s.u0 + warp; g < s.u1; g += FK_SNW) {  // warp-uniform
     const float4 a = fk_sx4(X, NW, ns, g * 256 + 8 * lane);
     const float4 b = fk_sx4(X, NW, ns, g * 256 + 8 * lane + 4);
     const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    float am = 0.f, bv = 0.f;
-    int bi = 0x7fffffff;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (fabsf(v[j]) > am) am = fabsf(v[j]), bv = v[j], bi = 8 * lane + j;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {  // larger magnitude wins, then the lower index
-      const float oam = __shfl_xor_sync(0xffffffffu, am, o), obv = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int obi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (oam > am || (oam == am && obi < bi)) am = oam, bv = obv, bi = obi;
-    }
-    const float iscale = am != 0.f ? __fdiv_rn(-127.f, bv) : 0.f;
-    u32 w[2] = {0u, 0u};
-    int sum = 0;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int q = am != 0.f ? min(__float2int_rn(__fmul_rn(iscale, v[j])), 127) : 0;
-      sum += q;
-      w[j >> 2] |= (u32)(q & 0xff) << (8 * (j & 3));
-    }
-    fk_scl_store((uint2*)(xq + g * 256 + 8 * lane), make_uint2(w[0], w[1]));
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    if ((lane & 1) == 0) fk_scl_store(xs16 + g * 16 + lane / 2, sum);
-    if (lane == 0) fk_scl_store(xd + g, am != 0.f ? __fdiv_rn(1.f, iscale) : 0.f);
+    fk_squant_k_item(v, g, lane, xq, xd, xs16);
   }
 }
 #endif
