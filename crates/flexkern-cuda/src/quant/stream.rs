@@ -226,7 +226,7 @@ impl Stream {
                     bulk: 0,
                     bulk_stage: 0,
                     cluster: 1,
-                        lanes: 1,
+                    lanes: 1,
                 }
             })
             .find(|s| s.smem_bytes(matrices, k) <= limit)

@@ -534,8 +534,17 @@ fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
         let st = stream_plan(f, n, k, mode, &h);
         assert_eq!(st.lanes, lanes, "{f} {n} x {k} {mode:?}");
         let src = GemvConfig::streamed(f, k, mode, Some(st)).unwrap().source();
-        assert!(src.source.contains(&format!("#define FK_SQL {lanes}")), "{}", src.name);
-        assert_eq!(src.name.contains(&format!("_l{lanes}")), lanes > 1, "{}", src.name);
+        assert!(
+            src.source.contains(&format!("#define FK_SQL {lanes}")),
+            "{}",
+            src.name
+        );
+        assert_eq!(
+            src.name.contains(&format!("_l{lanes}")),
+            lanes > 1,
+            "{}",
+            src.name
+        );
     }
 }
 
