@@ -161,7 +161,6 @@ __device__ __forceinline__ u32 fk_rne_bits(float v) { return __float_as_uint(__f
 #endif
 static_assert(FK_SQL == 1 || FK_SQL == 2 || FK_SQL == 4 || FK_SQL == 8, "lanes a 32-block");
 
-
 // Item t of the prologue (32-block t / FK_SQL, its part t % FK_SQL): x holds its activations,
 // already normalized (zeros where !live). The lanes of a 32-block combine their maxima and code
 // sums by shuffles, so every lane of the warp calls this; the live ones store.
