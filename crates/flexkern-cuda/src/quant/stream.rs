@@ -68,7 +68,7 @@ pub struct Stream {
     /// every block quantizes the whole row itself). The grid is a multiple of it.
     pub cluster: usize,
     /// Lanes that quantize one 32-element block of Q8_0 activations together (`FK_SQL`,
-    /// `with_cluster`; 1 for Q8_K and f32 activations).
+    /// `with_lanes`; 1 for Q8_K and f32 activations).
     pub lanes: usize,
 }
 
@@ -327,8 +327,8 @@ impl Stream {
     }
 
     /// Q8_0 activations: the lanes per 32-element block that spread this block's share of the
-    /// row (1 / `cluster` of its blocks) over its threads, at most eight (gemv_acts.cu,
-    /// `FK_SQL`). H200, `bench gemv --graph`, % of copy, planned lanes / one lane (two rounds
+    /// row (1 / `cluster` of its blocks) over its threads, at most four (gemv_acts.cu,
+    /// `FK_SQL`; the kernel takes up to eight). H200, `bench gemv --graph`, % of copy, planned lanes / one lane (two rounds
     /// each, session 24): Q8_0 14336 x 4096 85.0-85.5 / 83.5-83.7, 4096 x 4096 64.5-65.2 /
     /// 62.6; Q4_0 4096 x 4096 43.2-43.7 / 42.1-42.2; k 14336 (one lane planned either way)
     /// equal; 8B Q4_0 step: gate/up 19.7 / 20.8 us, Q, K, V 9.0 / 10.1, wo 6.5 / 7.1. Plain

@@ -236,7 +236,7 @@ pub fn gemv_cases() -> Vec<GemvCase> {
     }
     // Pairs of blocks sharing the activation prologue (`Stream::with_cluster`) where the
     // plain cases above do not reach: gate/up with the fused norm and stacked launches, rows of
-    // 8192 (added after the session's last GPU call: first run in the next session's verify).
+    // 8192 (with the norm, the prologue's one pass over the row on cluster modules).
     for f in [Format::Q4_0, Format::Q4K] {
         v.push(GemvCase {
             quantized: true,
