@@ -2,7 +2,8 @@
 compiled FlexAttention on the shapes and variants of `flexkern bench attn --device cuda --only
 prefill`, beside the bf16 matmul rate measured in the same process (the limit the TFLOP/s are
 rated against). Effective TFLOP/s count only the visible (query, key) pairs: 4 * D per pair.
-Event-timed medians. Usage: python3 prefill_peers_cuda.py [--quick]"""
+Event-timed medians. Usage: python3 prefill_peers_cuda.py [--quick] [--d64 | --d128] (one head
+size's shape only)"""
 import math, sys, torch
 from cuda_timing import event_median
 import torch.nn.functional as F
@@ -67,6 +68,8 @@ def pairs(S, kind):
 shapes = [(2, 16, 8192, 128), (4, 16, 4096, 64)]
 if quick:
     shapes = [(1, 4, 1024, 128)]
+only = [int(x[3:]) for x in sys.argv[1:] if x in ("--d64", "--d128")]
+shapes = [s for s in shapes if not only or s[3] in only]
 print(f"{'case':<52} {'peer':<11} {'median ms':>10} {'TFLOP/s':>8} {'of peak':>8}")
 for (B, H, S, D) in shapes:
     q = torch.randn(B, H, S, D, dtype=torch.bfloat16, device=dev)

@@ -2,16 +2,18 @@
 // warp specialization with cp.async gathers (so paged KV is the same code as contiguous).
 //
 // Same blocks, rows, partials and joins as fk_attention_mma (attention_mma.cu; the helpers this
-// uses are attention_tc.cu's and attention_join.cu's): one block = one KV head x one work item, FK_ROWS = 128 rows. Warps 0-7 are two consumer
-// warpgroups of 64 rows each; warps 8-11 the producer warpgroup, which hands most of its
-// registers to the consumers (setmaxnreg: the register file is split per scheduler, so even a
-// single producer warp would cost the consumers a warpgroup's share). The producer copies each tile of
-// FK_MMA_TILE keys (K and V rows) into a ring of FK_MMA_STAGES shared-memory stages and signals
-// the stage's `full` mbarrier; consumers compute S = Q K^T and O += P V with wgmma (Q from shared
-// memory, P from registers, K and V by descriptor) and release the stage on its `empty`
-// mbarrier. The warpgroups take turns (named barriers, FA3's ping-pong): one issues P V of its
-// last tile and Q K^T of the next while the other runs its softmax, so the tensor cores and the
-// exponentials overlap. The stage layout and the copies: attention_wgmma_copy.cu.
+// uses are attention_tc.cu's and attention_join.cu's): one block = one KV head x one work item
+// of FK_ROWS rows. Warps 0 .. FK_NWARPS - 1 are FK_WGS consumer warpgroups of 64 rows each (two,
+// or three at D 64, FA3's 192-row tile); the last four warps are the producer warpgroup, which
+// hands most of its registers to the consumers (setmaxnreg: the register file is split per
+// scheduler, so even a single producer warp would cost the consumers a warpgroup's share). The
+// producer copies each tile of FK_MMA_TILE keys (K and V rows) into a ring of FK_MMA_STAGES
+// shared-memory stages and signals the stage's `full` mbarrier; consumers compute S = Q K^T and
+// O += P V with wgmma (Q from shared memory or registers, P from registers, K and V by
+// descriptor) and release the stage on its `empty` mbarrier. The warpgroups take turns in a
+// ring (named barriers, FA3's ping-pong): one issues P V of its last tile and Q K^T of the next
+// while the others run their softmax, so the tensor cores and the exponentials overlap. The
+// stage layout and the copies: attention_wgmma_copy.cu.
 #if FK_WGMMA
 
 // fk_mma_score for the tiles at a mask's edges, branch-free: the mask (and score) hooks run for
@@ -82,11 +84,12 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
   const i64 visible0 = fk_first_visible(a, seq);
 
   if (warp >= FK_NWARPS) {
-    // Producer (the budgets sum to the 168 x 384 registers the block starts with: setmaxnreg.inc
-    // waits until the pool has them). A stage is signalled once its own copies landed
+    // Producer (the budgets sum to the registers the block starts with, 168 x 384 or 128 x 512:
+    // setmaxnreg.inc waits until the pool has them). A stage is signalled once its own copies landed
     // (wait_group 1 keeps the next tile's in flight meanwhile), after a proxy fence: wgmma reads
     // shared memory through the async proxy, cp.async wrote it through the generic one.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if constexpr (FK_WGS == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    else asm volatile("setmaxnreg.dec.sync.aligned.u32 32;");
     const int pt = threadIdx.x - FK_NWARPS * 32;
     const i64* rec = (const i64*)(a.step + a.off_seqs) + 8 * (u64)seq;
     const u8* kb = a.k + (rec[4] + kvh * a.k_head_stride) * 2;
@@ -140,7 +143,8 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
     return;  // the join below is the consumers' (it would not fit the producer's registers)
   } else {
     // Consumers: warpgroup wg owns rows 64 wg .. 64 wg + 63, warp wi of it 16 of them.
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    if constexpr (FK_WGS == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 160;");
     const FkSeq sq = fk_seq(a, seq);
     const int g = lane >> 2, c4 = lane & 3, wg = warp >> 2, wi = warp & 3;
     FkParams P;
@@ -168,11 +172,13 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
     // Without a score hook and in tiles the mask keeps whole, scores need no per-element work:
     // the scale folds into the exponent (kscale > 0).
     const bool lean_ok = !FK_HAS_SCORE && kscale > 0.f;
-    const u32 my_turn = 2 + wg, their_turn = 3 - wg;
-    if (wg == 1) fk_named_arrive(2, 256);  // warpgroup 0 goes first
+    // Turns go round the warpgroups: barrier 2 + w is w's, the one before it arrives there.
+    const bool last_wg = wg == FK_WGS - 1;
+    const u32 my_turn = 2 + wg, their_turn = last_wg ? 2 : 3 + wg;
+    if (last_wg) fk_named_arrive(2, 256);  // warpgroup 0 goes first
     // Each turn issues P V of tile t - 1 and Q K^T of tile t, then runs tile t's softmax; the
     // first and last turns have one of the two (peeled: ptxas serializes wgmma under branches).
-    // Warpgroup 1 passes no turn on after its last: the barriers balance.
+    // The last warpgroup passes no turn on after its last: the barriers balance.
     auto issue_pv = [&](int t) {
       // O += P V: V's k16 step kc is 16 rows (2 KiB) on, n64 block ob a column block further.
       // Dv 128: one n128 instruction per k16 step (P read once; LBO steps to the second
@@ -205,7 +211,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
             fk_wgmma<0>(sc + nb * 8, qf[kk], fk_wdesc(sk + kb + nb * 64 * 128, 16, 1024), kk > 0);
         }
 #else
-        const u64 dq = fk_wdesc(sq_smem + (kk / 4) * (128 * 128) + wg * 64 * 128 + (kk % 4) * 32, 16, 1024);
+        const u64 dq = fk_wdesc(sq_smem + (kk / 4) * FK_WQCOL + wg * 64 * 128 + (kk % 4) * 32, 16, 1024);
         if constexpr (FK_WG_S == 1 && FK_WNB == 2) {
           fk_wgmma_ss128(sc, dq, fk_wdesc(sk + kb, 16, 1024), kk > 0);
         } else {
@@ -362,7 +368,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
       fk_wg_fence();
       issue_pv(ntiles - 1);
       fk_wg_commit();
-      if (wg == 0) fk_named_arrive(their_turn, 256);
+      if (!last_wg) fk_named_arrive(their_turn, 256);
       fk_wg_wait();
       fk_wg_pin<FK_WNO * 8>(o);
       release(ntiles - 1);
@@ -374,7 +380,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
 #endif
     } else {
       fk_named_sync(my_turn, 256);
-      if (wg == 0) fk_named_arrive(their_turn, 256);
+      if (!last_wg) fk_named_arrive(their_turn, 256);
     }
 
     // Epilogue: each thread's two rows straight from registers (no key splits to join).
@@ -383,8 +389,14 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
     }
+    // The rows' item and sequence read again, not kept from the start: ptxas computed the
+    // output offsets before the loop and kept them through it, which spilled with three
+    // warpgroups' 160 registers (the loop's barriers order these loads after it).
+    const uint4 ite = ((const uint4*)(a.step + a.off_items))[item];
+    const FkSeq sqe = fk_seq(a, ite.x);
+    const FkMRows qe = fk_wrows_of(a, sqe, ite.y & FK_ROW_TILE_BITS, kvh, wg * 64 + wi * 16 + g);
     const u64 base = ((u64)item * a.num_kv_heads + kvh) * FK_ROWS;
-    const bool sole = ((it.y >> 30) & 1u) && !a.has_sinks;
+    const bool sole = ((ite.y >> 30) & 1u) && !a.has_sinks;
     const i64 hq = a.num_kv_heads * a.group;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -394,10 +406,10 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
       float* dst;
       if (sole) {
         // The only partition of its rows and no sinks: the merge would copy it; write it here.
-        if (!q.ok[h]) continue;
-        const i64 token = sq.q_start + q.qi[h];
-        dst = a.out + (token * hq + q.head[h]) * FK_DV;
-        if (c4 == 0 && a.has_lse) a.lse[token * hq + q.head[h]] = f.y;
+        if (!qe.ok[h]) continue;
+        const i64 token = sqe.q_start + qe.qi[h];
+        dst = a.out + (token * hq + qe.head[h]) * FK_DV;
+        if (c4 == 0 && a.has_lse) a.lse[token * hq + qe.head[h]] = f.y;
       } else {
         dst = a.part_o + (base + r) * FK_DV;
         if (c4 == 0) a.part_lse[base + r] = f.y;

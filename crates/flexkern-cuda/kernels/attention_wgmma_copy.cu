@@ -6,7 +6,7 @@
 // Stage layout: K then V, each as column blocks of 64 elements (128 bytes) x FK_MMA_TILE rows,
 // 16-byte chunks XOR-swizzled by row (the 128-byte swizzle wgmma descriptors name). K is the
 // K-major B operand of Q K^T, V the N-major (transposed) B operand of P V; Q (128 rows, after
-// the stages) is the K-major A operand.
+// the stages, FK_ROWS of them) is the K-major A operand.
 #if FK_WGMMA
 
 constexpr int FK_WT = FK_MMA_TILE;             // keys per stage
@@ -16,11 +16,13 @@ constexpr int FK_WKB = FK_DK / 64 * FK_WCOL;   // K bytes of a stage
 constexpr int FK_WSTAGE = FK_WKB + FK_DV / 64 * FK_WCOL;
 constexpr int FK_WNB = FK_WT / 64;             // n64 blocks of S
 constexpr int FK_WNO = FK_DV / 64;             // n64 blocks of O
-constexpr int FK_WQ = FK_DK / 64 * 128 * 128;  // Q bytes (128 rows)
+constexpr int FK_WQCOL = FK_ROWS * 128;       // bytes of one 64-column block of Q
+constexpr int FK_WQ = FK_DK / 64 * FK_WQCOL;   // Q bytes
 constexpr int FK_WPROD = 128;                  // producer threads
+constexpr int FK_WGS = FK_NWARPS / 4;          // consumer warpgroups
 static_assert(FK_KT == FK_QT && FK_VT == FK_QT && FkSize<FK_QT>::value == 2, "2-byte Q, K, V of one type");
 static_assert(FK_DK % 64 == 0 && FK_DV % 64 == 0, "whole 128-byte swizzle columns");
-static_assert(FK_ROWS == 128 && FK_NWARPS == 8, "two consumer warpgroups of 64 rows");
+static_assert(FK_ROWS == 16 * FK_NWARPS && (FK_WGS == 2 || FK_WGS == 3), "two or three consumer warpgroups of 64 rows");
 static_assert(FK_WT % 64 == 0, "keys per stage are whole n64 blocks");
 // How Q K^T reads Q (FK_WG_S): 0 shared memory, n64 instructions; 1 shared memory, one n128
 // instruction per k16 step where the tile is 128 keys; 2 registers, n64 instructions.
@@ -85,6 +87,20 @@ __device__ __forceinline__ void fk_wrows(const FkArgs& a, const u8* kb, const u8
   }
 }
 
+// A thread's two rows, r and r + 8 of the tile: query, q head, whether the query exists.
+__device__ __forceinline__ FkMRows fk_wrows_of(const FkArgs& a, const FkSeq& sq, u32 row_tile, i64 kvh, int r) {
+  FkMRows q;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const i64 R = (i64)row_tile * FK_ROWS + r + 8 * h;
+    q.qi[h] = R / a.group;
+    q.head[h] = kvh * a.group + R % a.group;
+    q.ok[h] = q.qi[h] < sq.q_len;
+    q.qs[h] = 1.f;
+  }
+  return q;
+}
+
 // Warpgroup wg's 64 Q rows into the swizzled column blocks at `qs` (zero past the tile's
 // queries), then visible to its wgmma; returns this thread's rows (r0 + 8 h of the warpgroup).
 __device__ __forceinline__ FkMRows fk_wq(const FkArgs& a, const FkSeq& sq, u32 row_tile, i64 kvh, int wg, int r0,
@@ -108,7 +124,7 @@ __device__ __forceinline__ FkMRows fk_wq(const FkArgs& a, const FkSeq& sq, u32 r
       bool ok;
       const u32 d = at(i, src, ok);
 #pragma unroll
-      for (int cb = 0; cb < NC; ++cb) fk_cp16(d + cb * (128 * 128), ok ? (const u8*)(src + cb * 64) : a.q, ok);
+      for (int cb = 0; cb < NC; ++cb) fk_cp16(d + cb * FK_WQCOL, ok ? (const u8*)(src + cb * 64) : a.q, ok);
     }
     asm volatile("cp.async.commit_group;");
     asm volatile("cp.async.wait_group 0;" ::: "memory");
@@ -124,24 +140,15 @@ __device__ __forceinline__ FkMRows fk_wq(const FkArgs& a, const FkSeq& sq, u32 r
 #pragma unroll
           for (int k = 0; k < 4; ++k) w[k] = (u32)__ldg(src + cb * 64 + 2 * k) | ((u32)__ldg(src + cb * 64 + 2 * k + 1) << 16);
         }
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(d + cb * (128 * 128)), "r"(w[0]), "r"(w[1]), "r"(w[2]),
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(d + cb * FK_WQCOL), "r"(w[0]), "r"(w[1]), "r"(w[2]),
                      "r"(w[3])
                      : "memory");
       }
     }
   }
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  fk_named_sync(4 + wg, 128);
-  FkMRows q;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = wg * 64 + r0 + 8 * h;
-    const i64 R = (i64)row_tile * FK_ROWS + r;
-    q.qi[h] = R / a.group;
-    q.head[h] = kvh * a.group + R % a.group;
-    q.ok[h] = q.qi[h] < sq.q_len;
-  }
-  return q;
+  fk_named_sync(5 + wg, 128);  // 1 is the compute warps', 2-4 the turns'
+  return fk_wrows_of(a, sq, row_tile, kvh, wg * 64 + r0);
 }
 
 #endif

@@ -6,7 +6,10 @@
 use crate::codegen::{self, ParamLayout};
 use crate::device_struct::device_struct;
 use crate::error::{driver, invalid, Result};
-use crate::plan::{mma_shape, plan_work, rows_per_block, MmaQuery, MmaShape, WorkPlan, TILE};
+use crate::plan::{
+    mma_shape, plan_work, rows_per_block, three_groups_pay, two_groups, MmaQuery, MmaShape,
+    WorkPlan, TILE,
+};
 use crate::runtime::{Device, DeviceBuf};
 use cudarc::driver::sys::CUtensorMap;
 use flexkern::attention::problem::{SeqLens, MAX_HEAD_DIM};
@@ -25,7 +28,7 @@ pub mod trace;
 mod validate;
 
 pub use kernel::{async_shape, warps, KernelConfig};
-use kernel::{config, function_local_bytes, function_regs, load_kernel};
+use kernel::{config, function_local_bytes, function_regs, load_kernel, wg_spill_allowance};
 pub use memo::{attention_memo, PlanMemo};
 pub use nodes::{NodeParams, RecordedNode};
 use validate::validate;
@@ -384,11 +387,20 @@ fn prepare_with(
         smem_optin: dev.props.smem_per_block_optin,
         tuned: dev.tuned(),
     });
-    let rows = mma.map_or_else(|| rows_per_block(group, max_q, dk.max(dv)), |(r, _)| r);
-    cfg.rows = rows;
+    cfg.rows = mma.map_or_else(|| rows_per_block(group, max_q, dk.max(dv)), |(r, _)| r);
     cfg.mma = mma.map(|(_, m)| m);
-    if cfg.mma.is_some_and(|m| m.wg) {
-        cfg.nwarps = crate::plan::WG_WARPS;
+    // Three Hopper warpgroups where the mask does not cut many more tiles of their taller rows.
+    if let Some(m) = cfg.mma.filter(|m| m.wg && m.m_tiles == 12) {
+        let wave = dev.props.sms;
+        let mask = c.variant.mask.as_ref().map(|m| m.expr());
+        if crate::plan::forced_groups().is_none()
+            && !three_groups_pay(lens, group, hkv, hq, mask, m.tile, wave, c.deterministic)
+        {
+            cfg.mma = Some(two_groups(&m, dk));
+        }
+    }
+    if let Some(m) = cfg.mma.filter(|m| m.wg) {
+        (cfg.nwarps, cfg.rows) = (m.m_tiles, 16 * m.m_tiles);
     }
     cfg.tma = cfg.mma.is_some_and(|m| m.wg) && tma::applies(&c.kv, hkv, (dk, dv));
     if lens.total_q() == 0 {
@@ -406,7 +418,7 @@ fn prepare_with(
         && cfg.vk * k_dtype.size() == 16
         && cfg.vv * v_dtype.size() == 16
         && dk.max(dv) <= 256
-        && rows <= lanes_per_key
+        && cfg.rows <= lanes_per_key
         && tile % (cfg.nwarps * 32 / lanes_per_key) == 0
         && tile % (cfg.nwarps * 32 / (dv / cfg.vv.max(1)).next_power_of_two().min(32)) == 0
     {
@@ -415,7 +427,7 @@ fn prepare_with(
         let limit = dev
             .props
             .smem_per_block_optin
-            .saturating_sub(rows * (tile + 3) * 4 + 1024);
+            .saturating_sub(cfg.rows * (tile + 3) * 4 + 1024);
         if cfg.stage_bytes(k_dtype, v_dtype) > limit {
             (cfg.async_tile, cfg.stages) = (0, 0);
         }
@@ -427,17 +439,27 @@ fn prepare_with(
         let (module, f, per_sm, smem) = load_kernel(dev, &cfg, &hooks, k_dtype, v_dtype)?;
         match cfg.mma {
             // A variant whose hooks push the Hopper kernel's consumers past their registers:
-            // first P is no longer kept live through the softmax, then 64-key tiles halve the
-            // score registers (checked once a shape; the modules are cached).
-            Some(m) if m.wg && (m.wg_overlap || m.tile > 64) && function_local_bytes(f)? > 0 => {
+            // first P is no longer kept live through the softmax, then three warpgroups' 160
+            // registers give way to two's 232, then 64-key tiles halve the score registers
+            // (checked once a shape; the modules are cached).
+            Some(m)
+                if m.wg
+                    && (m.wg_overlap || m.tile > 64 || m.m_tiles > 8)
+                    && function_local_bytes(f)? > wg_spill_allowance(&m) =>
+            {
                 cfg.mma = Some(if m.wg_overlap {
                     MmaShape {
                         wg_overlap: false,
                         ..m
                     }
+                } else if m.m_tiles > 8 {
+                    two_groups(&m, dk)
                 } else {
                     MmaShape { tile: 64, ..m }
                 });
+                if let Some(m) = cfg.mma {
+                    (cfg.nwarps, cfg.rows) = (m.m_tiles, 16 * m.m_tiles);
+                }
             }
             _ => break (module, f, per_sm, smem),
         }
@@ -448,6 +470,7 @@ fn prepare_with(
         _ => None,
     };
     let smem_attn = smem as u32;
+    let rows = cfg.rows;
     let mut plan = plan_work(
         lens,
         group,

@@ -93,7 +93,7 @@ pub fn classify_items(
                     it[1] |= MASK_TRUE;
                     *full = [it[2], it[3]];
                 } else if hi > lo {
-                    let (a, b) = full_tiles(&at, lo, hi, g);
+                    let (a, b) = full_tiles(&at, lo, hi, g, qi1 - qi0 + 1);
                     *full = [a as u32, b as u32];
                 }
             }
@@ -103,12 +103,14 @@ pub fn classify_items(
 }
 
 /// A run `[a, b)` of whole `g`-key tiles of `[lo, hi)` (tile-aligned from `lo`) that the mask
-/// keeps entirely, starting at the first or second tile (a causal row tile's run starts at its
-/// first tile; a window's after the tile it enters in): `at` proving `[a, b)` true is monotone
-/// in `b`, so `b` is found by bisection. Empty when neither tile starts one.
-fn full_tiles(at: &impl Fn(i64, i64) -> Tri, lo: i64, hi: i64, g: i64) -> (i64, i64) {
+/// keeps entirely, starting within the first `span / g + 2` tiles, `span` being the row tile's
+/// queries (a causal row tile's run starts at its first tile; a window's once its last query
+/// has entered it, up to the queries' span later: 192 rows under a 1024-key window start it at
+/// the third tile). `at` proving `[a, b)` true is monotone in `b`, so `b` is found by
+/// bisection. Empty when none of those tiles starts one.
+fn full_tiles(at: &impl Fn(i64, i64) -> Tri, lo: i64, hi: i64, g: i64, span: i64) -> (i64, i64) {
     let end = |t: i64, a: i64| (a + t * g).min(hi);
-    for a in [lo, lo + g] {
+    for a in (0..span / g + 2).map(|t| lo + t * g) {
         if a >= hi || at(a, end(1, a)) != Tri::True {
             continue;
         }

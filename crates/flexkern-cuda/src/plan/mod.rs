@@ -4,11 +4,13 @@
 //! tensor-core kernels' shapes.
 
 mod blockmask;
+mod groups;
 mod shape;
 #[cfg(test)]
 mod tests;
 mod work;
 
 pub use blockmask::*;
+pub use groups::*;
 pub use shape::*;
 pub use work::*;

@@ -15,8 +15,8 @@ pub struct MmaShape {
     pub l2_prefetch: usize,
     /// Blocks per SM the kernel's register budget must allow (`__launch_bounds__`).
     pub min_blocks: usize,
-    /// The Hopper kernel (`attention_wgmma.cu`): two consumer warpgroups of 64 rows and a
-    /// producer warpgroup, wgmma instead of mma.sync.
+    /// The Hopper kernel (`attention_wgmma.cu`): consumer warpgroups of 64 rows (`m_tiles / 4`
+    /// of them, one warp per m-tile) and a producer warpgroup, wgmma instead of mma.sync.
     pub wg: bool,
     /// How its Q K^T reads Q (`FK_WG_S`): 0 shared memory in n64 instructions, 1 shared memory
     /// in one n128 instruction per k16 step (128-key tiles), 2 registers.
@@ -31,6 +31,14 @@ impl MmaShape {
     /// Threads per block: the warps, plus the Hopper kernel's producer warpgroup.
     pub fn threads(&self, warps: usize) -> usize {
         warps * 32 + if self.wg { 128 } else { 0 }
+    }
+
+    /// Registers per thread the Hopper kernel launches with: the register file over its
+    /// threads, rounded down to 8 (168 for two consumer warpgroups, 128 for three). Its
+    /// setmaxnreg budgets (40 + 2 x 232, 32 + 3 x 160) add up to exactly that, or the
+    /// consumers would wait for registers forever.
+    pub fn wg_launch_regs(&self) -> i32 {
+        (65536 / self.threads(self.m_tiles) as i32) & !7
     }
 }
 
@@ -268,11 +276,12 @@ pub(crate) fn h100_query(qt: u32, kt: u32, dk: usize, q_rows: usize) -> MmaQuery
     }
 }
 
-/// The Hopper kernel's Q mode (`MmaShape::wg_s`): Q in registers at D 64 (16 of them; 2-3 %
-/// faster there), else from shared memory in n128 instructions (1-2 % faster than n64; Q in
-/// registers spills at D 128 and falls back to 64-key tiles, 6 % slower), measured on an H200
-/// (PERFORMANCE.md). `FLEXKERN_CUDA_WG_S=0|1|2` for A/B runs.
-fn wg_q_mode(dk: usize) -> usize {
+/// The Hopper kernel's Q mode (`MmaShape::wg_s`): Q in registers at D 64 with two consumer
+/// warpgroups (16 of them; 2-3 % faster there), else from shared memory in n128 instructions
+/// (1-2 % faster than n64; Q in registers spills at D 128 and falls back to 64-key tiles, 6 %
+/// slower; three warpgroups have 160 registers each), measured on an H200 (PERFORMANCE.md).
+/// `FLEXKERN_CUDA_WG_S=0|1|2` for A/B runs.
+fn wg_q_mode(dk: usize, groups: usize) -> usize {
     match std::env::var("FLEXKERN_CUDA_WG_S")
         .ok()
         .as_deref()
@@ -281,25 +290,69 @@ fn wg_q_mode(dk: usize) -> usize {
         Some("0") => 0,
         Some("1") => 1,
         Some("2") => 2,
-        _ if dk <= 64 => 2,
+        _ if dk <= 64 && groups == 2 => 2,
         _ => 1,
     }
 }
 
 /// Whether the Hopper kernel overlaps a tile's softmax with the previous tile's P V
-/// (`FLEXKERN_CUDA_WG_OVERLAP=1`). Off by default: on the H100 the softmax ran 30 % slower
-/// beside its own warpgroup's P V, and the other warpgroup's MMA already fills that time
-/// (session 21: D128 non-causal 646 / 606 against 658 / 621 TFLOP/s; D64 softcap 7 % faster,
-/// ALiBi 6 % slower).
-fn wg_overlap() -> bool {
-    std::env::var("FLEXKERN_CUDA_WG_OVERLAP").is_ok_and(|v| v.trim() == "1")
+/// (FlashAttention-3's intra-warpgroup overlap). With two consumer warpgroups, off: on the H100
+/// the softmax ran 30 % slower beside its own warpgroup's P V, and the other warpgroup's MMA
+/// already fills that time (session 21: D128 non-causal 646 / 606 against 658 / 621 TFLOP/s).
+/// With three, on, as FA3 has it at D 64: non-causal 470 against 446 TFLOP/s (H200, session
+/// 25). `FLEXKERN_CUDA_WG_OVERLAP=0|1` for A/B runs.
+fn wg_overlap(groups: usize) -> bool {
+    match std::env::var("FLEXKERN_CUDA_WG_OVERLAP")
+        .ok()
+        .as_deref()
+        .map(str::trim)
+    {
+        Some("1") => true,
+        Some("0") => false,
+        _ => groups == 3,
+    }
 }
 
-/// Warps of the Hopper kernel's consumers (two warpgroups).
-pub const WG_WARPS: usize = 8;
-/// Registers per thread the Hopper kernel launches with (65536 / 384, rounded down to 8): its
-/// producer gives back to 40, its consumers take 232.
-pub const WG_LAUNCH_REGS: i32 = 168;
+/// The Hopper kernel's consumer warpgroups: three (192 rows, FlashAttention-3's D 64 tile)
+/// where both head sizes are 64 and the rows fill more than two, else two. At D 64 a
+/// warpgroup's softmax of a 128-key tile takes about twice its Q K^T and P V: two warpgroups
+/// leave the tensor cores waiting, a third fills them. Wider heads need the registers.
+/// (`prepare` may still take two where the mask cuts many more tiles at 192 rows,
+/// `three_groups_pay`.) `FLEXKERN_CUDA_WG_GROUPS=2|3` for A/B runs (3 only where it may
+/// apply).
+fn wg_groups(q: &MmaQuery) -> usize {
+    let fits = q.dk == 64 && q.dv == 64;
+    match forced_groups() {
+        Some(2) => 2,
+        Some(3) if fits => 3,
+        _ if fits && q.q_rows > 128 => 3,
+        _ => 2,
+    }
+}
+
+/// `FLEXKERN_CUDA_WG_GROUPS`, where set to 2 or 3.
+pub fn forced_groups() -> Option<usize> {
+    match std::env::var("FLEXKERN_CUDA_WG_GROUPS")
+        .ok()
+        .as_deref()
+        .map(str::trim)
+    {
+        Some("2") => Some(2),
+        Some("3") => Some(3),
+        _ => None,
+    }
+}
+
+/// The Hopper shape `m` with two consumer warpgroups (128 rows): its Q mode and overlap for
+/// two, the rest kept.
+pub fn two_groups(m: &MmaShape, dk: usize) -> MmaShape {
+    MmaShape {
+        m_tiles: 8,
+        wg_s: wg_q_mode(dk, 2),
+        wg_overlap: wg_overlap(2),
+        ..*m
+    }
+}
 
 /// The Hopper kernel's shape where it applies: sm_90 prefill (more than 64 rows) with Q, K and V
 /// of one 2-byte type and head sizes of whole 128-byte swizzle columns up to 128 (wider heads
@@ -324,11 +377,12 @@ fn wgmma_shape(q: &MmaQuery, over: &[usize]) -> Option<(usize, MmaShape)> {
         [t @ (64 | 128), st @ 3..=8, ..] => (*t, *st),
         _ => (128, 4),
     };
+    let groups = wg_groups(q);
     // Three stages at least: with two, the producer and the consumers wait for each other
     // (attention_wgmma.cu).
     (3..=stages).rev().find_map(|stages| {
         let m = MmaShape {
-            m_tiles: 8,
+            m_tiles: 4 * groups,
             tile,
             stages,
             // The producer's copy layout is fixed (a chunk position per thread).
@@ -336,10 +390,11 @@ fn wgmma_shape(q: &MmaQuery, over: &[usize]) -> Option<(usize, MmaShape)> {
             l2_prefetch: 256,
             min_blocks: 1,
             wg: true,
-            wg_s: wg_q_mode(q.dk),
-            wg_overlap: wg_overlap(),
+            wg_s: wg_q_mode(q.dk, groups),
+            wg_overlap: wg_overlap(groups),
         };
-        (mma_smem(&m, q.dk, q.dv, q.k_size, q.v_size, WG_WARPS) <= q.smem_optin).then_some((128, m))
+        (mma_smem(&m, q.dk, q.dv, q.k_size, q.v_size, m.m_tiles) <= q.smem_optin)
+            .then_some((64 * groups, m))
     })
 }
 
@@ -354,11 +409,11 @@ pub fn mma_smem(
     warps: usize,
 ) -> usize {
     if s.wg {
-        // Unpadded swizzled K/V rows, the 128 Q rows (of K's type; reserved in every Q mode:
-        // the barriers follow them), 1 KiB of slack to align them, a full and an empty barrier
-        // per stage.
+        // Unpadded swizzled K/V rows, the Q rows (of K's type; reserved in every Q mode: the
+        // barriers follow them), 1 KiB of slack to align them, a full and an empty barrier per
+        // stage.
         return s.stages * s.tile * (dk * k_size + dv * v_size)
-            + 128 * dk * k_size
+            + 16 * s.m_tiles * dk * k_size
             + 1024
             + 16 * s.stages;
     }

@@ -251,14 +251,32 @@ fn tensor_cores_take_decode_and_prefill_of_two_byte_inputs() {
     // Decode: Hq 32 / Hkv 8 is 4 rows, one m-tile whose keys the 4 warps split.
     let (rows, m) = mma_shape(&h100_query(2, 2, 128, 4)).unwrap();
     assert_eq!((rows, m.m_tiles, m.tile % 64), (4, 1, 0));
-    // Prefill: an m-tile per warp; on Hopper two warpgroups of 64 rows (D 64 and 128).
+    // Prefill: an m-tile per warp; on Hopper warpgroups of 64 rows: three at D 64 where the
+    // rows fill them (Q from shared memory: their 160 registers), else two.
     let (rows, m) = mma_shape(&h100_query(1, 1, 64, 4096)).unwrap();
     assert_eq!(
-        (rows, m.m_tiles, m.wg, m.tile, m.stages),
-        (128, 8, true, 128, 4)
+        (rows, m.m_tiles, m.wg, m.tile, m.stages, m.wg_s),
+        (192, 12, true, 128, 4, 1)
     );
-    let (_, m) = mma_shape(&h100_query(2, 2, 128, 4096)).unwrap();
-    assert_eq!((m.wg, m.stages), (true, 3));
+    assert_eq!(m.threads(m.m_tiles), 512);
+    assert_eq!(m.wg_launch_regs(), 128);
+    let (rows, m) = mma_shape(&h100_query(1, 1, 64, 128)).unwrap();
+    assert_eq!((rows, m.m_tiles, m.wg_s), (128, 8, 2));
+    let d64x128 = MmaQuery {
+        dv: 128,
+        ..h100_query(1, 1, 64, 4096)
+    };
+    assert_eq!(mma_shape(&d64x128).unwrap().0, 128);
+    let (rows, m) = mma_shape(&h100_query(2, 2, 128, 4096)).unwrap();
+    assert_eq!((rows, m.wg, m.stages), (128, true, 3));
+    assert_eq!(m.wg_launch_regs(), 168);
+    // Three warpgroups' Q rows fit beside four stages of 128 keys at D 64.
+    let q = h100_query(2, 2, 64, 4096);
+    let m = mma_shape(&q).unwrap().1;
+    assert_eq!(
+        mma_smem(&m, 64, 64, 2, 2, 12),
+        4 * 128 * 256 + 192 * 128 + 1024 + 64
+    );
     let ampere = MmaQuery {
         compute_capability: (8, 0),
         ..h100_query(1, 1, 64, 4096)
@@ -353,6 +371,46 @@ fn trimming_drops_the_tiles_a_causal_mask_hides() {
 }
 
 #[test]
+fn a_window_keeps_its_whole_tiles_mask_free_whatever_the_row_tile() {
+    use flexkern::builtins::{causal, sliding_window};
+    // Three warpgroups' 192-row tiles (and 128) under a 1024-key window over 128-key tiles:
+    // the run of tiles every query sees starts at the third tile of a 192-row tile, and the
+    // kernel skips the mask over all of it.
+    for rows in [128usize, 192] {
+        let lens = SeqLens::uniform(1, 4096, 4096);
+        let mut p = plan_work(&lens, 1, 1, rows, 1, false);
+        let m = causal().and(sliding_window(1024));
+        classify_items(&mut p, &lens, 1, 1, Some(&m), 128);
+        for (it, f) in p.items.iter().zip(&p.full) {
+            let rt = (it[1] & ROW_TILE_BITS) as i64;
+            let (q0, q1) = (
+                rt * rows as i64,
+                (rt * rows as i64 + rows as i64 - 1).min(4095),
+            );
+            // Tile t (from the item's first key) is seen whole by every query iff its keys lie
+            // in [q1 - 1023, q0].
+            let whole: Vec<i64> = (it[2] as i64..it[3] as i64)
+                .step_by(128)
+                .filter(|&t| t >= q1 - 1023 && t + 127 <= q0 && t + 128 <= it[3] as i64)
+                .collect();
+            match (whole.first(), whole.last()) {
+                (Some(&a), Some(&b)) if it[1] & MASK_TRUE == 0 => {
+                    assert_eq!(
+                        [f[0] as i64, f[1] as i64],
+                        [a, b + 128],
+                        "rows {rows} {it:?}"
+                    )
+                }
+                _ => {}
+            }
+        }
+        if rows == 192 {
+            assert!(p.full.iter().filter(|f| f[1] > f[0]).count() >= 18);
+        }
+    }
+}
+
+#[test]
 fn longest_row_tiles_go_first_with_their_items() {
     use flexkern::builtins::causal;
     let lens = SeqLens::uniform(2, 1000, 1000);
@@ -390,4 +448,39 @@ fn rows_pack_the_gqa_group() {
     assert_eq!(rows_per_block(4, 200, 128), 8);
     assert_eq!(rows_per_block(8, 1, 576), 2);
     assert_eq!(rows_per_block(1, 1, 1), 1);
+}
+
+#[test]
+fn three_warpgroups_where_the_mask_cuts_few_more_tiles() {
+    use flexkern::builtins::*;
+    // Issue 15's D 64 shape (B4 H16 S4096) on 132 SMs: no mask and causal take 192-row
+    // tiles; a 1024-key window and 1024-token documents, whose edges 192 rows cut where 128
+    // do not, keep 128.
+    let lens = SeqLens::uniform(4, 4096, 4096);
+    let c = || flexkern::Variant::full().mask(causal());
+    let doc = (0..4096).map(|i| i * 4 / 4096).collect();
+    for (v, three) in [
+        (flexkern::Variant::full(), true),
+        (c(), true),
+        (c().score(softcap(30.0)), true),
+        (c().mask(sliding_window(1024)), false),
+        (c().mask(document(doc)), false),
+    ] {
+        let v = v.compile().unwrap();
+        let m = v.mask.as_ref().map(|m| m.expr());
+        assert_eq!(
+            three_groups_pay(&lens, 1, 16, 16, m, 128, 132, false),
+            three,
+            "{:?}",
+            v.mask.as_ref().map(|m| m.expr())
+        );
+    }
+    // Whole tiles cost their constant, cut ones more (items are per KV head alike).
+    let mut p = plan_work(&lens, 1, 16, 128, 132, false);
+    classify_items(&mut p, &lens, 1, 16, None, 128);
+    assert_eq!(work_cost(&p, 128, 2), (4 * 32 * 32) as f64);
+    let mut q = plan_work(&lens, 1, 16, 128, 132, false);
+    classify_items(&mut q, &lens, 1, 16, Some(&causal()), 128);
+    let (n, cut) = (4 * (32 * 33 / 2), 4 * 32);
+    assert!((work_cost(&q, 128, 2) - ((n - cut) as f64 + 2.4 * cut as f64)).abs() < 1e-6);
 }

@@ -46,5 +46,33 @@ pub fn wave_cases() -> (Vec<Case>, Vec<PagedCase>) {
         page_size: 16,
         kv_dtype: DType::BF16,
     };
-    (vec![hooks, docs], vec![paged])
+    // Three consumer warpgroups (D 64, more than 128 rows): ragged (an empty sequence, a row
+    // tile cut short), and paged with GQA packing rows of several queries.
+    let wide = Case {
+        name: "waves: 24 ragged of up to 700 queries, D 64, causal".into(),
+        dtype: DType::BF16,
+        seqs: (0..24)
+            .map(|i| (i * 37 % 700, 700 + 13 * (i % 5)))
+            .collect(),
+        hq: 2,
+        hkv: 2,
+        dk: 64,
+        dv: 64,
+        variant: Variant::full().mask(causal()),
+    };
+    let wide_paged = PagedCase {
+        case: Case {
+            name: "waves: 12 x 250 of 400, D 64, GQA 4, non-causal".into(),
+            dtype: DType::F16,
+            seqs: vec![(250, 400); 12],
+            hq: 8,
+            hkv: 2,
+            dk: 64,
+            dv: 64,
+            variant: Variant::full(),
+        },
+        page_size: 32,
+        kv_dtype: DType::F16,
+    };
+    (vec![hooks, docs, wide], vec![paged, wide_paged])
 }
