@@ -33,6 +33,11 @@ __device__ __forceinline__ float fk_wg_masked(const FkParams& P, const FkSeq& sq
   return keep ? x : FK_NEG_INF;
 }
 
+// A compile-time bool for generic lambdas (NVRTC has no <type_traits>).
+template <bool B> struct FkB {
+  static constexpr bool v = B;
+};
+
 #if FK_WTMA
 // Strided K/V whose whole tiles the producer copies with TMA (tma.rs builds the maps: [tokens,
 // heads, d], boxes of 64 columns x 1 head x FK_WT keys, 128-byte swizzle).
@@ -231,14 +236,18 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
     auto probs = [&](int t, float* alpha) {
       const i64 t0 = k0 + (i64)t * FK_WT;
       const int n = (int)fk_min_i((i64)FK_WT, k1 - t0);
+      // Keys [jlo, n) of the tile exist and are visible (jlo > 0 only at a paged sequence's
+      // first visible page): one 32-bit range check a score, none where the tile is whole.
+      const int jlo = (int)fk_min_i((i64)FK_WT, fk_max_i(0, visible0 - t0));
+      const bool whole = n == FK_WT && jlo == 0;
       const bool tile_true = t0 >= full.x && t0 + n <= full.y;
-      const bool lean = lean_ok && tile_true && n == FK_WT && t0 >= visible0;
+      const bool lean = lean_ok && tile_true && whole;
       // Variant hooks and mask; fragment (nt, e) is row g + 8 (e / 2), key 8 nt + 2 c4 + e % 2.
       // A score hook in a whole tile the mask keeps runs unchecked and branch-free. (Behind the
       // preprocessor: even a dead `if (FK_HAS_SCORE ...)` changed the code of variants without
       // one, 2 % more instructions, session 15.)
 #if FK_HAS_SCORE
-      if (tile_true && n == FK_WT && t0 >= visible0) {
+      if (tile_true && whole) {
 #pragma unroll
         for (int nt = 0; nt < FK_WNB * 8; ++nt)
 #pragma unroll
@@ -249,18 +258,30 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
       } else
 #endif
       if (!lean) {
+        // The scores of a tile the mask cuts (its diagonal, a window's ends): the key checks
+        // compiled out where every key exists (a uniform branch), so a score costs its mask
+        // and a select (ptxas packed 128 such predicates into bit masks otherwise: a causal
+        // diagonal tile took 881 instructions a warp, now 294).
+        auto cut = [&](auto whole_c) {
+          constexpr bool all_keys = decltype(whole_c)::v;
 #pragma unroll
-        for (int nt = 0; nt < FK_WNB * 8; ++nt)
+          for (int nt = 0; nt < FK_WNB * 8; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int j = nt * 8 + 2 * c4 + (e & 1);
-            const i64 pos = t0 + j;
+            for (int e = 0; e < 4; ++e) {
+              const int j = nt * 8 + 2 * c4 + (e & 1);
+              const bool key_ok = all_keys || (u32)(j - jlo) < (u32)(n - jlo);
 #if FK_PAGED
-            sc[nt][e] = fk_mma_score(P, sq, seq, q, e >> 1, sc[nt][e], kscale, j < n && pos >= visible0, pos, tile_true);
+              sc[nt][e] = fk_mma_score(P, sq, seq, q, e >> 1, sc[nt][e], kscale, key_ok, t0 + j, tile_true);
 #else
-            sc[nt][e] = fk_wg_masked(P, sq, seq, q, e >> 1, sc[nt][e], kscale, j < n && pos >= visible0, pos, tile_true);
+              sc[nt][e] = fk_wg_masked(P, sq, seq, q, e >> 1, sc[nt][e], kscale, key_ok, t0 + j, tile_true);
 #endif
-          }
+            }
+        };
+        // (Only masks without loads of captures: a document mask's loads and compares cost
+        // ~20 instructions a score, the checks nothing, and the second copy 1-4 % in I-cache;
+        // without a mask a cut tile is never whole.)
+        if (FK_HAS_MASK && !FK_MASK_LOADS && whole) cut(FkB<true>{});
+        else cut(FkB<false>{});
       }
       fk_mma_softmax_rows<FK_WNB * 8>(sc, m, l, lean ? kscale : 1.f, alpha);
     };

@@ -314,8 +314,8 @@ pub(super) fn function_local_bytes(f: cudarc::driver::sys::CUfunction) -> Result
 
 /// Local memory the Hopper kernel may use and still run as planned: none, but 32 bytes with
 /// three warpgroups, where ptxas parks a few values the loop reads once a tile (a barrier id, a
-/// descriptor): the causal mask spills those and still ran 4.5 % faster than two warpgroups
-/// (346 against 331 TFLOP/s), ALiBi's 104 bytes ran 15 % slower (H200, D 64, session 25).
+/// descriptor): the causal mask spills those 32 bytes and ran 10 % faster than two warpgroups
+/// (381 against 345 TFLOP/s), ALiBi's 80-104 bytes ran 15 % slower (H200, D 64, session 25).
 pub(super) fn wg_spill_allowance(m: &MmaShape) -> i32 {
     if m.m_tiles > 8 {
         32

@@ -397,6 +397,15 @@ fn prepare_with(
             && !three_groups_pay(lens, group, hkv, hq, mask, m.tile, wave, c.deterministic)
         {
             cfg.mma = Some(two_groups(&m, dk));
+        } else if crate::plan::forced_overlap().is_none()
+            && (c.variant.mask.is_some() || c.variant.score.is_some())
+        {
+            // Hooks beside a P kept live through the softmax spill three warpgroups' 160
+            // registers (each of issue 15's variants, 48 to 672 bytes): skip that compile.
+            cfg.mma = Some(MmaShape {
+                wg_overlap: false,
+                ..m
+            });
         }
     }
     if let Some(m) = cfg.mma.filter(|m| m.wg) {

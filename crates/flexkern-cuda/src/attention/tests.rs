@@ -200,9 +200,10 @@ fn tensor_core_kernels_compile_without_spills() {
             _ => 0,
         };
         let picked: Vec<(usize, &flexkern::Variant)> = variants.iter().enumerate().collect();
-        // Each of the Hopper kernel's Q modes, and strided K/V copied with TMA.
+        // Each of the Hopper kernel's Q modes (not registers with three warpgroups:
+        // `wg_q_mode`), and strided K/V copied with TMA.
         let modes: Vec<KernelConfig> = if m.wg {
-            (0..3)
+            (0..if m.m_tiles > 8 { 2 } else { 3 })
                 .map(|wg_s| KernelConfig {
                     mma: Some(MmaShape { wg_s, ..m }),
                     ..k.clone()

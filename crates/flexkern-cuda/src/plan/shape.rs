@@ -279,8 +279,8 @@ pub(crate) fn h100_query(qt: u32, kt: u32, dk: usize, q_rows: usize) -> MmaQuery
 /// The Hopper kernel's Q mode (`MmaShape::wg_s`): Q in registers at D 64 with two consumer
 /// warpgroups (16 of them; 2-3 % faster there), else from shared memory in n128 instructions
 /// (1-2 % faster than n64; Q in registers spills at D 128 and falls back to 64-key tiles, 6 %
-/// slower; three warpgroups have 160 registers each), measured on an H200 (PERFORMANCE.md).
-/// `FLEXKERN_CUDA_WG_S=0|1|2` for A/B runs.
+/// slower), measured on an H200 (PERFORMANCE.md). Three warpgroups' 160 registers never take
+/// Q in registers: ptxas serializes their wgmma. `FLEXKERN_CUDA_WG_S=0|1|2` for A/B runs.
 fn wg_q_mode(dk: usize, groups: usize) -> usize {
     match std::env::var("FLEXKERN_CUDA_WG_S")
         .ok()
@@ -289,7 +289,7 @@ fn wg_q_mode(dk: usize, groups: usize) -> usize {
     {
         Some("0") => 0,
         Some("1") => 1,
-        Some("2") => 2,
+        Some("2") if groups == 2 => 2,
         _ if dk <= 64 && groups == 2 => 2,
         _ => 1,
     }
@@ -300,16 +300,22 @@ fn wg_q_mode(dk: usize, groups: usize) -> usize {
 /// the softmax ran 30 % slower beside its own warpgroup's P V, and the other warpgroup's MMA
 /// already fills that time (session 21: D128 non-causal 646 / 606 against 658 / 621 TFLOP/s).
 /// With three, on, as FA3 has it at D 64: non-causal 470 against 446 TFLOP/s (H200, session
-/// 25). `FLEXKERN_CUDA_WG_OVERLAP=0|1` for A/B runs.
+/// 25; `prepare` turns it off where a mask or score hook would spill it).
+/// `FLEXKERN_CUDA_WG_OVERLAP=0|1` for A/B runs.
 fn wg_overlap(groups: usize) -> bool {
+    forced_overlap().unwrap_or(groups == 3)
+}
+
+/// `FLEXKERN_CUDA_WG_OVERLAP`, where set to 0 or 1.
+pub fn forced_overlap() -> Option<bool> {
     match std::env::var("FLEXKERN_CUDA_WG_OVERLAP")
         .ok()
         .as_deref()
         .map(str::trim)
     {
-        Some("1") => true,
-        Some("0") => false,
-        _ => groups == 3,
+        Some("1") => Some(true),
+        Some("0") => Some(false),
+        _ => None,
     }
 }
 
