@@ -161,6 +161,12 @@ __device__ __forceinline__ u32 fk_rne_bits(float v) { return __float_as_uint(__f
 #endif
 static_assert(FK_SQL == 1 || FK_SQL == 2 || FK_SQL == 4 || FK_SQL == 8, "lanes a 32-block");
 
+// Q8_0 codes sit in shared memory as 16-byte chunks, the two of each 32-block swapped in every
+// other 128 bytes (chunk q at fk_xqc(q)): a lane reads its 32-block's two chunks, consecutive
+// lanes consecutive blocks, and unpermuted a quarter-warp's reads 32 bytes apart fell on the
+// same banks two ways.
+__device__ __forceinline__ int fk_xqc(int q) { return q ^ ((q >> 3) & 1); }
+
 // Item t of the prologue (32-block t / FK_SQL, its part t % FK_SQL): x holds its activations,
 // already normalized (zeros where !live). The lanes of a 32-block combine their maxima and code
 // sums by shuffles, so every lane of the warp calls this; the live ones store.
@@ -187,10 +193,11 @@ __device__ __forceinline__ void fk_squant_item(float4 (&x)[8 / FK_SQL], bool liv
   for (int o = 1; o < L; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (!live) return;
   const i64 g = t / L;
-  signed char* const dst = xq + g * 32 + (t % L) * 4 * NF;
+  const int b = (int)(t % L) * 4 * NF;  // the part's first byte in its 32-block
+  signed char* const dst = xq + 16 * fk_xqc(2 * (int)g + b / 16) + b % 16;
   if constexpr (NF == 8) {
     fk_scl_store((uint4*)dst, make_uint4(w[0], w[1], w[2], w[3]));
-    fk_scl_store((uint4*)(dst + 16), make_uint4(w[4], w[5], w[6], w[7]));
+    fk_scl_store((uint4*)(xq + 16 * fk_xqc(2 * (int)g + 1)), make_uint4(w[4], w[5], w[6], w[7]));
   } else if constexpr (NF == 4) {
     fk_scl_store((uint4*)dst, make_uint4(w[0], w[1], w[2], w[3]));
   } else if constexpr (NF == 2) {
@@ -257,6 +264,12 @@ __device__ __forceinline__ void fk_squant(const float* __restrict__ X, const flo
   }
 }
 #elif FK_DP4A == 2
+// Q8_K codes sit in shared memory as 16-byte chunks permuted within each 64 bytes, chunk q at
+// fk_xqc(q): a lane reads its 64- or 32-weight unit's chunks, consecutive lanes consecutive
+// units, and unpermuted a quarter-warp's 16-byte reads 64 bytes apart fell on the same banks
+// four ways (ncu, H200, Q4_K 14336 x 4096: 69 % of the launch's shared wavefronts excess).
+__device__ __forceinline__ int fk_xqc(int q) { return q ^ ((q >> 3) & 3); }
+
 // One 256-element block g of Q8_K activations, v the lane's eight (already normalized): bit
 // for bit as flexkern-quant's BlockQ8K (ggml's quantize_row_q8_K_ref, the CPU default path of
 // the K-quants): the first element of largest magnitude sets iscale = -127 / max, codes
@@ -284,7 +297,7 @@ __device__ __forceinline__ void fk_squant_k_item(const float (&v)[8], i64 g, int
     sum += q;
     w[j >> 2] |= (u32)(q & 0xff) << (8 * (j & 3));
   }
-  fk_scl_store((uint2*)(xq + g * 256 + 8 * lane), make_uint2(w[0], w[1]));
+  fk_scl_store((uint2*)(xq + 16 * fk_xqc((int)g * 16 + lane / 2) + 8 * (lane & 1)), make_uint2(w[0], w[1]));
   sum += __shfl_xor_sync(0xffffffffu, sum, 1);
   if ((lane & 1) == 0) fk_scl_store(xs16 + g * 16 + lane / 2, sum);
   if (lane == 0) fk_scl_store(xd + g, am != 0.f ? __fdiv_rn(1.f, iscale) : 0.f);

@@ -19,7 +19,8 @@
 //
 // Shared memory (dynamic): the rings [FK_SNW][FK_SS][matrices][FK_SWB] bytes, then the
 // activations: FK_DP4A 1: Q8_0 codes [k] and (scale, code sum) [k / 32]; 2: Q8_K codes [k],
-// sums of 16 codes [k / 16], scales [k / 256]; 0: k floats, float4-swizzled.
+// sums of 16 codes [k / 16], scales [k / 256]; 0: k floats, float4-swizzled. The codes' 16-byte
+// chunks are permuted against bank conflicts (gemv_acts.cu, fk_xqc).
 
 constexpr int FK_SNM = FK_MODE == 1 ? 2 : 1;
 static_assert(FK_MODE == 0 || FK_MODE == 1 || FK_MODE == 3, "plain, gate/up or stacked");
@@ -325,7 +326,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
     int x8[F::UE / 4], s16[F::UE / 16];
 #pragma unroll
     for (int i = 0; i < F::UE / 16; ++i) {
-      *(uint4*)(x8 + 4 * i) = *(const uint4*)(xq + e0 + 16 * i);
+      *(uint4*)(x8 + 4 * i) = *(const uint4*)(xq + 16 * fk_xqc((int)(e0 / 16) + i));
       s16[i] = xs16[e0 / 16 + i];
     }
     return F::dot_q8k(mw, row, u, x8, xd[e0 / 256], s16);
@@ -367,8 +368,8 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
   auto act_dot = [&](const typename F::Raw& w, int u) -> float {
 #if FK_DP4A == 1
     int x8[8];
-    *(uint4*)x8 = *(const uint4*)(xq + 32 * u);
-    *(uint4*)(x8 + 4) = *(const uint4*)(xq + 32 * u + 16);
+    *(uint4*)x8 = *(const uint4*)(xq + 16 * fk_xqc(2 * u));
+    *(uint4*)(x8 + 4) = *(const uint4*)(xq + 16 * fk_xqc(2 * u + 1));
     const float2 d = xd[u];
     return F::dot_raw(w, u, x8, d.x, __float_as_int(d.y));
 #else
@@ -376,7 +377,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
     const int e0 = UE * u;
     int x8[UE / 4], s16[UE / 16];
 #pragma unroll
-    for (int i = 0; i < UE / 16; ++i) *(uint4*)(x8 + 4 * i) = *(const uint4*)(xq + e0 + 16 * i);
+    for (int i = 0; i < UE / 16; ++i) *(uint4*)(x8 + 4 * i) = *(const uint4*)(xq + 16 * fk_xqc(e0 / 16 + i));
     *(int4*)s16 = *(const int4*)(xs16 + e0 / 16);
     return F::dot_raw(w, u, x8, xd[e0 / 256], s16);
 #endif
