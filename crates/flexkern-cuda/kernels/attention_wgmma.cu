@@ -237,8 +237,9 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
       const i64 t0 = k0 + (i64)t * FK_WT;
       const int n = (int)fk_min_i((i64)FK_WT, k1 - t0);
       // Keys [jlo, n) of the tile exist and are visible (jlo > 0 only at a paged sequence's
-      // first visible page): one 32-bit range check a score, none where the tile is whole.
-      const int jlo = (int)fk_min_i((i64)FK_WT, fk_max_i(0, visible0 - t0));
+      // first visible page; jlo <= n, so a range wholly before it is empty): one 32-bit range
+      // check a score, none where the tile is whole.
+      const int jlo = (int)fk_min_i((i64)n, fk_max_i(0, visible0 - t0));
       const bool whole = n == FK_WT && jlo == 0;
       const bool tile_true = t0 >= full.x && t0 + n <= full.y;
       const bool lean = lean_ok && tile_true && whole;

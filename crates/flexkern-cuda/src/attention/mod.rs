@@ -7,8 +7,8 @@ use crate::codegen::{self, ParamLayout};
 use crate::device_struct::device_struct;
 use crate::error::{driver, invalid, Result};
 use crate::plan::{
-    mma_shape, plan_work, rows_per_block, three_groups_pay, two_groups, MmaQuery, MmaShape,
-    WorkPlan, TILE,
+    choose_groups, mma_shape, plan_work, rows_per_block, two_groups, MmaQuery, MmaShape, WorkPlan,
+    TILE,
 };
 use crate::runtime::{Device, DeviceBuf};
 use cudarc::driver::sys::CUtensorMap;
@@ -391,22 +391,17 @@ fn prepare_with(
     cfg.mma = mma.map(|(_, m)| m);
     // Three Hopper warpgroups where the mask does not cut many more tiles of their taller rows.
     if let Some(m) = cfg.mma.filter(|m| m.wg && m.m_tiles == 12) {
-        let wave = dev.props.sms;
-        let mask = c.variant.mask.as_ref().map(|m| m.expr());
-        if crate::plan::forced_groups().is_none()
-            && !three_groups_pay(lens, group, hkv, hq, mask, m.tile, wave, c.deterministic)
-        {
-            cfg.mma = Some(two_groups(&m, dk));
-        } else if crate::plan::forced_overlap().is_none()
-            && (c.variant.mask.is_some() || c.variant.score.is_some())
-        {
-            // Hooks beside a P kept live through the softmax spill three warpgroups' 160
-            // registers (each of issue 15's variants, 48 to 672 bytes): skip that compile.
-            cfg.mma = Some(MmaShape {
-                wg_overlap: false,
-                ..m
-            });
-        }
+        let calls = crate::plan::GroupsCall {
+            lens,
+            group,
+            num_kv_heads: hkv,
+            num_q_heads: hq,
+            mask: c.variant.mask.as_ref().map(|m| m.expr()),
+            hooks: c.variant.mask.is_some() || c.variant.score.is_some(),
+            wave: dev.props.sms,
+            deterministic: c.deterministic,
+        };
+        cfg.mma = Some(choose_groups(m, dk, &calls));
     }
     if let Some(m) = cfg.mma.filter(|m| m.wg) {
         (cfg.nwarps, cfg.rows) = (m.m_tiles, 16 * m.m_tiles);

@@ -3,7 +3,10 @@
 //! run across the rows (windows, documents) it cuts more key tiles, and a cut tile runs the
 //! mask hook on every score. The planner prices both work lists and keeps the cheaper.
 
-use super::{classify_items, plan_work, WorkPlan, MASK_TRUE};
+use super::{
+    classify_items, forced_groups, forced_overlap, plan_work, two_groups, MmaShape, WorkPlan,
+    MASK_TRUE,
+};
 use flexkern::attention::problem::SeqLens;
 use flexkern::expr::Expr;
 
@@ -60,4 +63,47 @@ pub fn three_groups_pay(
         work_cost(&p, tile, groups)
     };
     cost(192, 3) * THREE_MARGIN < cost(128, 2)
+}
+
+/// What `choose_groups` prices a call's work by: its lengths, heads, mask and whether it has
+/// hooks, the blocks the card runs at once (the Hopper kernel runs one a SM).
+pub struct GroupsCall<'a> {
+    pub lens: &'a SeqLens,
+    pub group: usize,
+    pub num_kv_heads: usize,
+    pub num_q_heads: usize,
+    pub mask: Option<&'a Expr>,
+    pub hooks: bool,
+    pub wave: usize,
+    pub deterministic: bool,
+}
+
+/// The shape for a call that `m` (three warpgroups) may serve: two warpgroups where three do
+/// not pay (`FLEXKERN_CUDA_WG_GROUPS` forces either); with hooks, three without the overlap,
+/// since a P kept live through the softmax beside them spilled every one of issue 15's
+/// variants (48 to 672 bytes) at 160 registers: that compile is skipped
+/// (`FLEXKERN_CUDA_WG_OVERLAP` forces it).
+pub fn choose_groups(m: MmaShape, dk: usize, c: &GroupsCall) -> MmaShape {
+    let (lens, group, hkv, hq) = (c.lens, c.group, c.num_kv_heads, c.num_q_heads);
+    if forced_groups().is_none()
+        && !three_groups_pay(
+            lens,
+            group,
+            hkv,
+            hq,
+            c.mask,
+            m.tile,
+            c.wave,
+            c.deterministic,
+        )
+    {
+        return two_groups(&m, dk);
+    }
+    if forced_overlap().is_none() && c.hooks {
+        return MmaShape {
+            wg_overlap: false,
+            ..m
+        };
+    }
+    m
 }

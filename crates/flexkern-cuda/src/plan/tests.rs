@@ -475,6 +475,32 @@ fn three_warpgroups_where_the_mask_cuts_few_more_tiles() {
             v.mask.as_ref().map(|m| m.expr())
         );
     }
+    // The shape a call gets: causal with hooks keeps three warpgroups without the overlap; a
+    // window takes two (128 rows, its own Q mode).
+    let m = mma_shape(&h100_query(2, 2, 64, 4096)).unwrap().1;
+    fn call<'a>(lens: &'a SeqLens, mask: Option<&'a flexkern::expr::Expr>) -> GroupsCall<'a> {
+        GroupsCall {
+            lens,
+            group: 1,
+            num_kv_heads: 16,
+            num_q_heads: 16,
+            mask,
+            hooks: mask.is_some(),
+            wave: 132,
+            deterministic: false,
+        }
+    }
+    let causal_v = c().compile().unwrap();
+    let cm = choose_groups(
+        m,
+        64,
+        &call(&lens, causal_v.mask.as_ref().map(|m| m.expr())),
+    );
+    assert_eq!((cm.m_tiles, cm.wg_overlap), (12, false));
+    assert_eq!(choose_groups(m, 64, &call(&lens, None)), m);
+    let window = c().mask(sliding_window(1024)).compile().unwrap();
+    let wm = choose_groups(m, 64, &call(&lens, window.mask.as_ref().map(|m| m.expr())));
+    assert_eq!((wm.m_tiles, wm.wg_s), (8, 2));
     // Whole tiles cost their constant, cut ones more (items are per KV head alike).
     let mut p = plan_work(&lens, 1, 16, 128, 132, false);
     classify_items(&mut p, &lens, 1, 16, None, 128);
