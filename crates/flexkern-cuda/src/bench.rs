@@ -369,7 +369,21 @@ pub fn gemv(
         let graph = dev.capture_end();
         captured?;
         let graph = graph?;
-        time_ms(dev, 2, reps, || graph.launch(dev))?
+        let ms = time_ms(dev, 2, reps, || graph.launch(dev))?;
+        // `FLEXKERN_CUDA_TRACE=step[,prologue]`: one more replay's timeline (every launch's
+        // wait, prologue and tail; runtime/step_trace.rs), after the timed ones.
+        if crate::runtime::step_trace::enabled() {
+            dev.step_trace_reset()?;
+            graph.launch(dev)?;
+            if let Some(b) = dev.step_trace_blocks()? {
+                eprintln!(
+                    "{format:?} {n} x {k}: {}{}",
+                    crate::runtime::step_trace::summary(&b),
+                    crate::runtime::step_trace::spread(&b, 3)
+                );
+            }
+        }
+        ms
     } else {
         time_ms(dev, 2, reps, pass)?
     };

@@ -178,6 +178,49 @@ pub fn launches(blocks: &[Block], name: impl Fn(u32, u32) -> String) -> Vec<Laun
     out
 }
 
+/// Per launch after the first (at most `max` of them), its blocks' start, wait return and end
+/// as percentiles (0, 10, 50, 90, 100) in us from the previous launch's last block end: how the
+/// launches of one kernel overlap (the GEMV bench's graph, one kernel launched back to back).
+pub fn spread(blocks: &[Block], max: usize) -> String {
+    let mut bs: Vec<&Block> = blocks.iter().collect();
+    bs.sort_by_key(|b| b.start);
+    let mut groups: Vec<Vec<&Block>> = Vec::new();
+    let mut i = 0;
+    while i < bs.len() {
+        let g = (bs[i].grid as usize).clamp(1, bs.len() - i);
+        groups.push(bs[i..i + g].to_vec());
+        i += g;
+    }
+    groups.sort_by_key(|g| g.iter().map(|b| b.end).max());
+    let pct = |mut v: Vec<i64>| -> String {
+        v.sort_unstable();
+        let at = |q: usize| v[(v.len() - 1) * q / 100] as f64 / 1e3;
+        format!(
+            "{:.2} {:.2} {:.2} {:.2} {:.2}",
+            at(0),
+            at(10),
+            at(50),
+            at(90),
+            at(100)
+        )
+    };
+    let mut s = String::from(
+        "  per launch, us from the previous launch's last end (p0 p10 p50 p90 p100):\n",
+    );
+    for w in groups.windows(2).take(max) {
+        let prev = w[0].iter().map(|b| b.end).max().unwrap_or(0) as i64;
+        let rel =
+            |f: fn(&Block) -> u64| w[1].iter().map(|b| f(b) as i64 - prev).collect::<Vec<_>>();
+        s += &format!(
+            "  start {} | released {} | end {}\n",
+            pct(rel(|b| b.start)),
+            pct(rel(|b| b.released)),
+            pct(rel(|b| b.end))
+        );
+    }
+    s
+}
+
 /// What one row of the summary adds up over its launches.
 #[derive(Default)]
 struct Totals {
@@ -261,6 +304,25 @@ mod tests {
             line: 10,
             grid,
         }
+    }
+
+    #[test]
+    fn spread_measures_each_launch_from_the_previous_launchs_last_end() {
+        // Two launches of two blocks: the second's blocks start 30 and 10 ns before the first
+        // ends (at 100), return from their wait at 120 and 130, end at 300 and 500.
+        let bs = [
+            b(0, 0, 90, 0, 2),
+            b(5, 5, 100, 0, 2),
+            b(70, 120, 300, 0, 2),
+            b(90, 130, 500, 0, 2),
+        ];
+        let s = spread(&bs, 3);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 2, "{s}");
+        assert_eq!(
+            lines[1],
+            "  start -0.03 -0.03 -0.03 -0.03 -0.01 | released 0.02 0.02 0.02 0.02 0.03 | end 0.20 0.20 0.20 0.20 0.40"
+        );
     }
 
     #[test]
