@@ -7,8 +7,10 @@ use super::choose::{knobs, GemvTarget};
 use super::{unit_elems, Mode};
 use flexkern_quant::Format;
 
-/// The weights a launch reads from which Q4_0 takes the bulk ring (`Stream::with_bulk`).
+/// The weights a launch reads from which Q4_0 and Q4_K take the bulk ring (`Stream::with_bulk`).
 pub const BULK_MIN_BYTES: usize = 24 << 20;
+/// The rows a Q4_K matrix needs besides for the bulk ring: 4096 rows of 14336 lost on it.
+pub const BULK_MIN_ROWS_Q4K: usize = 8192;
 
 /// The bulk ring's bytes per unit of `f` (`SH_UB`, `SH_USB` in quant_blocks.cuh): its codes in
 /// the device layout and its side entry (planar formats); the formats whose pipelined batches
@@ -256,8 +258,8 @@ impl Stream {
 
     /// On a device with bulk copies, the pipelined batches through rings of bulk copies
     /// (kernels/gemv_stream.cu, FK_SBULK) where they win: planar Q4_0 launches of at least
-    /// `BULK_MIN_BYTES` of weights, two stages a warp (`choose` asks for plain and gate/up
-    /// launches only). The kernel also serves Q8_0 and Q4_K, and
+    /// `BULK_MIN_BYTES` of weights, and Q4_K ones that also have `BULK_MIN_ROWS_Q4K` rows, two
+    /// stages a warp (`choose` asks for plain and gate/up launches only). The kernel also serves Q8_0 and Q4_K, and
     /// any depth that fits; every batch's codes and side entries must be 16-byte aligned spans
     /// (k a multiple of 256: rows of side entries and a row's last, shorter batch end on whole
     /// words). Else `self`. `FLEXKERN_GEMV_BULK=0` keeps the register batches everywhere, `=n`
@@ -266,7 +268,10 @@ impl Stream {
     /// H200, `bench gemv --graph` against the register batches in one call (session 22): Q4_0
     /// 14336 x 4096 66.3-66.9 against 61.3-61.5 % of copy, 4096 x 14336 53.0 against 50.4-50.7,
     /// but 4096 x 4096 35.8 against 38.7-38.8 (the copies' latency shows on short launches);
-    /// Q8_0 and Q4_K lost at every shape (Q4_K 14336 x 4096 46.5 against 54.3), and rings of
+    /// Q8_0 and Q4_K lost at every shape (Q4_K 14336 x 4096 46.5 against 54.3). Session 26, after
+    /// the activation codes lost their bank conflicts: Q4_K 14336 x 4096 70.5-70.9 against
+    /// 65.3-66.1, 28672 x 4096 82.2-82.4 against 73.7-74.1, 14336 x 14336 75.4 against 73.7, but
+    /// 4096 x 4096 36.9-37.2 against 42.8-43.4 and 4096 x 14336 50.8 against 53.7. Rings of
     /// three or four stages lost to two (Q4_0 14336 x 4096 58.6-62.2 %: every warp's burst of
     /// early copies delays the first batch each one computes).
     pub fn with_bulk(
@@ -287,6 +292,7 @@ impl Stream {
         let bulk = match knobs().bulk {
             Some(b) => b,
             None if f == Format::Q4_0 && weights >= BULK_MIN_BYTES => 2,
+            None if f == Format::Q4K && weights >= BULK_MIN_BYTES && n >= BULK_MIN_ROWS_Q4K => 2,
             None => 0,
         };
         let st = Stream {

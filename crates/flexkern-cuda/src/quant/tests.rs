@@ -402,7 +402,8 @@ fn stream_plan(
         .unwrap()
 }
 
-/// Hopper's bulk ring (`Stream::with_bulk`): plain and gate/up Q4_0 launches of at least 24
+/// Hopper's bulk ring (`Stream::with_bulk`): plain and gate/up Q4_0 launches (and Q4_K ones of
+/// at least 8192 rows) of at least 24
 /// MiB take two stages; short launches, stacked Q, K, V, Q8_0, Q4_K, rows whose side entries
 /// end off a 16-byte word (k not a multiple of 256) and devices without bulk copies keep the
 /// register batches.
@@ -424,7 +425,13 @@ fn long_q4_0_launches_take_the_bulk_ring() {
     assert_eq!(bulk(Format::Q4_0, 4096, 4096, Mode::Stack), 0);
     assert_eq!(bulk(Format::Q4_0, 14336, 4096, Mode::Stack), 0);
     assert_eq!(bulk(Format::Q8_0, 14336, 4096, Mode::Plain), 0);
-    assert_eq!(bulk(Format::Q4K, 14336, 4096, Mode::Plain), 0);
+    // Q4_K: also 8192 rows a matrix (4096 x 14336 lost on the ring).
+    assert_eq!(bulk(Format::Q4K, 14336, 4096, Mode::Plain), 2);
+    assert_eq!(bulk(Format::Q4K, 14336, 4096, Mode::GateUp), 2);
+    assert_eq!(bulk(Format::Q4K, 4096, 14336, Mode::Plain), 0);
+    assert_eq!(bulk(Format::Q4K, 4096, 4096, Mode::Plain), 0);
+    assert_eq!(bulk(Format::Q4K, 14336, 4096, Mode::Stack), 0);
+    assert_eq!(bulk(Format::Q6K, 14336, 4096, Mode::Plain), 0);
     assert_eq!(bulk(Format::Q4_0, 40000, 1568, Mode::Plain), 0);
     let ampere = GemvTarget {
         bulk_copies: false,
