@@ -165,7 +165,20 @@ impl Stream {
                 let per_row = (k / ue).div_ceil(32).max(1);
                 per_row.div_ceil(per_row.div_ceil(cap))
             } else if int {
-                (128 / (matrices.max(1) * unit_bytes)).clamp(2, 4)
+                // Where that leaves a row's last round of units short, a larger divisor of the
+                // lane's units if one fits (8 units a matrix at most): Q6_K at k 14336 (14
+                // units a lane) in rounds of 7 rather than 4, 4, 4, 2 (H200, 4096 x 14336:
+                // 61.6-61.7 against 58.8-58.9 % of copy, session 26 call k).
+                let base = (128 / (matrices.max(1) * unit_bytes)).clamp(2, 4);
+                let per_row = (k / ue).div_ceil(32);
+                if per_row.is_multiple_of(base) {
+                    base
+                } else {
+                    (base + 1..=8 / matrices.max(1))
+                        .rev()
+                        .find(|d| per_row.is_multiple_of(*d))
+                        .unwrap_or(base)
+                }
             } else if ue >= 64 {
                 1 // 64 floats a unit: two spill (Q5_K)
             } else {
@@ -339,14 +352,21 @@ impl Stream {
     /// 62.6; Q4_0 4096 x 4096 43.2-43.7 / 42.1-42.2; k 14336 (one lane planned either way)
     /// equal; 8B Q4_0 step: gate/up 19.7 / 20.8 us, Q, K, V 9.0 / 10.1, wo 6.5 / 7.1. Plain
     /// launches on the bulk ring keep one lane: Q4_0 14336 x 4096 lost 63.3-63.7 / 67.5-67.9
-    /// with two. Eight lanes lost everywhere. `FLEXKERN_GEMV_LANES=1|2|4|8` overrides.
+    /// with two. Shares of more 32-blocks than half the threads (k 14336 on a pair) take two
+    /// (session 26). Eight lanes lost everywhere. `FLEXKERN_GEMV_LANES=1|2|4|8` overrides.
     pub fn with_lanes(self, plain: bool, k: usize) -> Stream {
         if self.acts != StreamActs::Q8_0 {
             return self;
         }
         let share = (k / 32).div_ceil(self.cluster).max(1);
         let fit = (self.warps * 32 / share).clamp(1, 8);
-        let planned = if plain && self.bulk > 0 {
+        let planned = if share > self.warps * 16 {
+            // More 32-blocks than half the threads (k 14336 on a pair): two lanes a block
+            // halve each lane's chain though the threads loop twice (H200, 4096 x 14336: Q4_0
+            // 59.5-59.6 against 56.6-56.8 % of copy, Q8_0 79.9-80.9 against 77.3; four lanes
+            // 57.2-57.5 / 74.4-75.4; session 26 call k).
+            2
+        } else if plain && self.bulk > 0 {
             1
         } else {
             1 << fit.ilog2().min(2)

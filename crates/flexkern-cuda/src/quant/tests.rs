@@ -512,9 +512,33 @@ fn long_rows_share_the_activation_prologue_in_pairs() {
     assert!(one.source.contains("#define FK_SCL 1"));
 }
 
+/// Q6_K's unrolled rows (Q8_K activations) take rounds of units that divide a lane's share of
+/// the row where the base round (4 units, 2 for gate and up) would leave a short last one.
+#[test]
+fn q6_k_rows_unroll_in_whole_rounds() {
+    use crate::quant::choose::GemvTarget;
+    if std::env::var("FLEXKERN_GEMV_SUN").is_ok() || std::env::var("FLEXKERN_GEMV_STREAM").is_ok() {
+        eprintln!("skipped: FLEXKERN_GEMV_SUN / _STREAM set");
+        return;
+    }
+    let h = GemvTarget::hopper();
+    for (n, k, mode, unroll) in [
+        (4096, 14336, Mode::Plain, 7), // 14 units a lane: 7 + 7, not 4 + 4 + 4 + 2
+        (4096, 4096, Mode::Plain, 4),  // 4 a lane
+        (14336, 4096, Mode::GateUp, 2),
+        (4096, 14336, Mode::GateUp, 2), // 2 divides 14; two matrices go to 4 at most
+        (131, 3072, Mode::Plain, 4),    // 3 a lane: no divisor from 5 to 8, the base
+    ] {
+        let st = stream_plan(Format::Q6K, n, k, mode, &h);
+        assert!(!st.pipe, "Q6_K unrolls its rows");
+        assert_eq!(st.unroll, unroll, "{n} x {k} {mode:?}");
+    }
+}
+
 /// Q8_0 activations are quantized by the lanes that spread a block's share of the row over
-/// its 256 threads (at most four): 2 a 32-block at k 4096, 4 for a pair's half of it, 1 at k
-/// 14336; plain launches on the bulk ring keep one, Q8_K and f32 activations have none. The
+/// its 256 threads (at most four): 2 a 32-block at k 4096, 4 for a pair's half of it, 2 at k
+/// 14336 (more 32-blocks than half the threads, bulk ring or not); plain launches on the bulk
+/// ring at k 4096 keep one, Q8_K and f32 activations have none. The
 /// module says `FK_SQL` and is named `_l<lanes>`.
 #[test]
 fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
@@ -533,7 +557,8 @@ fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
         (Format::Q4_0, 6144, 4096, Mode::Stack, 2),   // one block
         (Format::Q4_0, 4096, 4096, Mode::Plain, 4),   // pairs
         (Format::Q8_0, 14336, 4096, Mode::Plain, 4),  // pairs
-        (Format::Q4_0, 4096, 14336, Mode::Plain, 1),  // pairs: 224 blocks a half
+        (Format::Q4_0, 4096, 14336, Mode::Plain, 2),  // pairs: 224 blocks a half, bulk ring
+        (Format::Q8_0, 4096, 14336, Mode::Plain, 2),  // the same on register batches
         (Format::Q4_0, 14336, 4096, Mode::Plain, 1),  // plain on the bulk ring
         (Format::Q4K, 14336, 4096, Mode::Plain, 1),   // Q8_K activations
         (Format::Q4_1, 4096, 4096, Mode::Plain, 1),   // f32 activations
@@ -680,9 +705,9 @@ fn stream_plan_fits_its_blocks_per_sm() {
     assert_eq!(unroll(Format::Q8_0, 4096, 2), Some((true, 2)));
     assert_eq!(unroll(Format::Q4_0, 1024, 1), Some((true, 1)));
     assert_eq!(plan(Format::IQ4XS, 4096, 1, false), Some((4096, 4, 2192)));
-    // Planar Q6_K: registers too, a row's 32-weight units unrolled (four a lane, two for gate
-    // and up), not batches across rows.
-    for (nm, unroll) in [(1, 4), (2, 2)] {
+    // Planar Q6_K: registers too, a row's 32-weight units unrolled (at k 14336, 14 a lane: in
+    // rounds of seven, two for gate and up), not batches across rows.
+    for (nm, unroll) in [(1, 7), (2, 2)] {
         let q6k = Stream::plan(Format::Q6K, 14336, nm, true, h100).unwrap();
         assert!(
             q6k.direct && (q6k.pipe, q6k.unroll) == (false, unroll),
