@@ -377,9 +377,10 @@ pub fn gemv(
             graph.launch(dev)?;
             if let Some(b) = dev.step_trace_blocks()? {
                 eprintln!(
-                    "{format:?} {n} x {k}: {}{}",
+                    "{format:?} {n} x {k}: {}{}{}",
                     crate::runtime::step_trace::summary(&b),
-                    crate::runtime::step_trace::spread(&b, 3)
+                    crate::runtime::step_trace::spread(&b, 3),
+                    crate::runtime::step_trace::sm_spread(&b, 6)
                 );
             }
         }

@@ -157,6 +157,8 @@ pub(super) struct Knobs {
     pub(super) cluster: Option<usize>,
     /// `FLEXKERN_GEMV_LANES`: lanes a 32-block of Q8_0 activations is quantized by.
     pub(super) lanes: Option<usize>,
+    /// `FLEXKERN_GEMV_WARPS`: warps a block of the streamed kernel's register paths.
+    pub(super) warps: Option<usize>,
 }
 
 pub(super) fn knobs() -> &'static Knobs {
@@ -196,6 +198,9 @@ pub(super) fn knobs() -> &'static Knobs {
             lanes: var("FLEXKERN_GEMV_LANES")
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|c| matches!(c, 1 | 2 | 4 | 8)),
+            warps: var("FLEXKERN_GEMV_WARPS")
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|w| matches!(w, 4 | 8 | 16)),
         }
     })
 }

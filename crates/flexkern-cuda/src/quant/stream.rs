@@ -11,6 +11,8 @@ use flexkern_quant::Format;
 pub const BULK_MIN_BYTES: usize = 24 << 20;
 /// The rows a Q4_K matrix needs besides for the bulk ring: 4096 rows of 14336 lost on it.
 pub const BULK_MIN_ROWS_Q4K: usize = 8192;
+/// Rows at least this long (activations) stream in one block of sixteen warps an SM.
+pub const LONG_ROWS_K: usize = 8192;
 
 /// The bulk ring's bytes per unit of `f` (`SH_UB`, `SH_USB` in quant_blocks.cuh): its codes in
 /// the device layout and its side entry (planar formats); the formats whose pipelined batches
@@ -184,6 +186,17 @@ impl Stream {
             } else {
                 2
             });
+            // Rows of at least `LONG_ROWS_K` of one matrix (a down projection): one block of
+            // sixteen warps an SM, each row's prologue shared by twice the warps. H200, session
+            // 26 call o, 4096 x 14336 against two blocks of eight: Q4_0 63.0-63.2 against
+            // 58.9-59.3 % of copy, Q4_K 57.9-58.2 / 53.6-53.9, Q6_K 65.4-65.5 / 60.9-61.2, Q8_0
+            // 80.2 / 78.5-79.0, and 1-3 points at 14336 x 14336; at k 4096 Q6_K and Q8_0 lost
+            // (4096 x 4096 Q6_K 41.2-41.4 against 47.4-47.5).
+            let (warps, blocks) = if k >= LONG_ROWS_K && matrices <= 1 {
+                (16, 1)
+            } else {
+                (8, 2)
+            };
             let st = Stream {
                 acts,
                 direct: true,
@@ -193,8 +206,8 @@ impl Stream {
                 block_elems: qk,
                 chunk: round,
                 stages: 2,
-                warps: 8,
-                blocks: knobs().fit.unwrap_or(2),
+                warps: knobs().warps.unwrap_or(warps),
+                blocks: knobs().fit.unwrap_or(blocks),
                 bulk: 0,
                 bulk_stage: 0,
                 cluster: 1,

@@ -512,6 +512,33 @@ fn long_rows_share_the_activation_prologue_in_pairs() {
     assert!(one.source.contains("#define FK_SCL 1"));
 }
 
+/// Rows of at least 8192 activations of one matrix (a down projection) stream in one block of
+/// sixteen warps an SM; shorter rows, and two matrices, in two blocks of eight.
+#[test]
+fn long_rows_stream_in_one_block_of_sixteen_warps() {
+    use crate::quant::choose::GemvTarget;
+    if std::env::var("FLEXKERN_GEMV_WARPS").is_ok() || std::env::var("FLEXKERN_GEMV_FIT").is_ok() {
+        eprintln!("skipped: FLEXKERN_GEMV_WARPS / _FIT set");
+        return;
+    }
+    let h = GemvTarget::hopper();
+    for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {
+        for (n, k, mode, shape) in [
+            (4096, 14336, Mode::Plain, (16, 1)),
+            (14336, 14336, Mode::Plain, (16, 1)),
+            (4096, 8192, Mode::Plain, (16, 1)),
+            (14336, 4096, Mode::Plain, (8, 2)),
+            (4096, 4096, Mode::Plain, (8, 2)),
+            (4096, 14336, Mode::GateUp, (8, 2)),
+        ] {
+            let st = stream_plan(f, n, k, mode, &h);
+            assert_eq!((st.warps, st.blocks), shape, "{f} {n} x {k} {mode:?}");
+            let src = GemvConfig::streamed(f, k, mode, Some(st)).unwrap().source();
+            assert!(src.source.contains(&format!("#define FK_SNW {}", shape.0)));
+        }
+    }
+}
+
 /// Q6_K's unrolled rows (Q8_K activations) take rounds of units that divide a lane's share of
 /// the row where the base round (4 units, 2 for gate and up) would leave a short last one.
 #[test]
@@ -536,9 +563,9 @@ fn q6_k_rows_unroll_in_whole_rounds() {
 }
 
 /// Q8_0 activations are quantized by the lanes that spread a block's share of the row over
-/// its 256 threads (at most four): 2 a 32-block at k 4096, 4 for a pair's half of it, 2 at k
-/// 14336 (more 32-blocks than half the threads, bulk ring or not); plain launches on the bulk
-/// ring at k 4096 keep one, Q8_K and f32 activations have none. The
+/// its threads (at most four): 2 a 32-block at k 4096, 4 for a pair's half of it, 2 where a
+/// share has more 32-blocks than half the threads (gate and up at k 14336, bulk ring or not);
+/// plain launches on the bulk ring keep one otherwise, Q8_K and f32 activations have none. The
 /// module says `FK_SQL` and is named `_l<lanes>`.
 #[test]
 fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
@@ -557,8 +584,9 @@ fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
         (Format::Q4_0, 6144, 4096, Mode::Stack, 2),   // one block
         (Format::Q4_0, 4096, 4096, Mode::Plain, 4),   // pairs
         (Format::Q8_0, 14336, 4096, Mode::Plain, 4),  // pairs
-        (Format::Q4_0, 4096, 14336, Mode::Plain, 2),  // pairs: 224 blocks a half, bulk ring
-        (Format::Q8_0, 4096, 14336, Mode::Plain, 2),  // the same on register batches
+        (Format::Q4_0, 4096, 14336, Mode::GateUp, 2), // pairs of 8 warps: 224 32-blocks a half
+        (Format::Q4_0, 4096, 14336, Mode::Plain, 1),  // 16 warps, plain on the bulk ring
+        (Format::Q8_0, 4096, 14336, Mode::Plain, 2),  // 16 warps: 224 for 512 threads
         (Format::Q4_0, 14336, 4096, Mode::Plain, 1),  // plain on the bulk ring
         (Format::Q4K, 14336, 4096, Mode::Plain, 1),   // Q8_K activations
         (Format::Q4_1, 4096, 4096, Mode::Plain, 1),   // f32 activations

@@ -221,6 +221,86 @@ pub fn spread(blocks: &[Block], max: usize) -> String {
     s
 }
 
+/// Whether the same SMs end late launch after launch: per launch after the first (at most
+/// `max`), each SM's mean block end from the previous launch's last end; then the correlation
+/// of those per-SM means between consecutive launches and the SMs slowest and fastest on
+/// average (us). Near 1: the spread of block ends is a property of the SMs, not of chance.
+pub fn sm_spread(blocks: &[Block], max: usize) -> String {
+    let mut bs: Vec<&Block> = blocks.iter().collect();
+    bs.sort_by_key(|b| b.start);
+    let mut groups: Vec<Vec<&Block>> = Vec::new();
+    let mut i = 0;
+    while i < bs.len() {
+        let g = (bs[i].grid as usize).clamp(1, bs.len() - i);
+        groups.push(bs[i..i + g].to_vec());
+        i += g;
+    }
+    groups.sort_by_key(|g| g.iter().map(|b| b.end).max());
+    let sms = blocks.iter().map(|b| b.sm as usize + 1).max().unwrap_or(0);
+    let per: Vec<Vec<f64>> = groups
+        .windows(2)
+        .take(max)
+        .map(|w| {
+            let prev = w[0].iter().map(|b| b.end).max().unwrap_or(0) as f64;
+            let (mut sum, mut n) = (vec![0.0; sms], vec![0usize; sms]);
+            for b in &w[1] {
+                sum[b.sm as usize] += (b.end as f64 - prev) / 1e3;
+                n[b.sm as usize] += 1;
+            }
+            sum.iter()
+                .zip(&n)
+                .map(|(s, &c)| if c > 0 { s / c as f64 } else { f64::NAN })
+                .collect()
+        })
+        .collect();
+    let corr = |a: &[f64], b: &[f64]| -> f64 {
+        let pts: Vec<(f64, f64)> = a
+            .iter()
+            .zip(b)
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .map(|(x, y)| (*x, *y))
+            .collect();
+        let n = pts.len().max(1) as f64;
+        let (ma, mb) = (
+            pts.iter().map(|p| p.0).sum::<f64>() / n,
+            pts.iter().map(|p| p.1).sum::<f64>() / n,
+        );
+        let cov: f64 = pts.iter().map(|p| (p.0 - ma) * (p.1 - mb)).sum();
+        let va: f64 = pts.iter().map(|p| (p.0 - ma).powi(2)).sum();
+        let vb: f64 = pts.iter().map(|p| (p.1 - mb).powi(2)).sum();
+        cov / (va * vb).sqrt().max(1e-12)
+    };
+    let mut s = String::from("  per-SM mean end, correlation between consecutive launches:");
+    for w in per.windows(2) {
+        s += &format!(" {:.2}", corr(&w[0], &w[1]));
+    }
+    let mut mean: Vec<(usize, f64)> = (0..sms)
+        .map(|sm| {
+            let v: Vec<f64> = per
+                .iter()
+                .map(|p| p[sm])
+                .filter(|x| x.is_finite())
+                .collect();
+            (sm, v.iter().sum::<f64>() / v.len().max(1) as f64)
+        })
+        .filter(|(_, m)| m.is_finite() && *m > 0.0)
+        .collect();
+    mean.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let show = |v: &[(usize, f64)]| {
+        v.iter()
+            .map(|(sm, m)| format!("{sm}:{m:.1}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let k = mean.len().min(10);
+    s += &format!(
+        "\n  fastest SMs {}\n  slowest SMs {}\n",
+        show(&mean[..k]),
+        show(&mean[mean.len() - k..])
+    );
+    s
+}
+
 /// What one row of the summary adds up over its launches.
 #[derive(Default)]
 struct Totals {
