@@ -387,6 +387,29 @@ mod tests {
     }
 
     #[test]
+    fn sm_spread_correlates_each_sms_ends_across_launches() {
+        // Three launches of two blocks, one on SM 0 and one on SM 1; SM 1 ends 100 ns after SM
+        // 0 in both measured launches, so their per-SM means correlate fully.
+        let on = |sm, start, end| Block {
+            sm,
+            ..b(start, start, end, 0, 2)
+        };
+        let bs = [
+            on(0, 0, 100),
+            on(1, 0, 100),
+            on(0, 90, 300),
+            on(1, 95, 400),
+            on(0, 390, 600),
+            on(1, 395, 700),
+        ];
+        let s = sm_spread(&bs, 6);
+        assert!(s.contains("consecutive launches: 1.00\n"), "{s}");
+        // SM 0: 0.2 and 0.2 us after the previous launches' ends; SM 1: 0.3 and 0.3.
+        assert!(s.contains("fastest SMs 0:0.2 1:0.3\n"), "{s}");
+        assert!(s.contains("slowest SMs 0:0.2 1:0.3\n"), "{s}");
+    }
+
+    #[test]
     fn spread_measures_each_launch_from_the_previous_launchs_last_end() {
         // Two launches of two blocks: the second's blocks start 30 and 10 ns before the first
         // ends (at 100), return from their wait at 120 and 130, end at 300 and 500.
