@@ -178,10 +178,9 @@ pub fn launches(blocks: &[Block], name: impl Fn(u32, u32) -> String) -> Vec<Laun
     out
 }
 
-/// Per launch after the first (at most `max` of them), its blocks' start, wait return and end
-/// as percentiles (0, 10, 50, 90, 100) in us from the previous launch's last block end: how the
-/// launches of one kernel overlap (the GEMV bench's graph, one kernel launched back to back).
-pub fn spread(blocks: &[Block], max: usize) -> String {
+/// The blocks of one kernel launched back to back, as launches (`grid` blocks at a time in
+/// start order), in the order they ended.
+fn one_kernels_launches(blocks: &[Block]) -> Vec<Vec<&Block>> {
     let mut bs: Vec<&Block> = blocks.iter().collect();
     bs.sort_by_key(|b| b.start);
     let mut groups: Vec<Vec<&Block>> = Vec::new();
@@ -192,6 +191,14 @@ pub fn spread(blocks: &[Block], max: usize) -> String {
         i += g;
     }
     groups.sort_by_key(|g| g.iter().map(|b| b.end).max());
+    groups
+}
+
+/// Per launch after the first (at most `max` of them), its blocks' start, wait return and end
+/// as percentiles (0, 10, 50, 90, 100) in us from the previous launch's last block end: how the
+/// launches of one kernel overlap (the GEMV bench's graph, one kernel launched back to back).
+pub fn spread(blocks: &[Block], max: usize) -> String {
+    let groups = one_kernels_launches(blocks);
     let pct = |mut v: Vec<i64>| -> String {
         v.sort_unstable();
         let at = |q: usize| v[(v.len() - 1) * q / 100] as f64 / 1e3;
@@ -226,16 +233,7 @@ pub fn spread(blocks: &[Block], max: usize) -> String {
 /// of those per-SM means between consecutive launches and the SMs slowest and fastest on
 /// average (us). Near 1: the spread of block ends is a property of the SMs, not of chance.
 pub fn sm_spread(blocks: &[Block], max: usize) -> String {
-    let mut bs: Vec<&Block> = blocks.iter().collect();
-    bs.sort_by_key(|b| b.start);
-    let mut groups: Vec<Vec<&Block>> = Vec::new();
-    let mut i = 0;
-    while i < bs.len() {
-        let g = (bs[i].grid as usize).clamp(1, bs.len() - i);
-        groups.push(bs[i..i + g].to_vec());
-        i += g;
-    }
-    groups.sort_by_key(|g| g.iter().map(|b| b.end).max());
+    let groups = one_kernels_launches(blocks);
     let sms = blocks.iter().map(|b| b.sm as usize + 1).max().unwrap_or(0);
     let per: Vec<Vec<f64>> = groups
         .windows(2)
