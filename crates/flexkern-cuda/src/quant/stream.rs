@@ -285,8 +285,8 @@ impl Stream {
     /// On a device with bulk copies, the pipelined batches through rings of bulk copies
     /// (kernels/gemv_stream.cu, FK_SBULK) where they win: planar Q4_0 launches of at least
     /// `BULK_MIN_BYTES` of weights, and Q4_K ones that also have `BULK_MIN_ROWS_Q4K` rows, two
-    /// stages a warp (`choose` asks for plain and gate/up launches only). The kernel also serves Q8_0 and Q4_K, and
-    /// any depth that fits; every batch's codes and side entries must be 16-byte aligned spans
+    /// stages a warp (`choose` asks for plain and gate/up launches only). The kernel also
+    /// serves Q8_0, and any depth that fits; every batch's codes and side entries must be 16-byte aligned spans
     /// (k a multiple of 256: rows of side entries and a row's last, shorter batch end on whole
     /// words). Else `self`. `FLEXKERN_GEMV_BULK=0` keeps the register batches everywhere, `=n`
     /// asks for n stages wherever the kernel serves (A/B runs).
@@ -365,8 +365,10 @@ impl Stream {
     /// 62.6; Q4_0 4096 x 4096 43.2-43.7 / 42.1-42.2; k 14336 (one lane planned either way)
     /// equal; 8B Q4_0 step: gate/up 19.7 / 20.8 us, Q, K, V 9.0 / 10.1, wo 6.5 / 7.1. Plain
     /// launches on the bulk ring keep one lane: Q4_0 14336 x 4096 lost 63.3-63.7 / 67.5-67.9
-    /// with two. Shares of more 32-blocks than half the threads (k 14336 on a pair) take two
-    /// (session 26). Eight lanes lost everywhere. `FLEXKERN_GEMV_LANES=1|2|4|8` overrides.
+    /// with two. Shares of more 32-blocks than half the threads take two (session 26: k 14336
+    /// on a pair of eight-warp blocks; plain rows that long now run sixteen warps a block,
+    /// which their share fits). Eight lanes lost everywhere. `FLEXKERN_GEMV_LANES=1|2|4|8`
+    /// overrides.
     pub fn with_lanes(self, plain: bool, k: usize) -> Stream {
         if self.acts != StreamActs::Q8_0 {
             return self;
@@ -374,10 +376,10 @@ impl Stream {
         let share = (k / 32).div_ceil(self.cluster).max(1);
         let fit = (self.warps * 32 / share).clamp(1, 8);
         let planned = if share > self.warps * 16 {
-            // More 32-blocks than half the threads (k 14336 on a pair): two lanes a block
-            // halve each lane's chain though the threads loop twice (H200, 4096 x 14336: Q4_0
-            // 59.5-59.6 against 56.6-56.8 % of copy, Q8_0 79.9-80.9 against 77.3; four lanes
-            // 57.2-57.5 / 74.4-75.4; session 26 call k).
+            // More 32-blocks than half the threads (k 14336 on a pair of eight-warp blocks):
+            // two lanes a block halve each lane's chain though the threads loop twice (H200,
+            // 4096 x 14336 on eight warps: Q4_0 59.5-59.6 against 56.6-56.8 % of copy, Q8_0
+            // 79.9-80.9 against 77.3; four lanes 57.2-57.5 / 74.4-75.4; session 26 call k).
             2
         } else if plain && self.bulk > 0 {
             1
