@@ -537,6 +537,9 @@ fn long_rows_stream_in_one_block_of_sixteen_warps() {
             assert!(src.source.contains(&format!("#define FK_SNW {}", shape.0)));
         }
     }
+    // verify's down-projection case (Q4_0 4096 x 14336) runs the bulk ring in such a block.
+    let down = stream_plan(Format::Q4_0, 4096, 14336, Mode::Plain, &h);
+    assert_eq!((down.warps, down.blocks, down.bulk), (16, 1, 2));
 }
 
 /// Q6_K's unrolled rows (Q8_K activations) take rounds of units that divide a lane's share of

@@ -272,16 +272,16 @@ pub fn sm_spread(blocks: &[Block], max: usize) -> String {
     for w in per.windows(2) {
         s += &format!(" {:.2}", corr(&w[0], &w[1]));
     }
+    // SMs that ran no block of the measured launches are left out.
     let mut mean: Vec<(usize, f64)> = (0..sms)
-        .map(|sm| {
+        .filter_map(|sm| {
             let v: Vec<f64> = per
                 .iter()
                 .map(|p| p[sm])
                 .filter(|x| x.is_finite())
                 .collect();
-            (sm, v.iter().sum::<f64>() / v.len().max(1) as f64)
+            (!v.is_empty()).then(|| (sm, v.iter().sum::<f64>() / v.len() as f64))
         })
-        .filter(|(_, m)| m.is_finite() && *m > 0.0)
         .collect();
     mean.sort_by(|a, b| a.1.total_cmp(&b.1));
     let show = |v: &[(usize, f64)]| {

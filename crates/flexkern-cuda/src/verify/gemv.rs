@@ -199,20 +199,22 @@ pub fn gemv_cases() -> Vec<GemvCase> {
     }
     // Hopper's bulk ring (`Stream::with_bulk`): Q4_0 launches of at least 24 MiB of weights
     // and Q4_K ones of 8192 rows too, plain, gate/up with the fused norm, and the residual
-    // add; the register batches elsewhere.
-    for (f, n, mode, accumulate, norm) in [
-        (Format::Q4_0, 12288, Mode::Plain, false, false),
-        (Format::Q4_0, 6144, Mode::GateUp, false, true),
-        (Format::Q4_0, 12288, Mode::Plain, true, false),
-        (Format::Q4K, 12288, Mode::Plain, false, false),
-        (Format::Q4K, 8192, Mode::GateUp, false, true),
-        (Format::Q4K, 12288, Mode::Plain, true, false),
+    // add; the register batches elsewhere. The last: a down projection's rows of 14336 on the
+    // ring in one block of sixteen warps an SM.
+    for (f, n, k, mode, accumulate, norm) in [
+        (Format::Q4_0, 12288, 4096, Mode::Plain, false, false),
+        (Format::Q4_0, 6144, 4096, Mode::GateUp, false, true),
+        (Format::Q4_0, 12288, 4096, Mode::Plain, true, false),
+        (Format::Q4K, 12288, 4096, Mode::Plain, false, false),
+        (Format::Q4K, 8192, 4096, Mode::GateUp, false, true),
+        (Format::Q4K, 12288, 4096, Mode::Plain, true, false),
+        (Format::Q4_0, 4096, 14336, Mode::Plain, true, false),
     ] {
         v.push(GemvCase {
             quantized: true,
             accumulate,
             norm,
-            ..c(f, n, 4096, 1, mode)
+            ..c(f, n, k, 1, mode)
         });
     }
     // Q, K and V in one streamed launch: N rows, then two of N / 4 + 1 (see `stacked_case`),
