@@ -91,7 +91,7 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
 #pragma unroll
         for (int kk = 0; kk < FK_KSTEPS; ++kk) {
           const u32 w = *(const u32*)(krow + g * FK_KPITCH + kk * 16 + 4 * c4);
-          fk_mma(s[nt], qf[kk], fk_mcodes<FK_KT>(w), fk_mcodes<FK_KT>(w >> 16));
+          fk_mma(s[nt], qf[kk], fk_mcodes<FK_KT>(w), fk_mcodes_hi<FK_KT>(w));
         }
       }
     }
@@ -149,8 +149,9 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
           }
 #pragma unroll
           for (int tt = 0; tt < FK_VG; ++tt) {
-            const u32 lo = ((w[0] >> (8 * tt)) & 0xffu) | (((w[1] >> (8 * tt)) & 0xffu) << 8);
-            const u32 hi = ((w[2] >> (8 * tt)) & 0xffu) | (((w[3] >> (8 * tt)) & 0xffu) << 8);
+            // Byte tt of two rows' words as one pair (one PRMT; shifts and masks took five).
+            const u32 lo = __byte_perm(w[0], w[1], tt | (tt + 4) << 4);
+            const u32 hi = __byte_perm(w[2], w[3], tt | (tt + 4) << 4);
             fk_mma(o[grp * FK_VG + tt], pa, fk_mcodes<FK_VT>(lo), fk_mcodes<FK_VT>(hi));
           }
         }

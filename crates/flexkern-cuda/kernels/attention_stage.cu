@@ -117,15 +117,72 @@ __device__ __forceinline__ void fk_mrows_kv(const FkArgs& a, u32 seq, i64 kvh, u
 }
 #endif
 
+// A tile whose keys are all live (all but an item's last and a paged sequence's first): each
+// thread's rows are RPP keys apart, so no row is bounds-checked and, strided, the source just
+// advances by RPP keys a pass. Per 16-byte copy the general loops above spent ~33 instructions
+// on 64-bit row addresses, checks and zero-fill padding (SASS of the fp8 decode kernel: over
+// 40 % of its instruction stream at B1 x 128k).
+template <int CH>
+constexpr bool fk_whole_passes() {
+  return FK_MTILE % FkRowSplit<CH>::RPP == 0;
+}
+
+#if !FK_PAGED
+template <bool IS_V>
+__device__ __forceinline__ void fk_mrows_whole(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, u8* dst,
+                                               i64 t0) {
+  constexpr int ESZ = IS_V ? FK_MVB : FK_MKB;
+  constexpr int CH = (IS_V ? FK_DV : FK_DK) * ESZ / 16;
+  constexpr int PITCH = IS_V ? FK_VPITCH : FK_KPITCH;
+  using L = FkRowSplit<CH>;
+  const int sub = threadIdx.x % L::TPR, j0 = threadIdx.x / L::TPR;
+  const u8* src = (IS_V ? a.v : a.k) + fk_kv_row(a, sq, seq, t0 + j0, kvh, IS_V) * ESZ;
+  const i64 step = (IS_V ? a.v_tok_stride : a.k_tok_stride) * (L::RPP * ESZ);
+  const u32 d = fk_msmem(dst + j0 * PITCH);
+#pragma unroll
+  for (int p = 0; p < FK_MTILE / L::RPP; ++p, src += step)
+#pragma unroll
+    for (int ch = sub; ch < CH; ch += L::TPR) fk_cp16_live(d + p * L::RPP * PITCH + ch * 16, src + ch * 16);
+}
+#else
+__device__ __forceinline__ void fk_mrows_kv_whole(const FkArgs& a, u32 seq, i64 kvh, u8* kdst, u8* vdst, i64 t0) {
+  constexpr int CH = FK_DK * FK_MKB / 16;
+  using L = FkRowSplit<CH>;
+  const int sub = threadIdx.x % L::TPR, j0 = threadIdx.x / L::TPR;
+  const FkStagePages<L::RPP> pages(a, seq, t0);
+  const u32 dk = fk_msmem(kdst + j0 * FK_KPITCH), dv = fk_msmem(vdst + j0 * FK_VPITCH);
+#pragma unroll 4
+  for (int p = 0; p < FK_MTILE / L::RPP; ++p) {
+    const i64 at = pages.slot(a, seq, t0, t0 + j0 + p * L::RPP, true);
+    const u8* ks = a.k + (at * a.num_kv_heads + kvh) * (FK_DK * FK_MKB);
+    const u8* vs = ks + (a.v - a.k);
+#pragma unroll
+    for (int ch = sub; ch < CH; ch += L::TPR) {
+      fk_cp16_live(dk + p * L::RPP * FK_KPITCH + ch * 16, ks + ch * 16);
+      fk_cp16_live(dv + p * L::RPP * FK_VPITCH + ch * 16, vs + ch * 16);
+    }
+  }
+}
+#endif
+
 // Queues K and V of keys [t0, t0 + FK_MTILE) into `stage` as one commit group (empty past the
 // item's end, so group counting stays uniform).
 __device__ __forceinline__ void fk_missue(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, u8* stage,
                                           i64 t0, i64 end, i64 visible0) {
+  const bool whole = t0 >= visible0 && t0 + FK_MTILE <= end;
   if (t0 < end) {
 #if FK_PAGED
     // Heads above 128 keep two loops: both at once spill their registers.
     if constexpr (FK_DK * FK_MKB == FK_DV * FK_MVB && FK_DK <= 128 && FK_DV <= 128) {
-      fk_mrows_kv(a, seq, kvh, stage, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
+      if (fk_whole_passes<FK_DK * FK_MKB / 16>() && whole)
+        fk_mrows_kv_whole(a, seq, kvh, stage, stage + FK_MTILE * FK_KPITCH, t0);
+      else
+        fk_mrows_kv(a, seq, kvh, stage, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
+    } else
+#else
+    if (fk_whole_passes<FK_DK * FK_MKB / 16>() && fk_whole_passes<FK_DV * FK_MVB / 16>() && whole) {
+      fk_mrows_whole<false>(a, sq, seq, kvh, stage, t0);
+      fk_mrows_whole<true>(a, sq, seq, kvh, stage + FK_MTILE * FK_KPITCH, t0);
     } else
 #endif
     {

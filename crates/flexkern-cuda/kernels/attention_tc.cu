@@ -88,6 +88,20 @@ template <int T> __device__ __forceinline__ u32 fk_mcodes(u32 two) {
 #endif
   return fk_mpack(fk_cvt<T>(two & 0xffu), fk_cvt<T>((two >> 8) & 0xffu));
 }
+// The high two codes of a word: the fp8 conversion reads that half in place (no shift first).
+template <int T> __device__ __forceinline__ u32 fk_mcodes_hi(u32 four) {
+#if __CUDA_ARCH__ >= 890
+  if constexpr ((T == 3 || T == 4) && FK_CT == 1) {
+    u32 h2;
+    if constexpr (T == 3)
+      asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.rn.f16x2.e4m3x2 %0, h; }" : "=r"(h2) : "r"(four));
+    else
+      asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.rn.f16x2.e5m2x2 %0, h; }" : "=r"(h2) : "r"(four));
+    return h2;
+  }
+#endif
+  return fk_mcodes<T>(four >> 16);
+}
 
 __device__ __forceinline__ void fk_mma(float* d, const u32* a, u32 b0, u32 b1) { fk_mma_t<FK_CT>(d, a, b0, b1); }
 
@@ -104,6 +118,7 @@ __device__ __forceinline__ int fk_mvcol(int ot, int n) {
 __device__ __forceinline__ void fk_cp16(u32 dst, const u8* from, bool live) {
   fk_cp16_l2<FK_MMA_L2>(dst, from, live);
 }
+__device__ __forceinline__ void fk_cp16_live(u32 dst, const u8* from) { fk_cp16_live_l2<FK_MMA_L2>(dst, from); }
 
 // A thread's query rows (g and g + 8 of the m-tile starting at block row r0) and their Q
 // fragments: kk steps of 16 dimensions in the A layout of m16n8k16 (and of wgmma's register A).

@@ -50,3 +50,17 @@ __device__ __forceinline__ void fk_cp16_l2(u32 dst, const void* from, bool live)
   else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(from), "r"(n));
 }
+
+// The same copy of a row known to be live: no source size, so ptxas emits the LDGSTS alone (the
+// zero-filling form came with three predicated-off LDS of padding each, SASS, NVRTC 13.0).
+template <int L2>
+__device__ __forceinline__ void fk_cp16_live_l2(u32 dst, const void* from) {
+  if constexpr (L2 == 256)
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(dst), "l"(from));
+  else if constexpr (L2 == 128)
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(from));
+  else if constexpr (L2 == 64)
+    asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16;" ::"r"(dst), "l"(from));
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(from));
+}

@@ -300,6 +300,10 @@ pub struct PagedCase {
     pub page_size: usize,
     /// Storage type of the cache (the activations stay `case.dtype`).
     pub kv_dtype: DType,
+    /// The cache's sliding window (`CacheConfig::window`): each sequence's context, then its
+    /// queries' own keys, are appended apart, so the second append evicts the pages wholly
+    /// before the window and the tables start past page 0 (`first_page`).
+    pub window: Option<usize>,
 }
 
 /// Paged matrix: ragged prefill + decode, windows, score mods, sinks, split-KV decode, over page
@@ -334,6 +338,7 @@ pub fn paged_cases(quick: bool) -> Vec<PagedCase> {
                 case: c.clone(),
                 page_size,
                 kv_dtype,
+                window: None,
             });
         }
     }
@@ -359,6 +364,37 @@ pub fn paged_cases(quick: bool) -> Vec<PagedCase> {
                 kv_dtype: c.dtype,
                 case: c.clone(),
                 page_size,
+                window: None,
+            });
+        }
+    }
+    // Window-evicted pages under 2-byte queries: decode, a speculative run and a prefill chunk
+    // whose keys start pages into their tables, so the GPU's tiles begin before, across and
+    // after a sequence's first visible key.
+    let evicted = standard_cases(quick)
+        .into_iter()
+        .find(|c| c.dtype == DType::BF16 && c.name == "sliding 48 + causal")
+        .map(|c| Case {
+            name: "sliding 48 + causal, evicted pages".into(),
+            seqs: vec![(1, 700), (4, 333), (64, 400), (16, 170), (1, 40)],
+            hq: 8,
+            hkv: 2,
+            dk: 128,
+            dv: 128,
+            ..c
+        });
+    if let Some(c) = evicted {
+        for (page_size, kv_dtype) in [
+            (16, DType::BF16),
+            (7, DType::BF16),
+            (16, DType::Fp8E4M3),
+            (16, DType::I8),
+        ] {
+            out.push(PagedCase {
+                case: c.clone(),
+                page_size,
+                kv_dtype,
+                window: Some(48),
             });
         }
     }
@@ -394,7 +430,7 @@ pub fn run_paged_case<B: Backend + ?Sized>(backend: &B, pc: &PagedCase, seed: u6
         v_dtype: pc.kv_dtype,
         k_scales: scales.clone(),
         v_scales: scales,
-        window: None,
+        window: pc.window,
     };
     let mut cache = match KvCache::new(backend, cfg) {
         Ok(x) => x,
@@ -411,13 +447,28 @@ pub fn run_paged_case<B: Backend + ?Sized>(backend: &B, pc: &PagedCase, seed: u6
         let v: Vec<f32> = (0..kl * c.hkv * c.dv)
             .map(|_| rng.uniform() * 2.0)
             .collect();
-        if let Err(e) = cache.append(
-            backend,
-            id,
-            &TensorView::contiguous(k.as_slice(), &[kl, c.hkv, c.dk]),
-            &TensorView::contiguous(v.as_slice(), &[kl, c.hkv, c.dv]),
-        ) {
-            return fail(format!("append: {e}"));
+        // In window mode the queries' own keys come second: that append evicts.
+        let split = if pc.window.is_some() {
+            kl - ql.min(kl)
+        } else {
+            kl
+        };
+        for (from, to) in [(0, split), (split, kl)] {
+            if to == from {
+                continue;
+            }
+            let (k, v) = (
+                &k[from * c.hkv * c.dk..to * c.hkv * c.dk],
+                &v[from * c.hkv * c.dv..to * c.hkv * c.dv],
+            );
+            if let Err(e) = cache.append(
+                backend,
+                id,
+                &TensorView::contiguous(k, &[to - from, c.hkv, c.dk]),
+                &TensorView::contiguous(v, &[to - from, c.hkv, c.dv]),
+            ) {
+                return fail(format!("append: {e}"));
+            }
         }
         ids.push(id);
         cu_q.push(cu_q.last().unwrap() + ql as u64);

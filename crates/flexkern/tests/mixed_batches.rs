@@ -173,6 +173,7 @@ fn mixed_batches_match_the_oracle_paged() {
                 case: case(name, &v, DType::F32),
                 page_size,
                 kv_dtype,
+                window: None,
             };
             let o = run_paged_case(&CpuBackend, &pc, 200 + i as u64);
             assert!(o.passed, "{name} page {page_size} {kv_dtype:?}: {o:?}");

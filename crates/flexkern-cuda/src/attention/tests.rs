@@ -416,3 +416,68 @@ fn dump_hopper_cubins() {
         }
     }
 }
+
+/// Not a check: writes the decode kernel's cubins for issue 13's B1 x 128k shape (bf16 and fp8
+/// e4m3 K/V, D 128, 32 / 8 heads; strided, or pages of 16 with `FK_DUMP_PAGED=1`) into
+/// `$FK_DUMP`, for reading their SASS with nvdisasm. Run: `FK_DUMP=dir cargo test --release -p flexkern-cuda --lib dump_decode_cubins
+/// -- --ignored --nocapture` (needs libnvrtc).
+#[test]
+#[ignore]
+fn dump_decode_cubins() {
+    let Ok(dir) = std::env::var("FK_DUMP") else {
+        eprintln!("dump_decode_cubins: set FK_DUMP to a directory");
+        return;
+    };
+    let hooks = codegen::generate(
+        &flexkern::Variant::full()
+            .mask(flexkern::builtins::causal())
+            .compile()
+            .unwrap(),
+    )
+    .source;
+    let paged = std::env::var("FK_DUMP_PAGED").is_ok();
+    for (kv, t, tile, vec) in [("bf16", 2u32, 64usize, 8usize), ("e4m3", 3, 128, 16)] {
+        let k = KernelConfig {
+            qt: 2,
+            kt: t,
+            vt: t,
+            dk: 128,
+            dv: 128,
+            vk: vec,
+            vv: vec,
+            rows: 4,
+            paged,
+            async_tile: 0,
+            stages: 0,
+            mma: Some(MmaShape {
+                m_tiles: 1,
+                tile,
+                stages: 2,
+                copy_threads: 0,
+                l2_prefetch: if paged && t == 3 { 128 } else { 256 },
+                min_blocks: 1,
+                wg: false,
+                wg_s: 0,
+                wg_overlap: false,
+            }),
+            page_shift: if paged { 4 } else { -1 },
+            nwarps: 4,
+            tma: false,
+            small_vars: true,
+            trace: false,
+        };
+        let src = k.source(&hooks, 0);
+        let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a").unwrap();
+        let (regs, spills, _) = crate::runtime::compile::ptxas_resources(&log);
+        eprintln!(
+            "{} ({kv}): {regs} registers, {spills} spill bytes",
+            src.name
+        );
+        let kv = if paged {
+            format!("{kv}_paged16")
+        } else {
+            kv.to_string()
+        };
+        std::fs::write(format!("{dir}/decode_{kv}.cubin"), bin).unwrap();
+    }
+}

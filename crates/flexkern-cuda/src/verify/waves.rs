@@ -45,6 +45,7 @@ pub fn wave_cases() -> (Vec<Case>, Vec<PagedCase>) {
         },
         page_size: 16,
         kv_dtype: DType::BF16,
+        window: None,
     };
     // Three consumer warpgroups (D 64, more than 128 rows): ragged (an empty sequence, a row
     // tile cut short), and paged with GQA packing rows of several queries.
@@ -73,6 +74,7 @@ pub fn wave_cases() -> (Vec<Case>, Vec<PagedCase>) {
         },
         page_size: 32,
         kv_dtype: DType::F16,
+        window: None,
     };
     (vec![hooks, docs, wide], vec![paged, wide_paged])
 }
