@@ -477,6 +477,10 @@ pub fn run_paged_case<B: Backend + ?Sized>(backend: &B, pc: &PagedCase, seed: u6
         Ok(x) => x,
         Err(e) => return fail(format!("view: {e}")),
     };
+    // A window case that evicted nothing would not test what it is there for.
+    if pc.window.is_some() && kv.tables.first_page.iter().all(|&f| f == 0) {
+        return fail("window: no page was evicted (every first_page is 0)".into());
+    }
     let qv = q.view(&[total_q, c.hq, c.dk]);
     let p = match prepare(&qv, &cu_q, &kv.store.layout, &kv.tables, None, &c.variant) {
         Ok(x) => x,
