@@ -188,38 +188,68 @@ struct FkMat {
 // entries in place (`fk_window_mat`).
 FK_HD const u8* fk_side(const FkMat& m, i64 row, i64 blk, int sb) { return m.s + (row * m.groups + blk) * sb; }
 
+// A unit's words and 16-bit fields from global memory (the read-only path) or, SH, from the
+// streamed GEMV's copy of a span in shared memory (its bulk ring: the same bytes, 16-byte
+// aligned), so that each format's load_at names its offsets once for both.
+template <bool SH, int NB, int A>
+FK_HD void fk_words_at(const u8* p, u32* w) {
+#if defined(__CUDACC__)
+  if constexpr (SH) {
+    static_assert(NB % 16 == 0 && A >= 16, "a ring's units are whole 16-byte words");
+#pragma unroll
+    for (int i = 0; i < NB / 16; ++i) {
+      const uint4 v = *(const uint4*)(p + 16 * i);
+      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+    }
+    return;
+  }
+#endif
+  fk_words<NB, A>(p, w);
+}
+template <bool SH>
+FK_HD u32 fk_ld16_at(const u8* p) {
+  if constexpr (SH) return *(const unsigned short*)p;
+  return fk_ld16(p);
+}
+
 struct FkQ4_0P {
   static constexpr int UE = 32, G = 1, QK = 32, SB = FK_Q4_0P_SB;
   static constexpr bool OFF = false;
-  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
-    u32 w[4];
-    fk_words<16, 16>(m.w + row * m.row_bytes + u * FK_Q4_0P_BB, w);
-    s[0] = fk_half(fk_ld16(fk_side(m, row, u, SB) + FK_Q4_0P_D));
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const u32 b = fk_byte(w, j);
-      q[j] = fk_u2f_off<8>(b & 15u);
-      q[j + 16] = fk_u2f_off<8>(b >> 4);
-    }
-  }
-#if defined(__CUDACC__)
   // A unit's bytes in registers (the streamed GEMV loads a batch of them before computing any):
   // its code words and d's bits.
   struct Raw {
     u32 w[4];
     u32 d;
   };
-  FK_HD static void load(const FkMat& m, i64 row, i64 u, Raw& r) {
-    fk_words<16, 16>(m.w + row * m.row_bytes + u * FK_Q4_0P_BB, r.w);
-    r.d = fk_ld16(fk_side(m, row, u, SB) + FK_Q4_0P_D);
+  // A unit from its codes at `c` and its side entry at `side()`: in global memory, or SH in
+  // the bulk ring's copy (`load_sh`). The entry's address is worked out after the codes' load
+  // is issued, as the streamed kernel's register batches were tuned with (worked out first,
+  // ptxas scheduled them otherwise: the 8B Q4_0 step lost 1.5 %).
+  template <bool SH, class Side>
+  FK_HD static void load_at(const u8* c, Side side, Raw& r) {
+    fk_words_at<SH, 16, 16>(c, r.w);
+    r.d = fk_ld16_at<SH>(side() + FK_Q4_0P_D);
   }
-  // The same from a copy in shared memory (the streamed GEMV's bulk ring): unit u of a span
-  // whose codes start at `w` (SH_UB bytes a unit) and side entries at `s` (SH_USB bytes).
+  FK_HD static void load(const FkMat& m, i64 row, i64 u, Raw& r) {
+    load_at<false>(m.w + row * m.row_bytes + u * FK_Q4_0P_BB, [&] { return fk_side(m, row, u, SB); }, r);
+  }
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
+    Raw r;
+    load(m, row, u, r);
+    s[0] = fk_half(r.d);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const u32 b = fk_byte(r.w, j);
+      q[j] = fk_u2f_off<8>(b & 15u);
+      q[j + 16] = fk_u2f_off<8>(b >> 4);
+    }
+  }
+#if defined(__CUDACC__)
+  // The same from the bulk ring: unit u of a span whose codes start at `w` (SH_UB bytes a
+  // unit) and side entries at `s` (SH_USB bytes).
   static constexpr int SH_UB = FK_Q4_0P_BB, SH_USB = SB;
   FK_HD static void load_sh(const u8* w, const u8* s, int u, Raw& r) {
-    const uint4 v = *(const uint4*)(w + SH_UB * u);
-    r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
-    r.d = *(const unsigned short*)(s + SH_USB * u + FK_Q4_0P_D);
+    load_at<true>(w + SH_UB * u, [&] { return s + SH_USB * u; }, r);
   }
   // Against Q8_0 activations (int8 words xq, scale dx, code sum sx): the integer dot of the
   // CPU's default path, sum (q - 8) x = sum q x - 8 sum x, exact; then isum * d * dx as the
@@ -301,28 +331,29 @@ struct FkQ5_1 {
 struct FkQ8_0P {
   static constexpr int UE = 32, G = 1, QK = 32, SB = FK_Q8_0P_SB;
   static constexpr bool OFF = false;
-  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
-    u32 w[8];
-    fk_words<32, 16>(m.w + row * m.row_bytes + u * FK_Q8_0P_BB, w);
-    s[0] = fk_half(fk_ld16(fk_side(m, row, u, SB) + FK_Q8_0P_D));
-#pragma unroll
-    for (int j = 0; j < 32; ++j) q[j] = fk_u2f_off<128>(fk_byte(w, j) ^ 0x80u);  // int8
-  }
-#if defined(__CUDACC__)
   struct Raw {  // as FkQ4_0P's
     u32 w[8];
     u32 d;
   };
-  FK_HD static void load(const FkMat& m, i64 row, i64 u, Raw& r) {
-    fk_words<32, 16>(m.w + row * m.row_bytes + u * FK_Q8_0P_BB, r.w);
-    r.d = fk_ld16(fk_side(m, row, u, SB) + FK_Q8_0P_D);
+  template <bool SH, class Side>
+  FK_HD static void load_at(const u8* c, Side side, Raw& r) {  // as FkQ4_0P's
+    fk_words_at<SH, 32, 16>(c, r.w);
+    r.d = fk_ld16_at<SH>(side() + FK_Q8_0P_D);
   }
+  FK_HD static void load(const FkMat& m, i64 row, i64 u, Raw& r) {
+    load_at<false>(m.w + row * m.row_bytes + u * FK_Q8_0P_BB, [&] { return fk_side(m, row, u, SB); }, r);
+  }
+  FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
+    Raw r;
+    load(m, row, u, r);
+    s[0] = fk_half(r.d);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) q[j] = fk_u2f_off<128>(fk_byte(r.w, j) ^ 0x80u);  // int8
+  }
+#if defined(__CUDACC__)
   static constexpr int SH_UB = FK_Q8_0P_BB, SH_USB = SB;  // as FkQ4_0P's
   FK_HD static void load_sh(const u8* w, const u8* s, int u, Raw& r) {
-    const uint4 v0 = *(const uint4*)(w + SH_UB * u), v1 = *(const uint4*)(w + SH_UB * u + 16);
-    r.w[0] = v0.x, r.w[1] = v0.y, r.w[2] = v0.z, r.w[3] = v0.w;
-    r.w[4] = v1.x, r.w[5] = v1.y, r.w[6] = v1.z, r.w[7] = v1.w;
-    r.d = *(const unsigned short*)(s + SH_USB * u + FK_Q8_0P_D);
+    load_at<true>(w + SH_UB * u, [&] { return s + SH_USB * u; }, r);
   }
   // Against Q8_0 activations: the CPU default path's integer dot, then isum * d * dx.
   FK_HD static float dot_raw(const Raw& r, i64, const int* xq, float dx, int) {
@@ -506,21 +537,22 @@ struct FkQ4K {
     u32 h[4];
     u32 w[8];
   };
+  // Unit `sub` (0-3) of the block at `p` (global memory, or SH the bulk ring's copy): the
+  // block's head and the unit's 32 code bytes.
+  template <bool SH, class I>
+  FK_HD static void load_at(const u8* p, I sub, Raw& r) {
+    fk_words_at<SH, 16, 16>(p, r.h);
+    fk_words_at<SH, 32, 16>(p + FK_Q4_K_QS + 32 * sub, r.w);
+  }
   FK_HD static void load(const FkMat& m, i64 row, i64 u, Raw& r) {
-    const u8* p = m.w + row * m.row_bytes + (u >> 2) * FK_Q4_K_BYTES;
-    fk_words<16, 16>(p, r.h);
-    fk_words<32, 16>(p + FK_Q4_K_QS + 32 * (u & 3), r.w);
+    load_at<false>(m.w + row * m.row_bytes + (u >> 2) * FK_Q4_K_BYTES, u & 3, r);
   }
 #if defined(__CUDACC__)
-  // From a copy of whole blocks in shared memory (FkQ4_0P::load_sh): no side entries; unit u
-  // of the span (its first unit a block's first) in block u / 4.
+  // From the bulk ring (FkQ4_0P::load_sh): no side entries; unit u of the span (its first unit
+  // a block's first) in block u / 4.
   static constexpr int SH_UB = FK_Q4_K_BYTES / 4, SH_USB = 0;
   FK_HD static void load_sh(const u8* w, const u8*, int u, Raw& r) {
-    const uint4* p = (const uint4*)(w + (u >> 2) * FK_Q4_K_BYTES);
-    const uint4 h = p[0], c0 = p[1 + 2 * (u & 3)], c1 = p[2 + 2 * (u & 3)];
-    r.h[0] = h.x, r.h[1] = h.y, r.h[2] = h.z, r.h[3] = h.w;
-    r.w[0] = c0.x, r.w[1] = c0.y, r.w[2] = c0.z, r.w[3] = c0.w;
-    r.w[4] = c1.x, r.w[5] = c1.y, r.w[6] = c1.z, r.w[7] = c1.w;
+    load_at<true>(w + (u >> 2) * FK_Q4_K_BYTES, u & 3, r);
   }
 #endif
   FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float* o) {

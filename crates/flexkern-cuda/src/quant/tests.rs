@@ -612,8 +612,9 @@ fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
 }
 
 /// Not a check: writes the streamed single-row GEMV's cubin (plain, Q8_0 or Q8_K activations,
-/// the closing plan at k 4096) for each format `FK_DUMP_FORMATS` names (default q4_0,q4_k,
-/// q6_k,q8_0) into `$FK_DUMP`, for reading its SASS with nvdisasm. Run: `FK_DUMP=dir cargo test
+/// the plan for `FK_DUMP_N` x `FK_DUMP_K`, default 14336 x 4096) for each format
+/// `FK_DUMP_FORMATS` names (default q4_0,q4_k,q6_k,q8_0) into `$FK_DUMP`, for reading its SASS
+/// with nvdisasm. Run: `FK_DUMP=dir cargo test
 /// --release -p flexkern-cuda --lib dump_gemv_cubins -- --ignored --nocapture` (needs libnvrtc).
 #[test]
 #[ignore]
@@ -624,12 +625,13 @@ fn dump_gemv_cubins() {
     };
     let names = std::env::var("FK_DUMP_FORMATS").unwrap_or("q4_0,q4_k,q6_k,q8_0".into());
     let k: usize = std::env::var("FK_DUMP_K").map_or(4096, |v| v.parse().unwrap());
+    let n: usize = std::env::var("FK_DUMP_N").map_or(14336, |v| v.parse().unwrap());
     for name in names.split(',') {
         let f: Format = name.parse().unwrap();
         let hopper = crate::quant::choose::GemvTarget::hopper();
         let st = crate::quant::Stream::plan(f, k, 1, true, hopper.smem_per_sm)
             .unwrap()
-            .for_device(f, Mode::Plain, 14336, k, 1, &hopper);
+            .for_device(f, Mode::Plain, n, k, 1, &hopper);
         let src = GemvConfig::streamed(f, k, Mode::Plain, Some(st))
             .unwrap()
             .source();
