@@ -407,12 +407,9 @@ extern "C" __global__ void __launch_bounds__(FK_MERGE_WARPS * 32) fk_merge(const
   } rec{trace_t0};
 #endif
   // Launched with programmatic dependent launch on Hopper: the grid starts as the attention
-  // kernel's blocks leave, and waits here for their partials.
+  // kernel's blocks leave, reads the plan (uploaded before the attention kernel started), and
+  // waits for the partials.
   FK_TRACE_SCOPE();
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-  FK_TRACE_RELEASED();
   const uint4 t = ((const uint4*)(a.step + a.off_tiles))[blockIdx.x];
   const i64 kvh = blockIdx.y;
   const int r = blockIdx.z;
@@ -426,6 +423,10 @@ extern "C" __global__ void __launch_bounds__(FK_MERGE_WARPS * 32) fk_merge(const
   if (parts == 1 && !a.has_sinks) return;
   const float* sinks = (const float*)(a.step + a.off_sinks);
   const float sink = a.has_sinks ? sinks[head] : FK_NEG_INF;
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  FK_TRACE_RELEASED();
   auto row = [&](u32 p) { return ((u64)(t.z + p) * a.num_kv_heads + kvh) * FK_ROWS + r; };
   // M over the partitions and the sink; a NaN partition (a kept NaN score) makes the row NaN.
   // Each thread keeps its partitions' LSEs in s_w (it alone reads them back below).
