@@ -27,3 +27,36 @@ extern "C" __global__ void fk_fill(u8* dst, u64 n, int dtype, u64 seed) {
     }
   }
 }
+
+// Keeps the GPU busy for `ns` nanoseconds (one thread): queued before a timed call's start event,
+// it lets the host's launch calls land while the GPU is still busy, so the events time only the
+// call's own kernels (as in a model's step, where the previous kernel hides them).
+extern "C" __global__ void fk_spin(u64 ns) {
+  u64 t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+// Reads `n16` 16-byte words (eight in flight a thread) and keeps them live with an XOR that is
+// never stored unless it hits a magic value: the device's read-only bandwidth, the limit a decode
+// kernel (which reads K and V and writes almost nothing) is rated against.
+extern "C" __global__ void fk_read(const uint4* src, u64 n16, u32* sink) {
+  constexpr int U = 8;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x;
+  u32 acc = 0;
+  for (; i + (U - 1) * stride < n16; i += U * stride) {
+    uint4 w[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) w[u] = __ldcs(src + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc ^= w[u].x ^ w[u].y ^ w[u].z ^ w[u].w;
+  }
+  for (; i < n16; i += stride) {
+    const uint4 w = __ldcs(src + i);
+    acc ^= w.x ^ w.y ^ w.z ^ w.w;
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;
+}

@@ -89,14 +89,7 @@ fn fill_code(d: DType) -> i32 {
 /// `n` random elements of `dtype` on the device.
 pub fn random(dev: &Arc<Device>, n: usize, dtype: DType, seed: u64) -> Result<DeviceBuf> {
     let buf = dev.alloc(n.max(1) * dtype.size())?;
-    let src = KernelSource {
-        name: "fill".into(),
-        source: format!(
-            "{}\n{FILL}",
-            crate::headers::text(&[crate::headers::COMMON])
-        ),
-    };
-    let f = dev.module(&src)?.function("fk_fill")?;
+    let f = helpers(dev)?.function("fk_fill")?;
     let (mut ptr, mut n64, mut code, mut seed) = (buf.ptr(), n as u64, fill_code(dtype), seed);
     let mut params: [*mut c_void; 4] = [
         (&mut ptr as *mut u64).cast(),
@@ -115,6 +108,67 @@ pub fn random(dev: &Arc<Device>, n: usize, dtype: DType, seed: u64) -> Result<De
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// The benchmark helpers' source (`fill.cu`: `fk_fill`, `fk_spin`, `fk_read`).
+fn helpers_source() -> KernelSource {
+    KernelSource {
+        name: "fill".into(),
+        source: format!(
+            "{}\n{FILL}",
+            crate::headers::text(&[crate::headers::COMMON])
+        ),
+    }
+}
+
+fn helpers(dev: &Arc<Device>) -> Result<Arc<crate::runtime::compile::Module>> {
+    dev.module(&helpers_source())
+}
+
+#[cfg(test)]
+#[test]
+fn helpers_compile_with_nvrtc() {
+    if !crate::runtime::nvrtc_present() {
+        eprintln!("helpers_compile_with_nvrtc: libnvrtc not found, compile check skipped");
+        return;
+    }
+    let (_, log) = crate::runtime::compile::compile_verbose(&helpers_source(), "sm_90a").unwrap();
+    let (_, spills, _) = crate::runtime::compile::ptxas_resources(&log);
+    assert_eq!(spills, 0, "{log}");
+}
+
+/// Times `f` as `time_ms` does, each run queued behind `SPIN_US` of GPU work (`fk_spin`): the
+/// host's launch calls then land while the GPU is busy, so the events time the call's kernels
+/// back to back, as a model's step runs them (where the previous kernel hides the host's work).
+pub fn time_ms_queued(
+    dev: &Arc<Device>,
+    warm: usize,
+    reps: usize,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<f64> {
+    const SPIN_US: u64 = 100;
+    let spin = helpers(dev)?.function("fk_spin")?;
+    let mut ns = SPIN_US * 1000;
+    let mut params: [*mut c_void; 1] = [(&mut ns as *mut u64).cast()];
+    let mut busy = || -> Result<()> {
+        dev.bind()?;
+        // SAFETY: fk_spin(u64) reads nothing but its argument.
+        unsafe { launch_kernel(spin, (1, 1, 1), (1, 1, 1), 0, dev.stream(), &mut params) }
+            .map_err(|e| driver("cuLaunchKernel", e))
+    };
+    for _ in 0..warm {
+        f()?;
+    }
+    let mut ts = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let (a, b) = (Event::new(dev)?, Event::new(dev)?);
+        busy()?;
+        a.record(dev)?;
+        f()?;
+        b.record(dev)?;
+        ts.push(a.elapsed_ms(&b)? as f64);
+    }
+    Ok(median(ts))
 }
 
 /// Times `f` with events: `warm` untimed runs, then the median of `reps` (milliseconds).
@@ -147,11 +201,38 @@ pub fn copy_bandwidth(dev: &Arc<Device>, reps: usize) -> Result<f64> {
     Ok(2.0 * n as f64 / (ms * 1e-3) / 1e9)
 }
 
+/// Device read-only bandwidth in GB/s (`fk_read` over 1 GiB, queued behind GPU work): what a
+/// decode kernel, which reads K and V and writes almost nothing, can reach at best.
+pub fn read_bandwidth(dev: &Arc<Device>, reps: usize) -> Result<f64> {
+    let n = 1usize << 30;
+    let (src, sink) = (dev.alloc(n)?, dev.alloc(16)?);
+    dev.memset(&src, 0, n, 1)?;
+    let f = helpers(dev)?.function("fk_read")?;
+    let (mut p, mut n16, mut s) = (src.ptr(), (n / 16) as u64, sink.ptr());
+    let mut params: [*mut c_void; 3] = [
+        (&mut p as *mut u64).cast(),
+        (&mut n16 as *mut u64).cast(),
+        (&mut s as *mut u64).cast(),
+    ];
+    let blocks = (dev.props.sms * 4) as u32;
+    let ms = time_ms_queued(dev, 3, reps, || {
+        dev.bind()?;
+        // SAFETY: fk_read(const uint4*, u64, u32*) reads n16 words of `src` and may write one
+        // word of `sink`.
+        unsafe { launch_kernel(f, (blocks, 1, 1), (512, 1, 1), 0, dev.stream(), &mut params) }
+            .map_err(|e| driver("cuLaunchKernel", e))
+    })?;
+    Ok(n as f64 / (ms * 1e-3) / 1e9)
+}
+
 /// What one decode shape ran: time, kernel, partitions, registers.
 pub struct DecodeRun {
     /// A layer's whole call, its plan reused (`attention_memo`, as the model's layers share
     /// one plan a step): validation, plan lookup, attention and merge kernels.
     pub ms: f64,
+    /// The same call queued behind other GPU work (`time_ms_queued`): its kernels alone, back
+    /// to back, as in a model's step.
+    pub queued_ms: f64,
     /// A call planned afresh (`attention`): planning and the step upload too.
     pub fresh_ms: f64,
     /// Host microseconds of planning alone (`prepare`: validation, plan, step upload queued).
@@ -268,8 +349,12 @@ pub fn decode(
     let ms = time_ms(dev, 3, reps, || {
         attention::attention_memo(dev, &call, &memo)
     })?;
+    let queued_ms = time_ms_queued(dev, 3, reps, || {
+        attention::attention_memo(dev, &call, &memo)
+    })?;
     Ok(DecodeRun {
         ms,
+        queued_ms,
         fresh_ms,
         plan_us: median(plan_us),
         launch_ms,
