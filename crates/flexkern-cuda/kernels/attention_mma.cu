@@ -168,14 +168,18 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
   }
-  float* red_o = (float*)fk_mstages;  // [warp][16][DV]
-  float* red_m = red_o + FK_NWARPS * 16 * FK_DV;
+  // Rows padded so the stores of a warp's fragments hit distinct banks: 8 floats where a lane's
+  // two columns are adjacent (64-bit stores), 1 where fp8 V spreads them (ncu, the 8B decode
+  // step's attention: 7.2-way conflicts on every store of a DV-float pitch).
+  constexpr int RP = FK_V8 ? FK_DV + 1 : FK_DV + 8;
+  float* red_o = (float*)fk_mstages;  // [warp][16][RP]
+  float* red_m = red_o + FK_NWARPS * 16 * RP;
   float* red_l = red_m + FK_NWARPS * 16;
 #pragma unroll
   for (int ot = 0; ot < FK_NO; ++ot)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      red_o[(warp * 16 + g + 8 * (e >> 1)) * FK_DV + fk_mvcol(ot, 2 * c4 + (e & 1))] = o[ot][e];
+      red_o[(warp * 16 + g + 8 * (e >> 1)) * RP + fk_mvcol(ot, 2 * c4 + (e & 1))] = o[ot][e];
   if (c4 == 0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -222,7 +226,7 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
     for (int d = lane; d < FK_DV; d += 32) {
       float O = 0.f;
 #pragma unroll
-      for (int k = 0; k < FK_MKS; ++k) O = fmaf(red_o[(r + k * FK_MMT * 16) * FK_DV + d], w[k], O);
+      for (int k = 0; k < FK_MKS; ++k) O = fmaf(red_o[(r + k * FK_MMT * 16) * RP + d], w[k], O);
       dst[d] = L > 0.f ? O * f.x : f.x;
     }
     if (lane == 0 && lse_at != nullptr) *lse_at = f.y;

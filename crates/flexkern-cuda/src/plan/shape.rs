@@ -426,6 +426,7 @@ pub fn mma_smem(
             + 16 * s.stages;
     }
     let stages = s.stages * s.tile * (dk * k_size + 16 + dv * v_size + 16);
-    let exchange = warps * 16 * (dv + 2) * 4;
+    // The warps' exchange of (O, max, sum): rows of dv + 8 floats at most (attention_mma.cu).
+    let exchange = warps * 16 * (dv + 8 + 2) * 4;
     stages.max(exchange)
 }
