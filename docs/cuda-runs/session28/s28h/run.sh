@@ -1,0 +1,31 @@
+#!/bin/bash
+# Session 28 call h: the decode kernel's exchange rows padded (no bank conflicts on the warps'
+# O stores; ncu call g: 7.2-way). verify; memcheck on verify --quick; decode bench alternating
+# with call e's binary (flexkern_e); 8B Q4_0 step traces; 8B Q4_0 and SmolLM2 decode rounds.
+cd "$(dirname "$0")"
+export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:$LD_LIBRARY_PATH FLEXKERN_CACHE_DIR=$PWD/fkcache PATH=$PATH:/usr/local/cuda-13.0/bin
+O=$OUT/s28h; mkdir -p $O
+date -u +%FT%TZ
+(timeout 30 ./flexkern synth-model --shape smollm2-135m --format q4_0 --tokenizer bytes --vocab 49152 --out /tmp/s.gguf > /dev/null 2>&1; echo "synth smollm2 rc=$?"; timeout 120 ./flexkern synth-model --shape llama3-8b --format q4_0 --tokenizer bytes --vocab 49152 --out /tmp/q4_0.gguf > /dev/null 2>&1; echo "synth 8b rc=$?") > $O/synth.log 2>&1 &
+timeout 200 ./flexkern verify --device cuda > $O/verify.log 2>&1; echo "verify rc=$?"
+grep -E "FAIL|^verify|modules" $O/verify.log | cut -c1-200 | head -12
+timeout 120 compute-sanitizer --tool memcheck ./flexkern verify --device cuda --quick > $O/memcheck.log 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|^verify:" $O/memcheck.log | tail -3
+date -u +%FT%TZ
+for r in 1 2; do for b in flexkern flexkern_e; do
+  timeout 60 ./$b bench attn --device cuda --only decode > $O/a.log 2>&1
+  echo "== $b round $r" >> $O/attn.log; cat $O/a.log >> $O/attn.log
+  echo "$b: $(grep -E '^decode' $O/a.log | awk '{printf "%s ", $(NF-3)}')"
+  echo "   queued % of read: $(grep -o 'queued behind GPU work [0-9.]* ms, [0-9.]* % of copy, [0-9.]* % of read' $O/a.log | awk '{printf "%s ", $(NF-3)}')"
+done; done
+date -u +%FT%TZ
+wait; cat $O/synth.log
+S="The three laws of robotics are"
+for b in flexkern flexkern_e; do
+  FLEXKERN_CUDA_TRACE=step timeout 60 ./$b run --device cuda --model /tmp/q4_0.gguf --prompt "$S" -n 40 --temperature 0 --ctx 160 > $O/out.log 2> $O/trace.log; echo "trace $b rc=$?"
+  grep -E "fk_attention|step trace: [0-9]" $O/trace.log | cut -c1-170 | head -3
+  cat $O/trace.log >> $O/traces.log
+done
+for r in 1 2; do for m in q4_0 s; do for b in flexkern flexkern_e; do
+  timeout 30 ./$b run --device cuda --model /tmp/$m.gguf --prompt "$S" -n 128 --temperature 0 --ctx 160 > $O/out.log 2>> $O/runs.log; echo "$m $b rc=$? $(tail -c 300 $O/runs.log | tr '\r' '\n' | grep -o 'decode:[^|]*' | tail -1) $(md5sum < $O/out.log | cut -c1-8)"
+done; done; done
+date -u +%FT%TZ
