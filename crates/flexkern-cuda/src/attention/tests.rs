@@ -464,7 +464,7 @@ fn dump_decode_cubins() {
             nwarps: 4,
             tma: false,
             small_vars: true,
-            trace: false,
+            trace: std::env::var("FK_DUMP_TRACE").is_ok(),
         };
         let src = k.source(&hooks, 0);
         let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a").unwrap();

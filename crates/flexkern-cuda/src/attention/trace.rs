@@ -31,17 +31,19 @@ impl Record {
     }
 }
 
-/// Phase marks a block records (`fk_trace_ph`, FK_TRACE_MARKS a block): the Hopper prefill's
-/// Q stored, first tile landed and loop done (ns after the block's start), then where its
-/// first consumer's loop spent SM cycles.
+/// Phase marks a block records (`fk_trace_ph`, FK_TRACE_MARKS a block): Q ready, first tile
+/// landed and loop done (ns after the block's start), then where its first consumer warp's loop
+/// spent SM cycles: waiting for tiles, for its turn (the Hopper prefill) or queueing copies
+/// (the mma.sync kernel), in its MMAs and in the softmax (the mma.sync kernel: Q K^T, then the
+/// scores and softmax; P V's issue goes to MMA, its completion to the next softmax).
 pub const MARKS: usize = 7;
 const TIMES: usize = 3;
 const MARK_NAMES: [&str; MARKS] = [
-    "Q stored",
+    "Q ready",
     "first tile",
     "loop done",
     "tiles",
-    "turn",
+    "turn or copies",
     "MMA",
     "softmax",
 ];
@@ -267,7 +269,7 @@ mod tests {
         ]);
         assert_eq!(t.marks, vec![[100, 300, 800, 1000, 2000, 3000, 4000]]);
         let s = t.summary(2);
-        assert!(s.contains("Q stored p50 0.1"), "{s}");
+        assert!(s.contains("Q ready p50 0.1"), "{s}");
         assert!(s.contains("loop done p50 0.8"), "{s}");
         assert!(s.contains("MMA 3.0, softmax 4.0"), "{s}");
     }

@@ -213,6 +213,9 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
     } else {
         row_bytes.clamp(64, 256)
     };
+    // Decode asks for 128 bytes at most: on an H200 the 256-byte hint cost every decode case
+    // 2-3 points of read bandwidth, adjacent rows or not, bf16 or fp8 (session 29, call e).
+    let l2 = if m_tiles == 1 { l2.min(128) } else { l2 };
     let (mut copy_threads, mut l2_prefetch) = (
         0,
         [64, 128, 256]
@@ -234,6 +237,14 @@ pub fn mma_shape(q: &MmaQuery) -> Option<(usize, MmaShape)> {
         }
         _ => (tile, stages),
     };
+    // `FLEXKERN_CUDA_MMA_L2=0|64|128|256`: the L2 prefetch alone, the pipeline as planned.
+    if let Some(l2) = std::env::var("FLEXKERN_CUDA_MMA_L2")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .filter(|l2| [0, 64, 128, 256].contains(l2))
+    {
+        l2_prefetch = l2;
+    }
     // Fewer stages where shared memory is short (wide heads); two at least.
     (2..=stages).rev().find_map(|stages| {
         let m = MmaShape {

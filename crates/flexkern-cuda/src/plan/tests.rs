@@ -304,18 +304,23 @@ fn tensor_cores_take_decode_and_prefill_of_two_byte_inputs() {
         ..h100_query(2, 2, 128, 4)
     };
     assert!(mma_shape(&turing).is_none());
-    // The L2 prefetch covers a row, or more where the next key's row follows.
+    // The L2 prefetch covers a row, or more where the next key's row follows; decode's stops
+    // at 128 bytes.
     let l2 = |q: MmaQuery| mma_shape(&q).unwrap().1.l2_prefetch;
     assert_eq!(l2(h100_query(2, 2, 64, 4)), 128);
     assert_eq!(l2(h100_query(2, 3, 128, 4)), 128);
-    assert_eq!(l2(h100_query(2, 2, 128, 4)), 256);
-    assert_eq!(
-        l2(MmaQuery {
-            rows_adjacent: true,
-            ..h100_query(2, 2, 64, 4)
-        }),
-        256
-    );
+    assert_eq!(l2(h100_query(2, 2, 128, 4)), 128);
+    assert_eq!(l2(h100_query(2, 2, 128, 1024)), 256);
+    assert_eq!(l2(h100_query(2, 3, 64, 4)), 64);
+    for q_rows in [4, 1024] {
+        assert_eq!(
+            l2(MmaQuery {
+                rows_adjacent: true,
+                ..h100_query(2, 2, 64, q_rows)
+            }),
+            if q_rows == 4 { 128 } else { 256 }
+        );
+    }
     // Wide heads keep to the shared memory there is.
     for q_rows in [4, 64] {
         let q = h100_query(2, 2, 256, q_rows);
