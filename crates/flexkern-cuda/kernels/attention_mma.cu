@@ -12,26 +12,8 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
   extern __shared__ __align__(16) u8 fk_mstages[];
   constexpr float L2E = 1.4426950408889634f;
   FK_TRACE_SCOPE();
-#if FK_TRACE
-  const u64 trace_t0 = fk_now();
-  const u32 trace_slot = blockIdx.y * gridDim.x + blockIdx.x;
   // Warp 0's loop in SM cycles: waiting for tiles, queueing copies, Q K^T, softmax and P V.
-  u32 tc_at = (u32)clock(), tc[4] = {0, 0, 0, 0};
-#define FK_MACC(i)                 \
-  do {                             \
-    const u32 now_ = (u32)clock(); \
-    tc[i] += now_ - tc_at;         \
-    tc_at = now_;                  \
-  } while (0)
-#define FK_MMARK(i) fk_trace_mark(trace_slot, i, trace_t0)
-#else
-#define FK_MACC(i) \
-  do {             \
-  } while (0)
-#define FK_MMARK(i) \
-  do {              \
-  } while (0)
-#endif
+  FK_PHASES(blockIdx.y * gridDim.x + blockIdx.x);
   const u32 item = blockIdx.x;
   const i64 kvh = blockIdx.y;
   const uint4 it = ((const uint4*)(a.step + a.off_items))[item];
@@ -65,19 +47,19 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[i][e] = 0.f;
   float m[2] = {FK_NEG_INF, FK_NEG_INF}, l[2] = {0.f, 0.f};
-  FK_MMARK(0);
-  FK_MACC(1);
+  FK_MARK(0);
+  FK_PHASE(1);
 
   for (int t = 0; t < ntiles; ++t) {
     asm volatile("cp.async.wait_group %0;" ::"n"(FK_MMA_STAGES - 2));
     __syncthreads();
-    FK_MACC(0);
-    if (t == 0) FK_MMARK(1);
+    FK_PHASE(0);
+    if (t == 0) FK_MARK(1);
     // Every warp is past tile t - 1: its stage takes the tile FK_MMA_STAGES - 1 ahead.
     const int ahead = t + FK_MMA_STAGES - 1;
     fk_missue(a, sq, seq, kvh, fk_mstages + (ahead % FK_MMA_STAGES) * FK_MSTAGE, k0 + (i64)ahead * FK_MTILE,
               ahead < ntiles ? k1 : k0, visible0);
-    FK_MACC(1);
+    FK_PHASE(1);
     const u8* sk = fk_mstages + (t % FK_MMA_STAGES) * FK_MSTAGE;
     const u8* sv = sk + FK_MTILE * FK_KPITCH;
     const i64 t0 = k0 + (i64)t * FK_MTILE;
@@ -118,7 +100,7 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
       }
     }
 
-    FK_MACC(2);
+    FK_PHASE(2);
     // Scale, variant hooks, mask; fragment element e is row g + 8 (e / 2), key 2 c4 + e % 2.
 #pragma unroll
     for (int nt = 0; nt < FK_NS; ++nt)
@@ -144,7 +126,7 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
       }
     }
 
-    FK_MACC(3);
+    FK_PHASE(3);
     // O += P V: P's accumulator fragments are the A fragments of the next mma.
 #pragma unroll
     for (int kc = 0; kc < FK_MKW / 16; ++kc) {
@@ -182,14 +164,11 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
       }
     }
   }
-  FK_MACC(2);
+  FK_PHASE(2);
   asm volatile("cp.async.wait_group 0;");
   __syncthreads();
-  FK_MMARK(2);
-#if FK_TRACE
-  if (threadIdx.x == 0 && trace_slot < FK_TRACE_SLOTS)
-    for (int i = 0; i < 4; ++i) fk_trace_ph[FK_TRACE_MARKS * trace_slot + 3 + i] = tc[i];
-#endif
+  FK_MARK(2);
+  FK_PHASES_STORE();
 
   // Each warp leaves its rows' (max, sum, O) in the free stage memory; the block joins the key
   // splits row by row and writes the partial in fk_write_partial's format.

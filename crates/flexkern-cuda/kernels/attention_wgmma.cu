@@ -49,26 +49,8 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
   extern __shared__ __align__(16) u8 fk_wsmem[];
   const u32 item = blockIdx.x;
   const i64 kvh = blockIdx.y;
-#if FK_TRACE
-  const u64 trace_t0 = fk_now();
-  const u32 trace_slot = blockIdx.y * gridDim.x + blockIdx.x;
-#define FK_WMARK(i) fk_trace_mark(trace_slot, i, trace_t0)
   // A consumer's loop in SM cycles: waiting for tiles, for its turn, for its MMA, in softmax.
-  u32 tc_at = (u32)clock(), tc[4] = {0, 0, 0, 0};
-#define FK_WACC(i)                     \
-  do {                                 \
-    const u32 now_ = (u32)clock();     \
-    tc[i] += now_ - tc_at;             \
-    tc_at = now_;                      \
-  } while (0)
-#else
-#define FK_WMARK(i) \
-  do {              \
-  } while (0)
-#define FK_WACC(i) \
-  do {             \
-  } while (0)
-#endif
+  FK_PHASES(blockIdx.y * gridDim.x + blockIdx.x);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // Swizzle atoms repeat every 1024 bytes: the stages start on such a boundary (the host adds
   // 1 KiB of slack), the barriers follow them.
@@ -165,7 +147,7 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
 #else
     const FkMRows q = fk_wq(a, sq, row_tile, kvh, wg, wi * 16 + g, sq_smem);
 #endif
-    FK_WMARK(0);
+    FK_MARK(0);
     float o[FK_WNO * 8][4];
 #pragma unroll
     for (int i = 0; i < FK_WNO * 8; ++i)
@@ -311,17 +293,17 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
 
     if (ntiles > 0) {
       fk_bar_wait(full_bar, 0);
-      FK_WMARK(1);
-      FK_WACC(0);
+      FK_MARK(1);
+      FK_PHASE(0);
       fk_named_sync(my_turn, 256);
-      FK_WACC(1);
+      FK_PHASE(1);
       fk_wg_fence();
       issue_s(0);
       fk_wg_commit();
       fk_named_arrive(their_turn, 256);
       fk_wg_wait();
       fk_wg_pin<FK_WNB * 8>(sc);
-      FK_WACC(2);
+      FK_PHASE(2);
 #if FK_WG_OVERLAP
       // FlashAttention-3's intra-warpgroup overlap: a turn issues Q K^T of tile t and P V of
       // tile t - 1 as two groups and runs tile t's softmax once the first is done, while the
@@ -339,14 +321,14 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
         pack();
       };
       probs(0, alpha);
-      FK_WACC(3);
+      FK_PHASE(3);
       for (int t = 1; t < ntiles; ++t) {
         fk_bar_wait(full_bar + 8 * (t % FK_WST), (t / FK_WST) & 1);
-        FK_WACC(0);
+        FK_PHASE(0);
         retire(t - 2);
-        FK_WACC(2);
+        FK_PHASE(2);
         fk_named_sync(my_turn, 256);
-        FK_WACC(1);
+        FK_PHASE(1);
         fk_wg_pin<FK_WNO * 8>(o);
         fk_wg_fence();
         issue_s(t);
@@ -356,19 +338,19 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
         fk_named_arrive(their_turn, 256);
         fk_wg_wait1();
         fk_wg_pin<FK_WNB * 8>(sc);
-        FK_WACC(2);
+        FK_PHASE(2);
         probs(t, alpha);
-        FK_WACC(3);
+        FK_PHASE(3);
       }
       retire(ntiles - 2);
 #else
       softmax(0);
-      FK_WACC(3);
+      FK_PHASE(3);
       for (int t = 1; t < ntiles; ++t) {
         fk_bar_wait(full_bar + 8 * (t % FK_WST), (t / FK_WST) & 1);
-        FK_WACC(0);
+        FK_PHASE(0);
         fk_named_sync(my_turn, 256);
-        FK_WACC(1);
+        FK_PHASE(1);
         fk_wg_pin<FK_WNO * 8>(o);
         fk_wg_fence();
         issue_pv(t - 1);
@@ -378,14 +360,14 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
         fk_wg_wait();
         fk_wg_pin<FK_WNO * 8>(o);
         fk_wg_pin<FK_WNB * 8>(sc);
-        FK_WACC(2);
+        FK_PHASE(2);
         release(t - 1);
         softmax(t);
-        FK_WACC(3);
+        FK_PHASE(3);
       }
 #endif
       fk_named_sync(my_turn, 256);
-      FK_WACC(1);
+      FK_PHASE(1);
       fk_wg_pin<FK_WNO * 8>(o);
       fk_wg_fence();
       issue_pv(ntiles - 1);
@@ -394,12 +376,9 @@ extern "C" __global__ void __launch_bounds__(FK_NWARPS * 32 + FK_WPROD, 1) fk_at
       fk_wg_wait();
       fk_wg_pin<FK_WNO * 8>(o);
       release(ntiles - 1);
-      FK_WACC(2);
-      FK_WMARK(2);
-#if FK_TRACE
-      if (threadIdx.x == 0 && trace_slot < FK_TRACE_SLOTS)
-        for (int i = 0; i < 4; ++i) fk_trace_ph[FK_TRACE_MARKS * trace_slot + 3 + i] = tc[i];
-#endif
+      FK_PHASE(2);
+      FK_MARK(2);
+      FK_PHASES_STORE();
     } else {
       fk_named_sync(my_turn, 256);
       if (!last_wg) fk_named_arrive(their_turn, 256);

@@ -122,14 +122,46 @@ __device__ __forceinline__ void fk_trace_block(u32 slot, u64 t0) {
   fk_trace[2 * slot] = t0;
   fk_trace[2 * slot + 1] = (fk_now() - t0) << 16 | sm;
 }
-// Phase marks of a block (the Hopper prefill's: Q stored, first tile landed, loop done, ns
-// after its start, so a short block's fixed costs show beside its loop; then its first
-// consumer's loop in SM cycles: waiting for tiles, for its turn, for its MMA, in softmax).
+// Phase marks of a block (the tensor-core kernels': Q ready, first tile landed, loop done, ns
+// after its start, so a short block's fixed costs show beside its loop; then one warp's loop in
+// SM cycles: waiting for tiles, for its turn or queueing copies, in its MMA, in softmax).
 constexpr int FK_TRACE_MARKS = 7;
 __device__ u32 fk_trace_ph[FK_TRACE_MARKS * FK_TRACE_SLOTS];
 __device__ __forceinline__ void fk_trace_mark(u32 slot, int i, u64 t0) {
   if (threadIdx.x == 0 && slot < FK_TRACE_SLOTS) fk_trace_ph[FK_TRACE_MARKS * slot + i] = (u32)(fk_now() - t0);
 }
+// A kernel's phase accounting: FK_PHASES() opens block `slot`'s clocks, FK_MARK(i) records mark
+// i, FK_PHASE(i) adds the SM cycles since the last FK_PHASE to loop phase i, FK_PHASES_STORE()
+// writes the loop phases after the marks.
+#define FK_PHASES(slot)                        \
+  const u64 trace_t0 = fk_now();               \
+  const u32 trace_slot = (slot);               \
+  u32 tc_at = (u32)clock(), tc[4] = {0, 0, 0, 0}
+#define FK_MARK(i) fk_trace_mark(trace_slot, i, trace_t0)
+#define FK_PHASE(i)                \
+  do {                             \
+    const u32 now_ = (u32)clock(); \
+    tc[i] += now_ - tc_at;         \
+    tc_at = now_;                  \
+  } while (0)
+#define FK_PHASES_STORE()                                                                            \
+  do {                                                                                               \
+    if (threadIdx.x == 0 && trace_slot < FK_TRACE_SLOTS)                                             \
+      for (int i_ = 0; i_ < 4; ++i_) fk_trace_ph[FK_TRACE_MARKS * trace_slot + 3 + i_] = tc[i_]; \
+  } while (0)
+#else
+#define FK_PHASES(slot) \
+  do {                  \
+  } while (0)
+#define FK_MARK(i) \
+  do {             \
+  } while (0)
+#define FK_PHASE(i) \
+  do {              \
+  } while (0)
+#define FK_PHASES_STORE() \
+  do {                    \
+  } while (0)
 #endif
 
 // x rounded to nearest even to a 16-bit float: `to` 2 bf16, else f16 (fk_convert, and the
