@@ -13,14 +13,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));        \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
+#include "micro.cuh"
 
 constexpr int D = 128, HKV = 8, ROW = D * 2, PAGE = 16;
 constexpr long T = 131072;
@@ -40,22 +33,6 @@ __device__ __forceinline__ unsigned chain(unsigned seed, int n) {
 #pragma unroll 1
   for (int i = 0; i < n; ++i) x = fmaf(x, 0.999f, 0.001f);
   return __float_as_uint(x);
-}
-__device__ __forceinline__ void bar_init(unsigned b, unsigned n) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(b), "r"(n));
-}
-__device__ __forceinline__ void bar_expect(unsigned b, unsigned bytes) {
-  asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(b), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bar_wait(unsigned b, unsigned parity) {
-  unsigned done;
-  do {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(b), "r"(parity)
-                 : "memory");
-  } while (!done);
 }
 __device__ __forceinline__ void tma3(unsigned dst, const CUtensorMap* m, int x, int y, int z, unsigned b) {
   asm volatile(

@@ -24,14 +24,7 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));        \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
+#include "micro.cuh"
 
 constexpr int NW = 8, SUN = 4, HID = 4096, FFN = 14336, QKV = 6144, LAYERS = 32;
 constexpr int KMAX = FFN;
@@ -101,9 +94,12 @@ __device__ __forceinline__ void load(Batch<NM>& b, const Phase& p, int row, int 
 // The block's Q8_0 copy of x: codes [k] and (scale, code sum) [k / 32], four lanes a group of
 // 32 (few registers: the warp's first batch is live across this). x was written by other
 // blocks of this launch in the chain, so it is read through L2 (ld.global.cg), never .nc.
+// SH: x is already in shared memory (read there).
+template <bool SH = false>
 __device__ __forceinline__ void quantize(const float* x, int k, signed char* xq, float2* xd) {
   for (int e = 8 * threadIdx.x; e < k; e += 8 * NW * 32) {
-    const float4 f0 = __ldcg((const float4*)(x + e)), f1 = __ldcg((const float4*)(x + e) + 1);
+    const float4* x4 = (const float4*)(x + e);
+    const float4 f0 = SH ? x4[0] : __ldcg(x4), f1 = SH ? x4[1] : __ldcg(x4 + 1);
     const float v[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
     float amax = 0.f;
 #pragma unroll
@@ -126,35 +122,13 @@ __device__ __forceinline__ void quantize(const float* x, int k, signed char* xq,
   }
 }
 
-// Bulk copies into shared memory completing on one mbarrier (Hopper's cp.async.bulk).
-__device__ __forceinline__ void bar_init(unsigned b, unsigned n) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(b), "r"(n));
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-__device__ __forceinline__ void bar_expect(unsigned b, unsigned bytes) {
-  asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(b), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bar_wait(unsigned b, unsigned parity) {
-  unsigned done;
-  do {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(b), "r"(parity)
-                 : "memory");
-  } while (!done);
-}
-__device__ __forceinline__ void bulk_g2s(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
 // Thread 0 copies `bytes` from `src` to shared `dst` in 16 KB pieces; the block waits for them.
 __device__ __forceinline__ void bulk_in(void* dst, const void* src, unsigned bytes) {
   __shared__ __align__(8) unsigned long long bar;
   const unsigned b = (unsigned)__cvta_generic_to_shared(&bar), d = (unsigned)__cvta_generic_to_shared(dst);
   if (threadIdx.x == 0) {
     bar_init(b, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     bar_expect(b, bytes);
     for (unsigned o = 0; o < bytes; o += 16384)
       bulk_g2s(d + o, (const char*)src + o, bytes - o < 16384 ? bytes - o : 16384, b);
@@ -169,38 +143,13 @@ __device__ __forceinline__ void bulk_in2(void* d1, const void* s1, unsigned n1, 
   const unsigned b = (unsigned)__cvta_generic_to_shared(&bar);
   if (threadIdx.x == 0) {
     bar_init(b, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     bar_expect(b, n1 + n2);
     bulk_g2s((unsigned)__cvta_generic_to_shared(d1), s1, n1, b);
     bulk_g2s((unsigned)__cvta_generic_to_shared(d2), s2, n2, b);
   }
   __syncthreads();
   bar_wait(b, 0);
-}
-
-// As quantize, from x already in shared memory.
-__device__ __forceinline__ void quantize_sh(const float* xs, int k, signed char* xq, float2* xd) {
-  for (int e = 8 * threadIdx.x; e < k; e += 8 * NW * 32) {
-    const float4 f0 = *(const float4*)(xs + e), f1 = *((const float4*)(xs + e) + 1);
-    const float v[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
-    float amax = 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    const float d = amax / 127.f, id = d > 0.f ? 1.f / d : 0.f;
-    int sum = 0;
-    unsigned w[2] = {0, 0};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int q = __float2int_rn(v[i] * id);
-      sum += q;
-      w[i / 4] |= (unsigned)(q & 255) << (8 * (i % 4));
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    *(uint2*)(xq + e) = make_uint2(w[0], w[1]);
-    if ((threadIdx.x & 3) == 0) xd[e / 32] = make_float2(d, __int_as_float(sum));
-  }
 }
 
 __device__ __forceinline__ float dot(const uint4& w, __half d, const signed char* xq, float2 xd, int u) {
@@ -225,7 +174,7 @@ __device__ __forceinline__ void stream(const Phase& p, Batch<NM>& first, int r0,
   } else if (p.pmode == 2) {
     float* xs = (float*)(xq + KMAX + KMAX / 4);  // after the codes and their (scale, sum)
     bulk_in(xs, p.x, 4 * p.k);
-    quantize_sh(xs, p.k, xq, xd);
+    quantize<true>(xs, p.k, xq, xd);
   } else if (p.pmode == 3) {
     bulk_in2(xq, p.xqg, p.k, xd, p.xqg + KMAX, p.k / 4);  // one trip to L2
   }
