@@ -3,6 +3,10 @@
 #if FK_MMA
 // The Hopper kernel (attention_wgmma.cu) replaces this one in its modules.
 #if !FK_WGMMA
+#if FK_DK > 128 || FK_DV > 128
+#undef FK_TRACE_LOOP
+#define FK_TRACE_LOOP 0  // the trace build's loop phases (fk_common.cuh) spill wide heads
+#endif
 #if FK_MMA_MINB > 1
 #define FK_MMA_BOUNDS __launch_bounds__(FK_NWARPS * 32, FK_MMA_MINB)
 #else

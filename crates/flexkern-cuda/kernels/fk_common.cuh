@@ -133,20 +133,27 @@ __device__ __forceinline__ void fk_trace_mark(u32 slot, int i, u64 t0) {
 // A kernel's phase accounting: FK_PHASES() opens block `slot`'s clocks, FK_MARK(i) records mark
 // i, FK_PHASE(i) adds the SM cycles since the last FK_PHASE to loop phase i, FK_PHASES_STORE()
 // writes the loop phases after the marks.
-#define FK_PHASES(slot)                        \
-  const u64 trace_t0 = fk_now();               \
-  const u32 trace_slot = (slot);               \
-  u32 tc_at = (u32)clock(), tc[4] = {0, 0, 0, 0}
+// FK_TRACE_LOOP 0 (a kernel's wide heads, attention_mma.cu) keeps the marks and leaves the
+// loop phases out: their five registers spilled the D 256 decode kernel's trace build.
+#ifndef FK_TRACE_LOOP
+#define FK_TRACE_LOOP 1
+#endif
+#define FK_PHASES(slot)                                 \
+  const u64 trace_t0 = fk_now();                        \
+  const u32 trace_slot = (slot);                        \
+  u32 tc_at = FK_TRACE_LOOP ? (u32)clock() : 0u, tc[4] = {0, 0, 0, 0}
 #define FK_MARK(i) fk_trace_mark(trace_slot, i, trace_t0)
-#define FK_PHASE(i)                \
-  do {                             \
-    const u32 now_ = (u32)clock(); \
-    tc[i] += now_ - tc_at;         \
-    tc_at = now_;                  \
+#define FK_PHASE(i)                  \
+  do {                               \
+    if constexpr (FK_TRACE_LOOP) {   \
+      const u32 now_ = (u32)clock(); \
+      tc[i] += now_ - tc_at;         \
+      tc_at = now_;                  \
+    }                                \
   } while (0)
 #define FK_PHASES_STORE()                                                                            \
   do {                                                                                               \
-    if (threadIdx.x == 0 && trace_slot < FK_TRACE_SLOTS)                                             \
+    if (FK_TRACE_LOOP && threadIdx.x == 0 && trace_slot < FK_TRACE_SLOTS)                            \
       for (int i_ = 0; i_ < 4; ++i_) fk_trace_ph[FK_TRACE_MARKS * trace_slot + 3 + i_] = tc[i_]; \
   } while (0)
 #else

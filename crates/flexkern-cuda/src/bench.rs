@@ -75,6 +75,23 @@ pub fn standard_shapes(quick: bool) -> Vec<DecodeShape> {
     v
 }
 
+/// Decode at a model step's short contexts (B1, 64 and 160 keys, paged 16): the 8B shape's
+/// heads and SmolLM2's. Bound by latency, not bytes (`bench attn --only short`, not in the
+/// default run): with `FLEXKERN_CUDA_TRACE=1` their phase marks say where a step's attention
+/// spends its few microseconds.
+pub fn short_shapes() -> Vec<DecodeShape> {
+    let s = |kv_len, hq, hkv, d| DecodeShape {
+        batch: 1,
+        kv_len,
+        hq,
+        hkv,
+        d,
+        kv_dtype: DType::BF16,
+        page_size: Some(16),
+    };
+    vec![s(64, 32, 8, 128), s(160, 32, 8, 128), s(64, 9, 3, 64)]
+}
+
 /// What one decode shape ran: time, kernel, partitions, registers.
 pub struct DecodeRun {
     /// A layer's whole call, its plan reused (`attention_memo`, as the model's layers share

@@ -10,7 +10,8 @@ pub struct AttnBenchArgs {
     /// Fewer repetitions and smaller shapes (smoke test of the benchmark itself).
     #[arg(long)]
     pub quick: bool,
-    /// Only the section(s) whose name contains this: prefill, decode, paged, cascade.
+    /// Only the section(s) whose name contains this: prefill, decode, paged, cascade; on cuda
+    /// also `short` (decode at a model step's 64-160 keys, latency-bound: not in the default run).
     #[arg(long, default_value = "")]
     pub only: String,
     /// Also append the rows to this CSV file.

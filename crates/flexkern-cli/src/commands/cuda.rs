@@ -121,7 +121,9 @@ pub fn verify(quick: bool, seed: u64, report: &mut dyn FnMut(Outcome)) -> Result
 /// the prefill cases in effective GFLOP/s (visible pairs only; the peers script measures the
 /// bf16 matmul rate they are rated against in the same device call).
 pub fn bench_attn(a: &super::bench_common::AttnBenchArgs) -> Result<()> {
-    use flexkern_cuda::bench::{copy_bandwidth, decode, read_bandwidth, standard_shapes};
+    use flexkern_cuda::bench::{
+        copy_bandwidth, decode, read_bandwidth, short_shapes, standard_shapes,
+    };
     let dev = open("bench attn")?;
     let reps = if a.quick { 5 } else { 30 };
     println!(
@@ -134,8 +136,14 @@ pub fn bench_attn(a: &super::bench_common::AttnBenchArgs) -> Result<()> {
         "copy bandwidth (device to device, read + write): {copy:.0} GB/s; read bandwidth (read only, queued behind GPU work): {read:.0} GB/s"
     );
     let mut rows = Vec::new();
-    for s in standard_shapes(a.quick) {
-        if !a.only.is_empty() && !s.name().contains(&a.only) {
+    let short = a.only == "short";
+    let shapes = if short {
+        short_shapes()
+    } else {
+        standard_shapes(a.quick)
+    };
+    for s in shapes {
+        if !short && !a.only.is_empty() && !s.name().contains(&a.only) {
             continue;
         }
         let r = decode(&dev, &s, reps, a.deterministic)?;
