@@ -35,9 +35,10 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
   const uint2 full = ((const uint2*)(a.step + a.off_item_full))[item];
   const int ntiles = (int)((k1 - k0 + FK_MTILE - 1) / FK_MTILE);
 
+  FkPageWindow pw(a, seq, k0, k1);
 #pragma unroll
   for (int s = 0; s < FK_MMA_STAGES - 1; ++s)
-    fk_missue(a, sq, seq, kvh, fk_mstages + s * FK_MSTAGE, k0 + (i64)s * FK_MTILE, s < ntiles ? k1 : k0,
+    fk_missue(a, sq, seq, kvh, pw, fk_mstages + s * FK_MSTAGE, k0 + (i64)s * FK_MTILE, s < ntiles ? k1 : k0,
               visible0);
 
   // This thread's rows: g and g + 8 of the warp's m-tile.
@@ -61,7 +62,7 @@ extern "C" __global__ void FK_MMA_BOUNDS fk_attention_mma(const FkArgs a) {
     if (t == 0) FK_MARK(1);
     // Every warp is past tile t - 1: its stage takes the tile FK_MMA_STAGES - 1 ahead.
     const int ahead = t + FK_MMA_STAGES - 1;
-    fk_missue(a, sq, seq, kvh, fk_mstages + (ahead % FK_MMA_STAGES) * FK_MSTAGE, k0 + (i64)ahead * FK_MTILE,
+    fk_missue(a, sq, seq, kvh, pw, fk_mstages + (ahead % FK_MMA_STAGES) * FK_MSTAGE, k0 + (i64)ahead * FK_MTILE,
               ahead < ntiles ? k1 : k0, visible0);
     FK_PHASE(1);
     const u8* sk = fk_mstages + (t % FK_MMA_STAGES) * FK_MSTAGE;

@@ -13,16 +13,23 @@ struct FkRowSplit {
 };
 
 #if FK_PAGED
+#if FK_PAGE_SHIFT >= 0
+// Pages a stage spans: it may start mid-page, so one more than it fills, and two where pages
+// outgrow stages (128-key stages start 64 keys into a 256-key page when partitions are odd
+// multiples of 64 keys: with one, a stage's second page was read from its first).
+constexpr int FK_STAGE_SPAN = ((FK_MTILE - 1) >> FK_PAGE_SHIFT) + 2;
+#endif
 // The pool slots of a stage's keys [t0, t0 + FK_MTILE). Where the stage spans at most 32 pages
 // (power-of-two pages, every thread looping over whole passes), each lane of a warp looks up one
 // of them and rows take theirs by a shuffle: one page-table round trip a stage, not one per row
 // pass (ncu, H100, fp8 B1 x 128k paged: a tenth of the decode kernel's warp samples waited on
-// those per-row lookups). Otherwise each row looks its page up itself.
-template <int RPP>
+// those per-row lookups). Otherwise (or not ON: the page window serves the stage) each row
+// looks its page up itself.
+template <int RPP, bool ON = true>
 struct FkStagePages {
 #if FK_PAGE_SHIFT >= 0
-  static constexpr int SPAN = (FK_MTILE >> FK_PAGE_SHIFT) + 1;  // a stage may start mid-page
-  static constexpr bool SHARED = SPAN <= 32 && FK_MTILE % RPP == 0;
+  static constexpr int SPAN = FK_STAGE_SPAN;
+  static constexpr bool SHARED = ON && SPAN <= 32 && FK_MTILE % RPP == 0;
 #else
   static constexpr bool SHARED = false;
 #endif
@@ -51,6 +58,70 @@ struct FkStagePages {
   }
 };
 #endif
+
+// Where the planner asks (FK_PAGE_WINDOW: long decode partitions, `plan::page_window`), the
+// paged copies of K and V together (fk_mrows_kv below) read their pages from a window the block
+// holds: lane l of every warp keeps the physical page of logical page `base` + l (`cur`) and of
+// `base` + 32 + l (`nxt`), and a stage's rows take theirs by shuffles. The next window is
+// loaded as the stages move into this one, 32 pages ahead, so no stage's issue waits on a
+// page-table load (paged decode spent 1.8x contiguous's cycles queueing its copies, session
+// 29). At a model step's short context it lost (session 31, call d): there the stages look
+// their pages up one at a time (FkStagePages).
+#if FK_PAGED && FK_PAGE_SHIFT >= 0
+constexpr bool FK_PWIN = FK_PAGE_WINDOW && FK_STAGE_SPAN <= 32 &&
+                         FK_DK * FK_MKB == FK_DV * FK_MVB && FK_DK <= 128 && FK_DV <= 128 &&
+                         FK_MTILE % FkRowSplit<FK_DK * FK_MKB / 16>::RPP == 0;
+#else
+constexpr bool FK_PWIN = false;
+#endif
+struct FkPageWindow {
+#if FK_PAGED && FK_PAGE_SHIFT >= 0
+  u32 base, last, cur, nxt;
+  __device__ __forceinline__ u32 load(const FkArgs& a, u32 seq, u32 lp) const {
+    return lp <= last ? fk_page(a, a.cu_pages, a.first_page, a.pages, seq, lp) : 0u;
+  }
+#endif
+  // The item's keys [k0, k1).
+  __device__ __forceinline__ FkPageWindow(const FkArgs& a, u32 seq, i64 k0, i64 k1) {
+#if FK_PAGED && FK_PAGE_SHIFT >= 0
+    if constexpr (FK_PWIN) {
+      const u32 lane = threadIdx.x & 31;
+      base = (u32)k0 >> FK_PAGE_SHIFT;
+      last = k1 > k0 ? (u32)(k1 - 1) >> FK_PAGE_SHIFT : base;
+      cur = load(a, seq, base + lane);
+      nxt = load(a, seq, base + 32 + lane);
+    }
+#endif
+  }
+  // Moves to the stage at t0 (stages come in increasing order, at most a window apart: a
+  // stage spans at most 32 pages).
+  __device__ __forceinline__ void to(const FkArgs& a, u32 seq, i64 t0) {
+#if FK_PAGED && FK_PAGE_SHIFT >= 0
+    if constexpr (FK_PWIN) {
+      if (((u32)t0 >> FK_PAGE_SHIFT) >= base + 32) {
+        base += 32;
+        cur = nxt;
+        nxt = load(a, seq, base + 32 + (threadIdx.x & 31));
+      }
+    }
+#endif
+  }
+#if FK_PAGED
+  // The slot of key `pos` of the current stage (0 where not `live`). Every thread of the warp
+  // calls it for the same pass, live or not: the shuffles need them all. Only FK_PWIN builds
+  // call it (pages of other sizes have no window).
+  __device__ __forceinline__ i64 slot(u32 pos, bool live) const {
+#if FK_PAGE_SHIFT >= 0
+    const u32 from = (pos >> FK_PAGE_SHIFT) - base;  // < 64 after `to`
+    const u32 c = __shfl_sync(0xffffffffu, cur, from & 31u), n = __shfl_sync(0xffffffffu, nxt, from & 31u);
+    const u32 phys = from < 32 ? c : n;
+    return live ? ((i64)phys << FK_PAGE_SHIFT) + (pos & ((1u << FK_PAGE_SHIFT) - 1u)) : 0;
+#else
+    return 0;
+#endif
+  }
+#endif
+};
 
 // Queues the rows of keys [t0, t0 + FK_MTILE) of K (IS_V false) or V at `dst` (rows `pitch`
 // bytes apart). A few threads share a row, so its address (a page-table lookup when paged) is
@@ -91,19 +162,21 @@ __device__ __forceinline__ void fk_mrows(const FkArgs& a, const FkSeq& sq, u32 s
 // As fk_mrows for K and V at once, for paged rows of the same bytes: one page-table lookup and
 // one loop per key instead of two (at a few hundred keys a decode block is bound by its own
 // instruction stream, and these loops were a fifth of it).
-__device__ __forceinline__ void fk_mrows_kv(const FkArgs& a, u32 seq, i64 kvh, u8* kdst, u8* vdst, i64 t0,
-                                            i64 end, i64 visible0) {
+__device__ __forceinline__ void fk_mrows_kv(const FkArgs& a, u32 seq, i64 kvh, const FkPageWindow& pw, u8* kdst,
+                                            u8* vdst, i64 t0, i64 end, i64 visible0) {
   constexpr int CH = FK_DK * FK_MKB / 16;
   using L = FkRowSplit<CH>;
   const int sub = threadIdx.x % L::TPR;
-  const FkStagePages<L::RPP> pages(a, seq, t0);
+  const FkStagePages<L::RPP, !FK_PWIN> pages(a, seq, t0);
   // Two rows at once: four spilled the 1-byte-KV decode kernel (128-key tiles).
 #pragma unroll 2
   for (int j = threadIdx.x / L::TPR; j < FK_MTILE; j += L::RPP) {
     const i64 pos = t0 + j;
     const bool live = pos < end && pos >= visible0;
     // K's and V's rows sit at the same offset of their pools.
-    const i64 at = pages.slot(a, seq, t0, pos, live);  // outside the select: it shuffles
+    i64 at;  // outside the select: it shuffles
+    if constexpr (FK_PWIN) at = pw.slot((u32)pos, live);
+    else at = pages.slot(a, seq, t0, pos, live);
     const i64 slot = live ? at * a.num_kv_heads + kvh : 0;
     const u8* ks = a.k + slot * (FK_DK * FK_MKB);
     const u8* vs = ks + (a.v - a.k);
@@ -145,15 +218,19 @@ __device__ __forceinline__ void fk_mrows_whole(const FkArgs& a, const FkSeq& sq,
     for (int ch = sub; ch < CH; ch += L::TPR) fk_cp16_live(d + p * L::RPP * PITCH + ch * 16, src + ch * 16);
 }
 #else
-__device__ __forceinline__ void fk_mrows_kv_whole(const FkArgs& a, u32 seq, i64 kvh, u8* kdst, u8* vdst, i64 t0) {
+__device__ __forceinline__ void fk_mrows_kv_whole(const FkArgs& a, u32 seq, i64 kvh, const FkPageWindow& pw,
+                                                  u8* kdst, u8* vdst, i64 t0) {
   constexpr int CH = FK_DK * FK_MKB / 16;
   using L = FkRowSplit<CH>;
   const int sub = threadIdx.x % L::TPR, j0 = threadIdx.x / L::TPR;
-  const FkStagePages<L::RPP> pages(a, seq, t0);
+  const FkStagePages<L::RPP, !FK_PWIN> pages(a, seq, t0);
   const u32 dk = fk_msmem(kdst + j0 * FK_KPITCH), dv = fk_msmem(vdst + j0 * FK_VPITCH);
 #pragma unroll 4
   for (int p = 0; p < FK_MTILE / L::RPP; ++p) {
-    const i64 at = pages.slot(a, seq, t0, t0 + j0 + p * L::RPP, true);
+    const i64 pos = t0 + j0 + p * L::RPP;
+    i64 at;
+    if constexpr (FK_PWIN) at = pw.slot((u32)pos, true);
+    else at = pages.slot(a, seq, t0, pos, true);
     const u8* ks = a.k + (at * a.num_kv_heads + kvh) * (FK_DK * FK_MKB);
     const u8* vs = ks + (a.v - a.k);
 #pragma unroll
@@ -167,17 +244,18 @@ __device__ __forceinline__ void fk_mrows_kv_whole(const FkArgs& a, u32 seq, i64 
 
 // Queues K and V of keys [t0, t0 + FK_MTILE) into `stage` as one commit group (empty past the
 // item's end, so group counting stays uniform).
-__device__ __forceinline__ void fk_missue(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, u8* stage,
-                                          i64 t0, i64 end, i64 visible0) {
+__device__ __forceinline__ void fk_missue(const FkArgs& a, const FkSeq& sq, u32 seq, i64 kvh, FkPageWindow& pw,
+                                          u8* stage, i64 t0, i64 end, i64 visible0) {
   const bool whole = t0 >= visible0 && t0 + FK_MTILE <= end;
   if (t0 < end) {
 #if FK_PAGED
     // Heads above 128 keep two loops: both at once spill their registers.
     if constexpr (FK_DK * FK_MKB == FK_DV * FK_MVB && FK_DK <= 128 && FK_DV <= 128) {
+      pw.to(a, seq, t0);
       if (fk_whole_passes<FK_DK * FK_MKB / 16>() && whole)
-        fk_mrows_kv_whole(a, seq, kvh, stage, stage + FK_MTILE * FK_KPITCH, t0);
+        fk_mrows_kv_whole(a, seq, kvh, pw, stage, stage + FK_MTILE * FK_KPITCH, t0);
       else
-        fk_mrows_kv(a, seq, kvh, stage, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
+        fk_mrows_kv(a, seq, kvh, pw, stage, stage + FK_MTILE * FK_KPITCH, t0, end, visible0);
     } else
 #else
     if (fk_whole_passes<FK_DK * FK_MKB / 16>() && fk_whole_passes<FK_DV * FK_MVB / 16>() && whole) {

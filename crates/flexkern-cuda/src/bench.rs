@@ -76,9 +76,10 @@ pub fn standard_shapes(quick: bool) -> Vec<DecodeShape> {
 }
 
 /// Decode at a model step's short contexts (B1, 64 and 160 keys, paged 16): the 8B shape's
-/// heads and SmolLM2's. Bound by latency, not bytes (`bench attn --only short`, not in the
-/// default run): with `FLEXKERN_CUDA_TRACE=1` their phase marks say where a step's attention
-/// spends its few microseconds.
+/// heads and SmolLM2's; and a lone sequence of 1024 and 2048 keys, split into at most a block
+/// an SM. Bound by latency, not bytes (`bench attn --only short`, not in the default run):
+/// with `FLEXKERN_CUDA_TRACE=1` their phase marks say where a step's attention spends its few
+/// microseconds.
 pub fn short_shapes() -> Vec<DecodeShape> {
     let s = |kv_len, hq, hkv, d| DecodeShape {
         batch: 1,
@@ -89,7 +90,14 @@ pub fn short_shapes() -> Vec<DecodeShape> {
         kv_dtype: DType::BF16,
         page_size: Some(16),
     };
-    vec![s(64, 32, 8, 128), s(160, 32, 8, 128), s(64, 9, 3, 64)]
+    vec![
+        s(64, 32, 8, 128),
+        s(160, 32, 8, 128),
+        s(1024, 32, 8, 128),
+        s(2048, 32, 8, 128),
+        s(64, 9, 3, 64),
+        s(160, 9, 3, 64),
+    ]
 }
 
 /// What one decode shape ran: time, kernel, partitions, registers.

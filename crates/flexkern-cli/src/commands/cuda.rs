@@ -151,7 +151,7 @@ pub fn bench_attn(a: &super::bench_common::AttnBenchArgs) -> Result<()> {
         let gbs = s.kv_bytes() as f64 / (ms * 1e-3) / 1e9;
         let pct = |ms: f64| 100.0 * s.kv_bytes() as f64 / (ms * 1e-3) / 1e9 / copy;
         println!(
-            "  {}: {} ({} blocks, partitions of {} keys, {} registers, {} B local); planned afresh in the call {:.3} ms, {:.1} % of copy (host planning {:.1} us); kernels of the prepared call alone {:.3} ms, {:.1} %; the call queued behind GPU work {:.3} ms, {:.1} % of copy, {:.1} % of read",
+            "  {}: {} ({} blocks, partitions of {} keys, {} registers, {} B local); planned afresh in the call {:.4} ms, {:.1} % of copy (host planning {:.1} us); kernels of the prepared call alone {:.4} ms, {:.1} %; the call queued behind GPU work {:.4} ms, {:.1} % of copy, {:.1} % of read",
             s.name(),
             r.kernel,
             r.blocks,

@@ -76,6 +76,9 @@ pub struct KernelConfig {
     pub small_vars: bool,
     /// Blocks record their start, duration and SM (`FLEXKERN_CUDA_TRACE=1`; `trace.rs`).
     pub trace: bool,
+    /// The mma.sync kernel's paged stages read their pages from a window a block holds
+    /// (`FkPageWindow`, attention_stage.cu; `plan::page_window` decides).
+    pub page_window: bool,
 }
 
 /// Whether every value a hook variable takes for a kept element of the call (batch, head, query
@@ -139,7 +142,11 @@ impl KernelConfig {
             format!("hd{}x{}", self.dk, self.dv)
         };
         let pages = if self.page_shift >= 0 {
-            format!("{}", 1usize << self.page_shift)
+            format!(
+                "{}{}",
+                1usize << self.page_shift,
+                if self.page_window { "w" } else { "" }
+            )
         } else {
             String::new()
         };
@@ -202,9 +209,10 @@ impl KernelConfig {
         let defines = format!(
             "{defines}#define FK_MMA {}\n#define FK_MMA_MT {}\n#define FK_MMA_TILE {}\n#define FK_MMA_STAGES {}\n\
              #define FK_MMA_TPR {}\n#define FK_MMA_L2 {}\n#define FK_MMA_MINB {}\n#define FK_WGMMA {}\n#define FK_WG_S {}\n#define FK_WG_OVERLAP {}\n\
-             #define FK_WTMA {}\n#define FK_SMALL_VARS {}\n#define FK_TRACE {}\n#define FK_JOIN_PARTS {SELF_JOIN_PARTS}\n",
+             #define FK_WTMA {}\n#define FK_SMALL_VARS {}\n#define FK_TRACE {}\n#define FK_JOIN_PARTS {SELF_JOIN_PARTS}\n#define FK_PAGE_WINDOW {}\n",
             self.mma.is_some() as u8, m.m_tiles, m.tile, m.stages, m.copy_threads, m.l2_prefetch, m.min_blocks,
-            m.wg as u8, m.wg_s, m.wg_overlap as u8, self.tma as u8, self.small_vars as u8, self.trace as u8
+            m.wg as u8, m.wg_s, m.wg_overlap as u8, self.tma as u8, self.small_vars as u8, self.trace as u8,
+            self.page_window as u8
         );
         use crate::headers::{text, COMMON, MMA, WGMMA};
         let common = text(&[COMMON]);
@@ -240,6 +248,7 @@ impl KernelConfig {
             nwarps: 4,
             tma: false,
             small_vars: true,
+            page_window: false,
             trace: false,
         }
     }
@@ -370,6 +379,7 @@ pub(super) fn config(c: &AttnCall, rows: usize) -> Result<(KernelConfig, DType, 
         nwarps: 4,
         tma: false,
         small_vars: small_vars(c.lens, c.num_q_heads),
+        page_window: false,
         trace: super::trace::enabled(),
     };
     Ok((cfg, kd, vd))

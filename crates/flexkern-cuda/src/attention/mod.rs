@@ -7,8 +7,8 @@ use crate::codegen::{self, ParamLayout};
 use crate::device_struct::device_struct;
 use crate::error::{driver, invalid, Result};
 use crate::plan::{
-    choose_groups, mma_shape, plan_work, rows_per_block, two_groups, MmaQuery, MmaShape, WorkPlan,
-    TILE,
+    choose_groups, mma_shape, page_window, plan_work, rows_per_block, two_groups, MmaQuery,
+    MmaShape, WorkPlan, TILE,
 };
 use crate::runtime::{Device, DeviceBuf};
 use cudarc::driver::sys::CUtensorMap;
@@ -439,7 +439,7 @@ fn prepare_with(
     if cfg.async_tile == 0 && cfg.mma.is_none() {
         cfg.nwarps = 4; // the register path's tile of 128 keys assumes 4 warps
     }
-    let (module, f_attn, per_sm, smem) = loop {
+    let (mut module, mut f_attn, per_sm, mut smem) = loop {
         let (module, f, per_sm, smem) = load_kernel(dev, &cfg, &hooks, k_dtype, v_dtype)?;
         match cfg.mma {
             // A variant whose hooks push the Hopper kernel's consumers past their registers:
@@ -473,7 +473,6 @@ fn prepare_with(
         Some(m) if cfg.tma => Some(tma::maps(&c.kv, hkv, (dk, dv), m.tile)?),
         _ => None,
     };
-    let smem_attn = smem as u32;
     let rows = cfg.rows;
     let mut plan = plan_work(
         lens,
@@ -483,6 +482,14 @@ fn prepare_with(
         dev.props.sms * per_sm,
         c.deterministic,
     );
+    // Long paged decode partitions read their pages from a window (the plan stands: the
+    // window changes neither shared memory nor, measured, registers).
+    let decode = cfg.mma.is_some_and(|m| !m.wg && m.m_tiles == 1);
+    if cfg.paged && cfg.page_shift >= 0 && decode && page_window(plan.chunk) {
+        cfg.page_window = true;
+        (module, f_attn, _, smem) = load_kernel(dev, &cfg, &hooks, k_dtype, v_dtype)?;
+    }
+    let smem_attn = smem as u32;
     crate::plan::classify_items(
         &mut plan,
         lens,

@@ -85,6 +85,7 @@ fn kernels_compile_with_nvrtc() {
             nwarps: 4,
             tma: false,
             small_vars: true,
+            page_window: false,
             trace: false,
         };
         let src = k.source(&hooks.source, 0);
@@ -174,6 +175,7 @@ fn tensor_core_kernels_compile_without_spills() {
             nwarps: if m.wg { m.m_tiles } else { 4 },
             tma: false,
             small_vars: true,
+            page_window: false,
             trace: false,
         };
         assert_eq!(
@@ -213,9 +215,26 @@ fn tensor_core_kernels_compile_without_spills() {
                     ..k.clone()
                 }))
                 .collect()
+        } else if m.m_tiles == 1 && k.paged {
+            // Paged decode, and its long partitions' page window (`plan::page_window`).
+            vec![
+                k.clone(),
+                KernelConfig {
+                    page_window: true,
+                    ..k.clone()
+                },
+            ]
         } else {
             vec![k.clone()]
         };
+        // Paged: pages of a size other than a power of two too (no shifts, no page window).
+        let mut modes = modes;
+        if k.paged {
+            modes.push(KernelConfig {
+                page_shift: -1,
+                ..modes[0].clone()
+            });
+        }
         for (vi, v, k) in picked
             .iter()
             .flat_map(|&(vi, v)| modes.iter().map(move |k| (vi, v, k)))
@@ -373,6 +392,7 @@ fn dump_hopper_cubins() {
             nwarps: m.m_tiles,
             tma: std::env::var("FK_DUMP_PAGED").is_err(),
             small_vars: true,
+            page_window: false,
             trace: std::env::var("FK_DUMP_TRACE").is_ok(),
         };
         use flexkern::builtins::*;
@@ -464,6 +484,7 @@ fn dump_decode_cubins() {
             nwarps: 4,
             tma: false,
             small_vars: true,
+            page_window: paged && std::env::var("FK_DUMP_WINDOW").is_ok(),
             trace: std::env::var("FK_DUMP_TRACE").is_ok(),
         };
         let src = k.source(&hooks, 0);

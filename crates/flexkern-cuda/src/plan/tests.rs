@@ -515,3 +515,53 @@ fn three_warpgroups_where_the_mask_cuts_few_more_tiles() {
     let (n, cut) = (4 * (32 * 33 / 2), 4 * 32);
     assert!((work_cost(&q, 128, 2) - ((n - cut) as f64 + 2.5 * cut as f64)).abs() < 1e-6);
 }
+
+#[test]
+fn long_decode_partitions_read_their_pages_from_a_window() {
+    // The planner's partitions (H100: 3 blocks an SM), 8B heads: issue 13's long shapes take
+    // the window, a model step's short context and a lone sequence's 128-key splits do not.
+    let chunk =
+        |b: usize, l: usize| plan_work(&SeqLens::uniform(b, 1, l), 4, 8, 4, 3 * 132, false).chunk;
+    for (b, l) in [(1, 131072), (8, 32768), (64, 8192)] {
+        assert!(page_window(chunk(b, l)), "B{b} x {l}: {}", chunk(b, l));
+    }
+    for (b, l) in [(1, 64), (1, 160), (1, 2048), (64, 160)] {
+        assert!(!page_window(chunk(b, l)), "B{b} x {l}: {}", chunk(b, l));
+    }
+    // Deterministic partitions are long enough too.
+    assert!(page_window(DETERMINISTIC_CHUNK));
+    // verify's long paged decode case (`verify::wave_cases`): 528 sequences of 1030 keys over 2
+    // KV heads stay whole, so its blocks take the window, at 2 to 5 blocks an SM.
+    for per_sm in 2..=5 {
+        let p = plan_work(
+            &SeqLens::uniform(528, 1, 1030),
+            4,
+            2,
+            4,
+            per_sm * 132,
+            false,
+        );
+        assert!(page_window(p.chunk), "{per_sm} an SM: {}", p.chunk);
+    }
+}
+
+#[test]
+fn verify_paged_decode_cases_reach_what_they_test() {
+    // `verify::wave_cases`'s 527 sequences of 300 keys and one of 1100 over pages of 256: the
+    // long one splits at 320 keys, so its 128-key stages start mid-page and cross into the
+    // next page (a stage's pages once assumed one page where pages outgrow stages), in short
+    // partitions that look their pages up a stage at a time; at 2 to 5 blocks an SM.
+    let mut cu = vec![0u64];
+    let mut kv = vec![300u64; 527];
+    kv.push(1100);
+    for _ in &kv {
+        cu.push(cu.last().unwrap() + 1);
+    }
+    let lens = SeqLens::new(&cu, &kv).unwrap();
+    for per_sm in 2..=5 {
+        let p = plan_work(&lens, 4, 2, 4, per_sm * 132, false);
+        assert_eq!((p.chunk, p.items.len()), (320, 531), "{per_sm} an SM");
+        assert!(!page_window(p.chunk));
+        assert_eq!(p.chunk % 128, 64);
+    }
+}

@@ -18,6 +18,25 @@ pub const MIN_CHUNK: usize = 128;
 /// Partition lengths are multiples of this (the tensor-core kernel's stage).
 pub const CHUNK_STEP: usize = 64;
 
+/// Decode partitions of at least this many keys read their pages from a window the block holds
+/// (`FkPageWindow`, attention_stage.cu) instead of looking each stage's pages up as it is
+/// queued. H200, session 31 (calls d, e), % of read against the stage lookups: B8 x 32k paged
+/// 89.3-89.8 against 88.5-88.8, SmolLM2's B64 x 8k 79.1-79.3 against 77.8-77.9, B1 x 128k
+/// +0.3; but at a model step's 160 keys the call took 9.5 against 9.2 us, hence a threshold
+/// (the shortest partition measured winning was 2688 keys).
+pub const PAGE_WINDOW_KEYS: usize = 1024;
+
+/// Whether a paged decode call whose partitions hold `chunk` keys reads its pages from a window.
+/// `FLEXKERN_CUDA_PAGE_WINDOW=keys` moves the threshold (0: every paged decode; A/B runs and
+/// verify).
+pub fn page_window(chunk: usize) -> bool {
+    let keys = std::env::var("FLEXKERN_CUDA_PAGE_WINDOW")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(PAGE_WINDOW_KEYS);
+    chunk >= keys
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkPlan {
     /// Rows (q head x query pairs) per block.

@@ -1,7 +1,8 @@
 //! GPU-only cases of the verify matrix whose Hopper prefill launches run several waves of
 //! blocks (the CPU's matrix is sized for the CPU and fits in one): many ragged sequences, score
-//! hooks with a captured tensor in whole and edge tiles, a document mask, and paged KV. Checked
-//! against the f64 oracle like the rest.
+//! hooks with a captured tensor in whole and edge tiles, a document mask, and paged KV; and
+//! paged decode under 2-byte queries, short and long partitions. Checked against the f64 oracle
+//! like the rest.
 
 use flexkern::builtins::{alibi, alibi_slopes, causal, document, sliding_window, softcap};
 use flexkern::verify::{Case, PagedCase};
@@ -76,5 +77,84 @@ pub fn wave_cases() -> (Vec<Case>, Vec<PagedCase>) {
         kv_dtype: DType::F16,
         window: None,
     };
-    (vec![hooks, docs, wide], vec![paged, wide_paged])
+    (
+        vec![hooks, docs, wide],
+        [vec![paged, wide_paged], paged_decode()].concat(),
+    )
+}
+
+/// Paged decode under 2-byte queries (one m-tile: the decode kernel). 528 sequences of 1030
+/// keys fill the card unsplit, so their long partitions read their pages from a window
+/// (`plan::page_window`), moving it along. Sequences of 300 keys and one of 1100 over pages of
+/// 256 split at 320 keys, so 128-key stages cross pages mid-stage. Ragged ones over pages of 4,
+/// and fp8 ones whose evicted fronts start their tables past page 0, split into short
+/// partitions. Short partitions look their pages up a stage at a time;
+/// `FLEXKERN_CUDA_PAGE_WINDOW=0` runs them through the window too. The planner's tests hold
+/// these plans at 2 to 5 blocks an SM.
+fn paged_decode() -> Vec<PagedCase> {
+    let case = |name: &str, seqs: Vec<(usize, usize)>, dk: usize, variant: Variant| Case {
+        name: name.into(),
+        dtype: DType::BF16,
+        seqs,
+        hq: 8,
+        hkv: 2,
+        dk,
+        dv: dk,
+        variant,
+    };
+    let paged = |case: Case, page_size: usize, kv_dtype: DType, window: Option<usize>| PagedCase {
+        case,
+        page_size,
+        kv_dtype,
+        window,
+    };
+    let ragged = vec![(1, 3000), (2, 1777), (4, 900), (1, 5), (0, 40), (3, 2500)];
+    let mut crossing = vec![(1, 300); 527];
+    crossing.push((1, 1100));
+    vec![
+        paged(
+            case(
+                "decode: 527 x 1 of 300 and 1 of 1100, GQA 4, D 64, stages across pages",
+                crossing,
+                64,
+                Variant::full().mask(causal()),
+            ),
+            256,
+            DType::BF16,
+            None,
+        ),
+        paged(
+            case(
+                "decode: 528 x 1 of 1030, GQA 4, D 64, causal",
+                vec![(1, 1030); 528],
+                64,
+                Variant::full().mask(causal()),
+            ),
+            16,
+            DType::BF16,
+            None,
+        ),
+        paged(
+            case(
+                "decode: 6 ragged of 5-3000, GQA 4, causal",
+                ragged.clone(),
+                128,
+                Variant::full().mask(causal()),
+            ),
+            4,
+            DType::BF16,
+            None,
+        ),
+        paged(
+            case(
+                "decode: 6 ragged of 5-3000, sliding 256 + causal, evicted pages",
+                ragged,
+                128,
+                Variant::full().mask(causal()).mask(sliding_window(256)),
+            ),
+            16,
+            DType::Fp8E4M3,
+            Some(256),
+        ),
+    ]
 }
