@@ -148,21 +148,29 @@ pub fn decode(
     });
     // The page tables live on the device, as the model's page-table manager keeps them.
     let tables = dev.upload(&[&cu[..], &first[..], &pages[..]].concat())?;
+    // `FLEXKERN_BENCH_KV=token` lays contiguous K/V out token-major (`[B, L, Hkv, D]`, the
+    // paged pool's order within a page) for A/B runs of the layout alone.
+    let token_major = std::env::var("FLEXKERN_BENCH_KV").is_ok_and(|v| v == "token");
+    let (tok_stride, head_stride) = if token_major {
+        (hkv * d, d)
+    } else {
+        (d, l * d)
+    };
     let kv = match s.page_size {
         None => KvInput::Strided {
             k: KvOperand {
                 buf: &k,
                 dtype: s.kv_dtype,
                 seq_base: &kv_base,
-                tok_stride: d,
-                head_stride: l * d,
+                tok_stride,
+                head_stride,
             },
             v: KvOperand {
                 buf: &v,
                 dtype: s.kv_dtype,
                 seq_base: &kv_base,
-                tok_stride: d,
-                head_stride: l * d,
+                tok_stride,
+                head_stride,
             },
         },
         Some(ps) => KvInput::Paged(PagedKv {

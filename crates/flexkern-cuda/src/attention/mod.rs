@@ -483,7 +483,7 @@ fn prepare_with(
         c.deterministic,
     );
     // Long paged decode partitions read their pages from a window. The plan stands: the window
-    // adds no shared memory, and its registers (165 against 161 at bf16 D 128, NVRTC) keep three
+    // adds no shared memory, and its registers (167 against 161 at bf16 D 128, NVRTC) keep three
     // blocks an SM, the wave the plan was sized for.
     let decode = cfg.mma.is_some_and(|m| !m.wg && m.m_tiles == 1);
     if cfg.paged && cfg.page_shift >= 0 && decode && page_window(plan.chunk) {

@@ -16,6 +16,23 @@ fn check_fits(arg: &'static str, need_elems: usize, dtype: DType, buf: &DeviceBu
     Ok(())
 }
 
+/// A page's bytes (`page_size` tokens of every kv head's K or V row) must fit in 32 bits: the
+/// decode kernels address a row from its page's first byte in 32 bits.
+fn check_page_bytes(page_size: usize, hkv: usize, k_row: usize, v_row: usize) -> Result<()> {
+    let bytes = (page_size as u64)
+        .saturating_mul(hkv as u64)
+        .saturating_mul(k_row.max(v_row) as u64);
+    if bytes > u32::MAX as u64 {
+        return Err(invalid(
+            "page_size",
+            format!(
+                "a page of {page_size} tokens x {hkv} kv heads holds {bytes} bytes, over 4 GiB"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// End (exclusive, elements) of the last row any sequence reads through strided addressing.
 fn strided_end(
     lens: &SeqLens,
@@ -126,6 +143,7 @@ pub(super) fn validate(c: &AttnCall) -> Result<()> {
             if ps == 0 || ps > 256 {
                 return Err(invalid("page_size", format!("{ps} is outside 1..=256")));
             }
+            check_page_bytes(ps, hkv, dk * p.k_dtype.size(), dv * p.v_dtype.size())?;
             check_fits("k", p.num_pages * ps * hkv * dk, p.k_dtype, p.k)?;
             check_fits("v", p.num_pages * ps * hkv * dv, p.v_dtype, p.v)?;
             if let Some(t) = p.device_tables {
@@ -149,4 +167,22 @@ pub(super) fn validate(c: &AttnCall) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_page_bytes;
+
+    #[test]
+    fn pages_over_four_gib_are_rejected_by_name() {
+        // The largest legal page: 256 tokens of 576-wide f32 rows over 7281 kv heads.
+        assert!(check_page_bytes(256, 7281, 576 * 4, 576 * 4).is_ok());
+        let e = check_page_bytes(256, 7282, 576 * 4, 64)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("page_size") && e.contains("4 GiB"), "{e}");
+        // V's rows count too.
+        assert!(check_page_bytes(256, 7282, 64, 576 * 4).is_err());
+        assert!(check_page_bytes(usize::MAX, usize::MAX, 1, 1).is_err());
+    }
 }
