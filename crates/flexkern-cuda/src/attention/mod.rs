@@ -70,6 +70,8 @@ pub struct PagedKv<'a, B = DeviceBuf> {
     pub v: &'a B,
     pub k_dtype: DType,
     pub v_dtype: DType,
+    /// Tokens a page, 1 to 256; a page's bytes (tokens x kv heads x the wider row) stay under
+    /// 4 GiB.
     pub page_size: usize,
     pub num_pages: usize,
     pub cu_pages: &'a [u32],
