@@ -8,7 +8,8 @@
 // 2 the down projection with the activation formed on load, x = silu(X) * X2.
 // Configured by the module's defines: FK_FMT (a unit type), FK_MB, FK_R, FK_MODE, FK_XV (1:
 // activation rows 16-byte aligned, float4 loads), FK_DP4A (staged Q8_0 / Q4_0: activations
-// quantized to Q8_0 first, as the CPU's default precision does, and dotted with dp4a).
+// quantized to Q8_0 first, as the CPU's default precision does, and dotted with dp4a), FK_ACC
+// (1: the product is added into Y).
 // FK_STREAM: single rows run gemv_stream.cu's kernel instead (appended after this file).
 
 #define FK_NW 4
@@ -19,6 +20,9 @@
 // MB >= 8, whose accumulators need more (ptxas's default budget spills them).
 #ifndef FK_MINB
 #define FK_MINB (FK_MB >= 8 ? 2 : 4)
+#endif
+#ifndef FK_ACC
+#define FK_ACC 0
 #endif
 
 __device__ __forceinline__ FkF4 fk_ldx4(const float* p) {
@@ -77,10 +81,12 @@ __device__ __forceinline__ void fk_gemv_store(const float (&acc)[NM][FK_R][FK_MB
       const i64 row = row0 + r;
       if (lane == 0 && row < n && j < m) {
 #if FK_MODE == 1
-        Y[j * n + row] = fk_silu(v[0]) * v[1];
+        const float y = fk_silu(v[0]) * v[1];
 #else
-        Y[j * n + row] = v[0];
+        const float y = v[0];
 #endif
+        // FK_ACC: a residual connection, Y += W x (the residual add's launch goes).
+        Y[j * n + row] = FK_ACC ? Y[j * n + row] + y : y;
       }
     }
   }

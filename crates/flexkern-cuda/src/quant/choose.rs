@@ -94,8 +94,8 @@ pub fn choose(dev: &GemvTarget, mode: Mode, a: &MatrixTraits, m: usize) -> GemvC
 }
 
 /// Whether the streamed kernel serves a single-row `mode` GEMV on `a` with activations at
-/// `x`: then `gemv` can add the product into its output (`accumulate`) and normalize the
-/// activations first (`norm`); else the caller runs those as separate ops.
+/// `x`: then `gemv` can normalize the activations first (`norm`); else the caller runs the
+/// norm as a separate op. Every kernel adds into its output (`accumulate`).
 pub fn streams(dev: &Device, mode: Mode, a: &DeviceMatrix, m: usize, x: &DeviceBuf) -> bool {
     m == 1 && x.ptr().is_multiple_of(16) && config_for(&dev.props, mode, a, 1).stream.is_some()
 }

@@ -139,10 +139,10 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
                 (st.bulk, st.bulk_stage) = (0, 0);
             }
         }
-        if cfg.stream.is_none() && (c.accumulate || c.norm.is_some()) {
+        if cfg.stream.is_none() && c.norm.is_some() {
             return Err(invalid(
-                if c.accumulate { "accumulate" } else { "norm" },
-                "only the streamed single-row kernel adds into y and normalizes x (see `streams`)",
+                "norm",
+                "only the streamed single-row kernel normalizes x (see `streams`)",
             ));
         }
         cfg.acc = c.accumulate;

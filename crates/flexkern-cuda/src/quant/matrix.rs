@@ -180,8 +180,8 @@ fn aligned_for_bulk(base: u64, f: Format, n: usize, k: usize) -> bool {
 
 /// One GEMV: `y[m, n] = x[m, k] · aᵀ` (Plain), `silu(x · aᵀ) * (x · bᵀ)` (GateUp), or
 /// `(silu(x) * x2) · aᵀ` (DownSwiglu). Activations and outputs are row-major f32. With
-/// `accumulate` the result is added to `y` instead (the streamed kernel only: see
-/// `accumulates`).
+/// `accumulate` the result is added to `y` instead (every kernel; `norm`, the streamed one
+/// only: see `streams`).
 pub struct GemvCall<'a> {
     pub accumulate: bool,
     /// RMSNorm of each activation row first, in the kernel (the streamed kernel only: see

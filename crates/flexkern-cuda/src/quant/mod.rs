@@ -276,15 +276,17 @@ impl GemvConfig {
                 if self.xvec { "" } else { "_xs" },
                 if self.staged.is_some() { "_st" } else { "" },
             ) + if self.dp4a { "_q8" } else { "" }
+                + if self.acc { "_acc" } else { "" }
                 + &minb.map_or(String::new(), |b| format!("_b{b}")),
             source: format!(
-                "{}#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n{}{}\n{GEMV}",
+                "{}#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n#define FK_ACC {}\n{}{}\n{GEMV}",
                 minb.map_or(String::new(), |b| format!("#define FK_MINB {b}\n")),
                 self.unit,
                 self.mb,
                 self.rows,
                 self.mode as i32,
                 self.xvec as i32,
+                self.acc as i32,
                 self.staged.map_or(String::new(), |st| format!(
                     "#define FK_STAGED 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_DP4A {}\n",
                     st.block_bytes, st.chunk, self.dp4a as i32

@@ -269,6 +269,16 @@ fn kernels_compile_with_nvrtc_without_spills() {
                         .source(),
                     );
                 }
+                // Plain products also add into y (the residual add in the epilogue).
+                if mode == Mode::Plain {
+                    srcs.push(
+                        GemvConfig {
+                            acc: true,
+                            ..cfg.clone()
+                        }
+                        .source(),
+                    );
+                }
                 srcs.push(cfg.source());
             }
             // The streamed single-row kernel, with f32 and (where the format has the integer
