@@ -38,10 +38,19 @@ __device__ __forceinline__ FkF4 fk_ldx4(const float* p) {
   return v;
 }
 
-// Activation row j from element `at`: X (mode 2: silu(X) * X2).
+// FK_DNORM (the direct kernel, one activation row): x is RMS-normalized with weights NW first.
+// The row's scale is known only after every element, so the kernel dots x * NW and scales the
+// sums at the end, while each warp sums the squares of the x it loads anyway (no prologue pass,
+// no block barrier): the norm's own launch goes.
+#ifndef FK_DNORM
+#define FK_DNORM 0
+#endif
+
+// Activation row j from element `at`: X (mode 2: silu(X) * X2; FK_DNORM: X * NW).
 struct FkX {
   const float* x;
   const float* x2;
+  const float* nw;
   __device__ __forceinline__ FkF4 ld4(int e) const {
     FkF4 v = fk_ldx4(x + e);
 #if FK_MODE == 2
@@ -50,12 +59,20 @@ struct FkX {
     v.b = fk_silu(v.b) * u.b;
     v.c = fk_silu(v.c) * u.c;
     v.d = fk_silu(v.d) * u.d;
+#elif FK_DNORM
+    const FkF4 w = fk_ldx4(nw + e);
+    v.a = __fmul_rn(v.a, w.a);
+    v.b = __fmul_rn(v.b, w.b);
+    v.c = __fmul_rn(v.c, w.c);
+    v.d = __fmul_rn(v.d, w.d);
 #endif
     return v;
   }
   __device__ __forceinline__ float ld1(i64 e) const {
 #if FK_MODE == 2
     return fk_silu(__ldg(x + e)) * __ldg(x2 + e);
+#elif FK_DNORM
+    return __fmul_rn(__ldg(x + e), __ldg(nw + e));
 #else
     return __ldg(x + e);
 #endif
@@ -89,6 +106,90 @@ __device__ __forceinline__ void fk_gemv_store(const float (&acc)[NM][FK_R][FK_MB
         Y[j * n + row] = FK_ACC ? Y[j * n + row] + y : y;
       }
     }
+  }
+}
+#endif
+
+#if defined(FK_STREAM) || FK_MODE == 3
+// Mode 3: rows [0, na) are a's into Y, [na, na + nb) b's into y2, the rest c's into y3 (the
+// launch's n is the total): FkStack (quant/gemv.rs, declared before this file), passed to every
+// streamed kernel and to the direct kernel's stacked launches; the other modes ignore it.
+// Where row `row` of the launch lives: its matrix, its row there, its output.
+struct FkSRow {
+  FkMat m;
+  i64 row;
+  float* y;
+};
+__device__ __forceinline__ FkSRow fk_srow(const FkMat& a, const FkMat& b, const FkStack& st, float* Y, i64 row) {
+#if FK_MODE == 3
+  if (row < st.na) return {a, row, Y};
+  if (row < st.na + st.nb) return {b, row - st.na, st.y2};
+  return {st.c, row - st.na - st.nb, st.y3};
+#else
+  return {a, row, Y};
+#endif
+}
+#endif
+
+// FK_SROPE (mode 3, Q, K and V of one decode token): the epilogue applies RoPE to Q and K and
+// appends K and V to the page store, as fk_rope_kv_write does after a plain launch (the same
+// roundings: kv_store.cuh), so that launch goes. A rotated pair is two adjacent rows (RoPE's
+// normal style), so every warp's rows start at an even row (the direct kernel: two rows a warp); the warp holds
+// a pair's first row until its second is reduced.
+#ifndef FK_SROPE
+#define FK_SROPE 0
+#endif
+static_assert(!FK_SROPE || FK_MODE == 3, "RoPE in the epilogue of the stacked Q, K, V launch");
+
+#if FK_SROPE
+// What the epilogue reads besides the row: the token's position and page slot (registers),
+// the frequencies and the per-head store scales (shared memory, filled after the wait). Read
+// from global memory at each row, they stalled the warp (lane 0's divergent path holds all
+// of it): the fused launch took 11.4 us of an 8B layer against 9.6 + 2.3 for the two.
+constexpr int FK_ROPE_HALF_MAX = 256, FK_ROPE_HKV_MAX = 64;
+struct FkSRope {
+  u32 pos, slot;
+  const float* invf;
+  const float* ksc;
+  const float* vsc;
+};
+
+// Row r (its value v, reduced in every lane) of the stacked Q (into Y), K (st.y2), V (st.y3) of
+// token 0, with fk_rope_kv_item's arithmetic: a rotated dim's even row waits in `held`; its odd
+// row rotates the pair and stores both (Q in f32 and, with rk.qcode, 16-bit; K in f32 and in
+// the page store); rows past the rotated dims and V store as they come. Lane 0 writes.
+__device__ __forceinline__ void fk_srope_store(const FkRopeKv& rk, const FkSRope& sr, const FkStack& st,
+                                               const FkSRow& r, float v, float& held, int lane) {
+  const int dim = rk.dim, rot = 2 * rk.half, row = (int)r.row;  // rows of one matrix fit an int
+  if (r.y == st.y3) {  // V
+    if (lane == 0) {
+      const int h = row / rk.dim_v, e = row - h * rk.dim_v;
+      r.y[row] = v;
+      fk_kv_store(rk.vdst, rk.vcode, ((u64)sr.slot * rk.hkv + h) * rk.dim_v + e, v, sr.vsc[h]);
+    }
+    return;
+  }
+  const bool is_k = r.y == st.y2;
+  const int h = row / dim, e = row - h * dim;
+  float x0 = v, x1 = v;
+  int e0 = e, n = 1;
+  if (e < rot) {
+    if ((e & 1) == 0) {
+      held = v;
+      return;
+    }
+    x0 = held, x1 = v, e0 = e - 1, n = 2;
+    fk_rope_rotate(x0, x1, e0 / 2, sr.pos, sr.invf, rk.mscale);
+  }
+  if (lane != 0) return;
+  const int at = row - (e - e0);
+  const float xs[2] = {x0, x1};
+  for (int i = 0; i < n; ++i) {
+    r.y[at + i] = xs[i];
+    if (is_k)
+      fk_kv_store(rk.kdst, rk.kcode, ((u64)sr.slot * rk.hkv + h) * dim + e0 + i, xs[i], sr.ksc[h]);
+    else if (rk.qcode)
+      rk.qh[at + i] = fk_to16(xs[i], rk.qcode);
   }
 }
 #endif
@@ -283,31 +384,87 @@ extern "C" __global__ void fk_quant_q8(const float* __restrict__ X, signed char*
 }
 #endif
 #elif !defined(FK_EMBED)
+// The stack (mode 3), the norm's and RoPE's arguments: FkStack comes with any (quant/mod.rs),
+// so the launch's parameters keep the streamed kernel's order (RoPE's after a norm's, used or
+// not).
+#if FK_SROPE
+static_assert(FK_R == 2, "the fused QKV epilogue: a rotated pair a warp");
+#define FK_STACK_ARG , FkStack st, const float *__restrict__ NW, float eps, const FkRopeKv rk
+#define FK_STACK_PASS , st, NW, eps, rk
+#elif FK_DNORM
+static_assert(FK_MB == 1 && FK_MODE != 2, "the norm: one activation row, formed from X alone");
+#define FK_STACK_ARG , FkStack st, const float *__restrict__ NW, float eps
+#define FK_STACK_PASS , st, NW, eps
+#elif FK_MODE == 3
+#define FK_STACK_ARG , FkStack st
+#define FK_STACK_PASS , st
+#else
+#define FK_STACK_ARG
+#define FK_STACK_PASS
+#endif
 // A template, so `if constexpr` discards the tail of formats without one.
 template <class F>
 __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, const float* __restrict__ X,
                                              const float* __restrict__ X2, float* __restrict__ Y, int m,
-                                             i64 n, i64 k) {
+                                             i64 n, i64 k FK_STACK_ARG) {
   constexpr int NM = FK_MODE == 1 ? 2 : 1;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 row0 = ((i64)blockIdx.x * FK_NW + warp) * FK_R;
   if (row0 >= n) return;  // warp-uniform
+  // The warp's first matrix, its first row there, that matrix's rows and output: a, row0, n
+  // and Y, except in a stacked launch (mode 3: Q, K and V), where they are the row's own.
+  FkMat wa = a;
+  i64 rb = row0, ny = n;
+  float* y = Y;
+#if FK_MODE == 3
+  // A row a warp (two with RoPE: the host keeps each matrix's rows even, so a pair never
+  // straddles two matrices).
+  static_assert((FK_R == 1 || FK_SROPE) && FK_MB == 1, "stacked launches: one activation row");
+  {
+    const FkSRow s = fk_srow(a, b, st, Y, row0);
+    wa = s.m, rb = s.row, y = s.y;
+    // The matrix's rows bound a pair's second; a lone row is in it (row0 < n), and saying so
+    // lets the compiler drop the loop's check (8B F16: 64 instructions fewer).
+    ny = FK_R == 1 ? rb + 1 : s.y == Y ? st.na : s.y == st.y2 ? st.nb : n - st.na - st.nb;
+  }
+#endif
+#if __CUDA_ARCH__ >= 900
+  // Programmatic dependent launch (the host sets it on Hopper): our blocks start as the
+  // previous kernel's leave, and nothing is read or written before it completes. (Asking for
+  // the weights' first bytes here, into L1 or L2, made 8B F16 decode 4-12 % slower.)
+  asm volatile("griddepcontrol.launch_dependents;");
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // X and Y only after this
+#endif
   float acc[NM][FK_R][FK_MB] = {};
+#if FK_DNORM
+  double ss = 0.0;  // this lane's share of the row's sum of squares
+#elif !FK_SROPE
+  const float* const NW = nullptr;  // FkX's, unused (FK_SROPE takes the argument, null)
+#endif
 
   const i64 units = k / F::UE;
   for (i64 u = lane; u < units; u += 32) {
+#if FK_DNORM
+    float s = 0.f;  // a unit's eight squares in f32, then one f64 add
+#pragma unroll
+    for (int e = 0; e < F::UE; e += 4) {
+      const FkF4 v = fk_ldx4(X + u * F::UE + e);
+      s += v.a * v.a + v.b * v.b + v.c * v.c + v.d * v.d;
+    }
+    ss += (double)s;
+#endif
 #pragma unroll
     for (int r = 0; r < FK_R; ++r) {
-      const i64 row = row0 + r;
-      if (row < n) {
+      const i64 row = rb + r;
+      if (row < ny) {
 #pragma unroll
         for (int t = 0; t < NM; ++t) {
           float q[F::UE], s[F::G], o[F::G];
-          F::unit(t == 0 ? a : b, row, u, q, s, o);
+          F::unit(t == 0 ? wa : b, row, u, q, s, o);
 #pragma unroll
           for (int j = 0; j < FK_MB; ++j) {
             if (j < m) {
-              const FkX xl{X + j * k + u * F::UE, X2 + j * k + u * F::UE};
+              const FkX xl{X + j * k + u * F::UE, X2 + j * k + u * F::UE, NW + u * F::UE};
               acc[t][r][j] += fk_unit_dot<F>(q, s, o, xl);
             }
           }
@@ -321,27 +478,55 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
 #pragma unroll
     for (int j = 0; j < FK_MB; ++j) {
       if (j < m) {
-        const FkX xl{X + j * k, X2 + j * k};
+        const FkX xl{X + j * k, X2 + j * k, NW};
         for (i64 e = units * F::UE + lane; e < k; e += 32) {
           const float xv = xl.ld1(e);
+#if FK_DNORM
+          ss += (double)__ldg(X + e) * (double)__ldg(X + e);
+#endif
 #pragma unroll
           for (int r = 0; r < FK_R; ++r) {
-            const i64 row = row0 + r;
-            if (row < n) {
+            const i64 row = rb + r;
+            if (row < ny) {
 #pragma unroll
-              for (int t = 0; t < NM; ++t) acc[t][r][j] += F::elem(t == 0 ? a : b, row, e) * xv;
+              for (int t = 0; t < NM; ++t) acc[t][r][j] += F::elem(t == 0 ? wa : b, row, e) * xv;
             }
           }
         }
       }
     }
   }
-  fk_gemv_store<NM>(acc, Y, row0, n, m, lane);
+#if FK_DNORM
+  // The warp's sum of squares, then the CPU's scale (f64), applied to the sums of x * NW.
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  const float ns = (float)(1.0 / sqrt(ss / (double)k + (double)eps));
+#pragma unroll
+  for (int t = 0; t < NM; ++t)
+#pragma unroll
+    for (int r = 0; r < FK_R; ++r) acc[t][r][0] *= ns;
+#endif
+#if FK_SROPE
+  // The pair's rows reduced in every lane, then rotated and stored as the streamed kernel's
+  // epilogue does (the position, slot, frequencies and scales from global memory: a block
+  // holds only the warp's one pair).
+  const FkSRope sr{rk.pos[0], rk.slots[0], rk.inv_freq, rk.kscales, rk.vscales};
+  float held = 0.f;
+#pragma unroll
+  for (int r = 0; r < FK_R; ++r) {
+    float v = acc[0][r][0];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if (rb + r < ny) fk_srope_store(rk, sr, st, FkSRow{wa, rb + r, y}, v, held, lane);
+  }
+#else
+  fk_gemv_store<NM>(acc, y, rb, ny, m, lane);
+#endif
 }
 extern "C" __global__ void __launch_bounds__(FK_NW * 32, FK_MINB)
     fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2,
-            float* __restrict__ Y, int m, i64 n, i64 k) {
-  fk_gemv_impl<FK_FMT>(a, b, X, X2, Y, m, n, k);
+            float* __restrict__ Y, int m, i64 n, i64 k FK_STACK_ARG) {
+  fk_gemv_impl<FK_FMT>(a, b, X, X2, Y, m, n, k FK_STACK_PASS);
 }
 #else
 // Embedding: out[t, :] = the exact dequantization of row ids[t] (ids checked on the host).

@@ -5,8 +5,10 @@
 
 use crate::backend::{CudaBackend, CudaBuffer};
 use crate::headers::{text, FkRopeKv, COMMON};
-use crate::quant::choose::streams;
-use crate::quant::gemv::{embedding, gemv, gemv_stacked, stacks, DeviceMatrix, GemvCall, GemvNorm};
+use crate::quant::choose::{normalizes, streams};
+use crate::quant::gemv::{
+    embedding, gemv, gemv_stacked, stacks, stacks_rope, DeviceMatrix, GemvCall, GemvNorm,
+};
 use crate::quant::Mode;
 use crate::runtime::compile::{KernelSource, Module};
 use crate::runtime::Device;
@@ -374,7 +376,7 @@ impl TensorOps for CudaBackend {
     ) -> Result<()> {
         let _p = self.prof.scope(&self.dev, "norm_matmul_many");
         let k = ws.first().map_or(0, |w| w.k);
-        // Decode: Q, K and V as one streamed launch that normalizes x itself.
+        // Decode: Q, K and V as one launch (streamed or direct) that normalizes x itself.
         if m == 1 && ws.iter().all(|w| w.k == k) && ys.len() == ws.len() {
             let nm = self.gemv_norm(norm, k)?;
             f32_rows("x", x, k)?;
@@ -382,17 +384,19 @@ impl TensorOps for CudaBackend {
                 f32_rows("ys", y, w.n)?;
             }
             let outs: Vec<_> = ys.iter().map(|y| y.device_buf()).collect();
-            if gemv_stacked(&self.dev, ws, x.device_buf(), Some(nm), &outs, None)? {
+            if stacks(&self.dev, ws, x.device_buf(), true)
+                && gemv_stacked(&self.dev, ws, x.device_buf(), Some(nm), &outs, None)?
+            {
                 return Ok(());
             }
             // One matrix, or mixed formats (Q4_K_M keeps some layers' V in Q6_K): each run of
-            // one format is its own normalizing launch, where the streamed kernel serves every
+            // one format is its own normalizing launch, where a single-row kernel serves every
             // run, instead of a norm launch first (ncu, H100, 8B: it took as long as K's GEMV).
             let keys: Vec<_> = ws.iter().map(|w| (w.format, w.quantized_acts)).collect();
             let runs = format_runs(&keys);
             let served = |r: &std::ops::Range<usize>| match r.len() {
-                1 => streams(&self.dev, Mode::Plain, ws[r.start], 1, x.device_buf()),
-                _ => stacks(&self.dev, &ws[r.clone()], x.device_buf()),
+                1 => normalizes(&self.dev, Mode::Plain, ws[r.start], 1, x.device_buf()),
+                _ => stacks(&self.dev, &ws[r.clone()], x.device_buf(), true),
             };
             if !runs.is_empty() && runs.iter().all(served) {
                 for r in runs {
@@ -439,7 +443,7 @@ impl TensorOps for CudaBackend {
         out: &mut CudaBuffer,
     ) -> Result<()> {
         let _p = self.prof.scope(&self.dev, "norm_swiglu");
-        if streams(&self.dev, Mode::GateUp, gate, m, x.device_buf()) {
+        if normalizes(&self.dev, Mode::GateUp, gate, m, x.device_buf()) {
             let nm = self.gemv_norm(norm, gate.k)?;
             return self.run_gemv(Mode::GateUp, gate, Some(up), x, m, out, false, Some(nm));
         }
@@ -602,7 +606,7 @@ impl TensorOps for CudaBackend {
         at: RopeKv<'_, CudaBuffer>,
     ) -> Result<()> {
         let (heads, head_dim, rope) = (at.heads, at.head_dim, at.rope);
-        // One decode token of normal-style RoPE over three matrices the stacked kernel takes:
+        // One decode token of normal-style RoPE over three matrices a stacked kernel takes:
         // RoPE and the append in its epilogue (FK_SROPE). Anything else: the two calls.
         let k_in = ws[0].k;
         let fusable = m == 1
@@ -616,7 +620,7 @@ impl TensorOps for CudaBackend {
             && ws[0].n == heads.0 * head_dim
             && ws[1].n == heads.1 * head_dim
             && ws[2].n == heads.1 * at.pages.layout.head_dim_v
-            && stacks(&self.dev, &ws, x.device_buf());
+            && stacks_rope(&self.dev, &ws, x.device_buf());
         if fusable {
             let _p = self.prof.scope(&self.dev, "norm_qkv_rope_kv_write");
             let nm = self.gemv_norm(norm, k_in)?;
@@ -629,14 +633,14 @@ impl TensorOps for CudaBackend {
                 return Ok(());
             };
             let outs = [q.device_buf(), k.device_buf(), v.device_buf()];
-            if gemv_stacked(
-                &self.dev,
-                &ws,
-                x.device_buf(),
-                Some(nm),
-                &outs,
-                Some(&mut a),
-            )? {
+            // The norm in the launch where it pays (`stacks`), else its own launch into h.
+            let (src, nm) = if stacks(&self.dev, &ws, x.device_buf(), true) {
+                (x, Some(nm))
+            } else {
+                self.rms_norm(x, 1, norm.weight, norm.eps, h)?;
+                (&*h, None)
+            };
+            if gemv_stacked(&self.dev, &ws, src.device_buf(), nm, &outs, Some(&mut a))? {
                 return Ok(());
             }
         }

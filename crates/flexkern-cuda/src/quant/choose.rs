@@ -100,6 +100,38 @@ pub fn streams(dev: &Device, mode: Mode, a: &DeviceMatrix, m: usize, x: &DeviceB
     m == 1 && x.ptr().is_multiple_of(16) && config_for(&dev.props, mode, a, 1).stream.is_some()
 }
 
+/// Whether `gemv` normalizes the activations of a `mode` GEMV on `a` itself (its `norm`): a
+/// single row on the streamed kernel, or on the direct one (`FK_DNORM`); else the caller runs
+/// the norm as a separate op.
+pub fn normalizes(dev: &Device, mode: Mode, a: &DeviceMatrix, m: usize, x: &DeviceBuf) -> bool {
+    let c = config_for(&dev.props, mode, a, 1);
+    m == 1
+        && x.ptr().is_multiple_of(16)
+        && mode != Mode::DownSwiglu
+        && (c.stream.is_some()
+            || (c.staged.is_none()
+                && direct_normalizes(a.format)
+                && direct_norm_pays(a.bytes() * c.matrices())))
+}
+
+/// The most weight bytes a direct launch normalizes x itself for (`FLEXKERN_GEMV_DNORM_MAX`
+/// overrides). Each warp then loads the norm's weights beside x and sums x's squares: 8B F16's
+/// Q, K, V and gate/up (50-235 MB) decoded 9 % slower that way than after a norm launch, while
+/// SmolLM2's (1-4 MB), bound by launches, gained (H200, session 33 call b).
+pub const DNORM_MAX_BYTES: usize = 8 << 20;
+
+/// Whether the direct kernel's fused norm pays for a launch reading `bytes` of weights.
+pub fn direct_norm_pays(bytes: usize) -> bool {
+    bytes <= knobs().dnorm_max.unwrap_or(DNORM_MAX_BYTES)
+}
+
+/// Whether the direct kernel can normalize a row of `f` (`FK_DNORM`): units of at most 32
+/// weights (plain floats, MLX, the 32-weight blocks). Q4_K's and Q5_K's 64-weight units spill
+/// with the norm's loads and sums.
+pub fn direct_normalizes(f: Format) -> bool {
+    unit_elems(f) <= 32
+}
+
 /// The staged kernel's constants for `f` at `mb` activation rows, when it serves `f`: block
 /// formats (weights decoded from shared memory); plain floats and MLX keep the direct kernel.
 /// `FLEXKERN_GEMV_STAGED=0` turns it off (A/B runs).
@@ -159,6 +191,8 @@ pub(super) struct Knobs {
     pub(super) lanes: Option<usize>,
     /// `FLEXKERN_GEMV_WARPS`: warps a block of the streamed kernel's register paths.
     pub(super) warps: Option<usize>,
+    /// `FLEXKERN_GEMV_DNORM_MAX`: the most weight bytes a direct launch normalizes x for.
+    pub(super) dnorm_max: Option<usize>,
 }
 
 pub(super) fn knobs() -> &'static Knobs {
@@ -201,6 +235,7 @@ pub(super) fn knobs() -> &'static Knobs {
             warps: var("FLEXKERN_GEMV_WARPS")
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|w| matches!(w, 4 | 8 | 16)),
+            dnorm_max: var("FLEXKERN_GEMV_DNORM_MAX").and_then(|v| v.parse::<usize>().ok()),
         }
     })
 }
@@ -244,5 +279,6 @@ pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usi
         stream: None,
         acc: false,
         rope: false,
+        norm: false,
     }
 }

@@ -3,7 +3,7 @@
 //! buffers too small for `m` rows, mismatched gate / up shapes and out-of-range token ids are
 //! typed errors naming the argument.
 
-use super::choose::{config_for, dp4a_applies};
+use super::choose::{config_for, direct_norm_pays, direct_normalizes, dp4a_applies};
 use super::matrix::{need, FkMat, Kernel};
 pub use super::matrix::{DeviceMatrix, GemvCall, GemvNorm};
 use super::{embed_source, unit_elems, GemvConfig, Mode, MAX_M};
@@ -17,7 +17,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 device_struct! {
-    /// The streamed GEMV's stacked launch (mode 3; zeros otherwise): the third matrix, the
+    /// A stacked launch of the streamed or direct GEMV (mode 3; zeros otherwise): the third matrix, the
     /// second and third outputs and the first two matrices' rows.
     pub(crate) struct FkStack {
         c: FkMat => "FkMat",
@@ -140,10 +140,18 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
             }
         }
         if cfg.stream.is_none() && c.norm.is_some() {
-            return Err(invalid(
-                "norm",
-                "only the streamed single-row kernel normalizes x (see `streams`)",
-            ));
+            if !(c.m == 1
+                && cfg.staged.is_none()
+                && c.mode != Mode::DownSwiglu
+                && direct_normalizes(c.a.format))
+            {
+                return Err(invalid(
+                    "norm",
+                    "only single-row kernels normalize x (see `normalizes`)",
+                ));
+            }
+            // One row a warp: the norm's loads and sums took K-quants' two past the registers.
+            (cfg.norm, cfg.rows) = (true, 1);
         }
         cfg.acc = c.accumulate;
         if c.m > 1 && cfg.staged.is_some() && c.a.quantized_acts {
@@ -236,10 +244,13 @@ fn launch_gemv(
             rope_p,
         ];
         // The streamed kernel also takes the stack and the norm (and with FK_SROPE the RoPE
-        // arguments); the others take eight.
+        // arguments); the direct one the stack in mode 3, both with FK_DNORM; the others take
+        // eight.
         let np = match (cfg.stream.is_some(), cfg.rope) {
-            (true, true) => 12,
+            (_, true) => 12,
             (true, false) => 11,
+            _ if cfg.norm => 11,
+            _ if cfg.mode == Mode::Stack => 9,
             _ => 8,
         };
         let (grid, threads, smem) = match cfg.stream {
@@ -259,7 +270,9 @@ fn launch_gemv(
             ),
         };
         dev.bind()?;
-        let pdl = cfg.stream.is_some() && dev.pdl();
+        // The streamed and direct kernels wait for the previous kernel themselves; the staged
+        // one does not (its integer path's quantizing launch precedes it).
+        let pdl = (cfg.stream.is_some() || cfg.staged.is_none()) && dev.pdl();
         // SAFETY: fk_gemv(FkMat, FkMat, const float*, const float*, float*, int, i64, i64
         // [, FkStack, const float*, float]) reads k norm weights (checked), rows < n of the matrices (sized by `upload`) and m * k
         // activations, writes m * n outputs: all checked by the callers (`validate`,
@@ -278,22 +291,54 @@ fn launch_gemv(
     Ok(())
 }
 
-/// Whether `gemv_stacked` serves `ws` with activations at `x` (decides, launches nothing): two or
-/// three matrices of one format, k and activation precision, with slack, that the streamed
-/// kernel takes stacked.
-pub fn stacks(dev: &Device, ws: &[&DeviceMatrix], x: &DeviceBuf) -> bool {
+/// What `gemv_stacked` accepts: two or three matrices of one format, k and activation
+/// precision, activations 16-byte aligned, and a kernel that stacks them, normalizing x when
+/// `norm`: the streamed one (block formats with slack) or the direct one (plain floats, MLX,
+/// matrices without slack; see `direct_normalizes`).
+fn stackable(dev: &Device, ws: &[&DeviceMatrix], x: &DeviceBuf, norm: bool) -> bool {
     let Some(a) = ws.first() else {
         return false;
     };
+    let same = ws.iter().all(|w| {
+        w.format == a.format
+            && w.k == a.k
+            && w.quantized_acts == a.quantized_acts
+            && w.traits().slack == a.traits().slack
+    });
     (2..=3).contains(&ws.len())
+        && same
         && x.ptr().is_multiple_of(16)
-        && ws.iter().all(|w| {
-            w.format == a.format
-                && w.k == a.k
-                && w.quantized_acts == a.quantized_acts
-                && w.traits().slack
-        })
-        && config_for(&dev.props, Mode::Stack, a, 1).stream.is_some()
+        && stack_kernel(&config_for(&dev.props, Mode::Stack, a, 1), a.format, norm)
+}
+
+/// Whether `gemv_stacked` serves `ws` with activations at `x`, normalized in the launch when
+/// `norm` (the plan's choice; decides, launches nothing): `stackable`, and on the direct kernel
+/// a norm only where it pays (`direct_norm_pays`), else the caller runs it first.
+pub fn stacks(dev: &Device, ws: &[&DeviceMatrix], x: &DeviceBuf, norm: bool) -> bool {
+    stackable(dev, ws, x, norm)
+        && (!norm
+            || config_for(&dev.props, Mode::Stack, ws[0], 1)
+                .stream
+                .is_some()
+            || direct_norm_pays(ws.iter().map(|w| w.bytes()).sum()))
+}
+
+/// Whether `gemv_stacked` also applies RoPE and the KV append to `ws` (Q, K, V) in its
+/// epilogue (`FK_SROPE`): the streamed kernel, or the direct one where Q's and K's rows are
+/// even (its warps take rotated pairs of rows).
+pub fn stacks_rope(dev: &Device, ws: &[&DeviceMatrix], x: &DeviceBuf) -> bool {
+    ws.len() == 3
+        && stackable(dev, ws, x, false)
+        && (config_for(&dev.props, Mode::Stack, ws[0], 1)
+            .stream
+            .is_some()
+            || (ws[0].n.is_multiple_of(2) && ws[1].n.is_multiple_of(2)))
+}
+
+/// Whether `cfg` (a stacked launch's configuration on `f`) has a kernel that stacks, and
+/// normalizes when `norm`: the streamed one, or the direct one (the staged one never).
+fn stack_kernel(cfg: &GemvConfig, f: flexkern_quant::Format, norm: bool) -> bool {
+    cfg.stream.is_some() || (cfg.staged.is_none() && (!norm || direct_normalizes(f)))
 }
 
 /// `ys[i] = x · ws[i]ᵀ` for two or three matrices of one format and `k` (Q, K and V), a
@@ -311,7 +356,10 @@ pub fn gemv_stacked(
     ys: &[&DeviceBuf],
     rope: Option<&mut FkRopeKv>,
 ) -> Result<bool> {
-    if ys.len() != ws.len() || !stacks(dev, ws, x) || (rope.is_some() && ws.len() != 3) {
+    if ys.len() != ws.len() || !stackable(dev, ws, x, norm.is_some()) {
+        return Ok(false);
+    }
+    if rope.is_some() && !stacks_rope(dev, ws, x) {
         return Ok(false);
     }
     let a = ws[0];
@@ -324,10 +372,14 @@ pub fn gemv_stacked(
     }
     let n: usize = ws.iter().map(|w| w.n).sum();
     let mut cfg = config_for(&dev.props, Mode::Stack, a, 1);
-    if cfg.stream.is_none() {
+    if !stack_kernel(&cfg, a.format, norm.is_some()) {
         return Ok(false);
     }
+    cfg.norm = norm.is_some() && cfg.stream.is_none();
     cfg.rope = rope.is_some();
+    if cfg.rope && cfg.stream.is_none() {
+        cfg.rows = 2; // a rotated pair a warp
+    }
     let (f, _, resident) = a.kernel(dev, &cfg)?;
     let st = FkStack {
         c: ws.get(2).map_or(FkMat::default(), |w| w.mat()),

@@ -101,7 +101,8 @@ pub enum Mode {
     Plain = 0,
     GateUp = 1,
     DownSwiglu = 2,
-    /// Two or three matrices' rows stacked into one launch (Q, K, V; streamed kernel only).
+    /// Two or three matrices' rows stacked into one launch (Q, K, V): the streamed kernel, or
+    /// the direct one (a row per warp).
     Stack = 3,
 }
 
@@ -127,6 +128,9 @@ pub struct GemvConfig {
     /// The stacked Q, K, V launch applies RoPE and appends K and V to the page store in its
     /// epilogue (`FK_SROPE`; `gemv_stacked_rope`).
     pub rope: bool,
+    /// The direct kernel RMS-normalizes its single activation row (`FK_DNORM`); the streamed
+    /// kernel takes its norm as an argument instead.
+    pub norm: bool,
 }
 
 /// The staged GEMV's constants: the format's block bytes and the weights per chunk.
@@ -185,6 +189,7 @@ impl GemvConfig {
             stream,
             acc: false,
             rope: false,
+            norm: false,
         })
     }
 
@@ -277,9 +282,12 @@ impl GemvConfig {
                 if self.staged.is_some() { "_st" } else { "" },
             ) + if self.dp4a { "_q8" } else { "" }
                 + if self.acc { "_acc" } else { "" }
-                + &minb.map_or(String::new(), |b| format!("_b{b}")),
+                + if self.norm { "_norm" } else { "" }
+                + if self.rope { "_rope" } else { "" }
+                + &minb.map_or(String::new(), |b| format!("_b{b}"))
+,
             source: format!(
-                "{}#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n#define FK_ACC {}\n{}{}\n{GEMV}",
+                "{}#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n#define FK_ACC {}\n#define FK_DNORM {}\n#define FK_SROPE {}\n{}{}\n{GEMV}",
                 minb.map_or(String::new(), |b| format!("#define FK_MINB {b}\n")),
                 self.unit,
                 self.mb,
@@ -287,11 +295,23 @@ impl GemvConfig {
                 self.mode as i32,
                 self.xvec as i32,
                 self.acc as i32,
+                self.norm as i32,
+                self.rope as i32,
                 self.staged.map_or(String::new(), |st| format!(
                     "#define FK_STAGED 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_DP4A {}\n",
                     st.block_bytes, st.chunk, self.dp4a as i32
                 )),
                 prelude()
+                    + &if self.rope {
+                        crate::headers::kv_store() + "\n"
+                    } else {
+                        String::new()
+                    }
+                    + &if self.mode == Mode::Stack || self.norm {
+                        gemv::FkStack::cuda()
+                    } else {
+                        String::new()
+                    }
             ),
         }
     }

@@ -210,6 +210,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
     let all = std::env::var("FK_GEMV_COMPILE_ALL").is_ok_and(|v| v == "1");
     let heavy = [
         Format::F32,
+        Format::F16,
         Format::Q5K,
         Format::Q4K,
         Format::Q6K,
@@ -240,9 +241,9 @@ fn kernels_compile_with_nvrtc_without_spills() {
                 continue;
             }
             let staged = crate::quant::choose::staged(f, mb);
-            // Stacked launches exist only as the streamed kernel (below).
+            // Stacked launches: the streamed kernel (below) and the direct one.
             let direct = if mode == Mode::Stack {
-                vec![]
+                vec![None]
             } else {
                 vec![None, staged]
             };
@@ -258,6 +259,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                     stream: None,
                     acc: false,
                     rope: false,
+                    norm: false,
                 };
                 // The integer-dot form where it applies (Q8_0 / Q4_0, staged, not down).
                 if staged.is_some() && crate::quant::choose::dp4a_applies(f, mode, k) {
@@ -268,6 +270,37 @@ fn kernels_compile_with_nvrtc_without_spills() {
                         }
                         .source(),
                     );
+                }
+                if staged.is_none() {
+                    // Single rows normalized in the kernel (FK_DNORM), and the stacked Q, K, V
+                    // with RoPE and the KV append in the epilogue (FK_SROPE).
+                    let dnorm = crate::quant::choose::direct_normalizes(f);
+                    if mb == 1 && mode != Mode::DownSwiglu && dnorm {
+                        srcs.push(
+                            GemvConfig {
+                                norm: true,
+                                rows: 1,
+                                ..cfg.clone()
+                            }
+                            .source(),
+                        );
+                    }
+                    if mode == Mode::Stack {
+                        for norm in [false, dnorm]
+                            .into_iter()
+                            .collect::<std::collections::HashSet<_>>()
+                        {
+                            srcs.push(
+                                GemvConfig {
+                                    norm,
+                                    rope: true,
+                                    rows: 2,
+                                    ..cfg.clone()
+                                }
+                                .source(),
+                            );
+                        }
+                    }
                 }
                 // Plain products also add into y (the residual add in the epilogue).
                 if mode == Mode::Plain {
@@ -323,6 +356,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                                     stream: Some(st),
                                     acc: mode == Mode::Plain,
                                     rope,
+                                    norm: false,
                                 }
                                 .source(),
                             );
@@ -862,4 +896,38 @@ fn single_rows_of_block_formats_stream() {
     // Rows of f32 activations too long for shared memory fall back to the staged kernel.
     let long = pick(Format::Q4_0, 64, 65536, 1, Mode::Plain, false, true);
     assert!(long.stream.is_none() && long.staged.is_some());
+}
+
+/// The direct kernel's single-row fusions: it normalizes rows of units up to 32 weights (not
+/// Q4_K's or Q5_K's), only for launches under `DNORM_MAX_BYTES` in the plan's choice; its
+/// stacked Q, K, V with RoPE take two rows a warp and carry the KV store's declarations.
+#[test]
+fn direct_kernel_fusions_are_planned_and_named() {
+    use crate::quant::choose::{direct_norm_pays, direct_normalizes, DNORM_MAX_BYTES};
+    assert!(direct_normalizes(Format::F16) && direct_normalizes(Format::BF16));
+    assert!(direct_normalizes(Format::Q4_0));
+    assert!(!direct_normalizes(Format::Q4K) && !direct_normalizes(Format::Q5K));
+    if std::env::var("FLEXKERN_GEMV_DNORM_MAX").is_err() {
+        assert!(direct_norm_pays(DNORM_MAX_BYTES) && !direct_norm_pays(DNORM_MAX_BYTES + 1));
+        // SmolLM2's Q, K, V in F16 (960 x 576) fuse the norm; 8B's (6144 x 4096) do not.
+        assert!(direct_norm_pays(960 * 576 * 2) && !direct_norm_pays(6144 * 4096 * 2));
+    }
+    let unit = unit_type(Format::F16, 4096).unwrap();
+    let cfg = GemvConfig {
+        norm: true,
+        rope: true,
+        rows: 2,
+        ..crate::quant::choose::config(132, Mode::Stack, &unit, 6144, 4096, 1)
+    };
+    let src = cfg.source();
+    assert_eq!(src.name, "gemv_FkFloat_1__16_stack_m1_r2_norm_rope");
+    assert!(src
+        .source
+        .contains("#define FK_DNORM 1\n#define FK_SROPE 1\n"));
+    assert!(src.source.contains("struct FkRopeKv") && src.source.contains("struct FkStack"));
+    let plain = crate::quant::choose::config(132, Mode::Plain, &unit, 4096, 4096, 1).source();
+    assert!(plain
+        .source
+        .contains("#define FK_DNORM 0\n#define FK_SROPE 0\n"));
+    assert!(!plain.source.contains("struct FkStack"));
 }

@@ -239,6 +239,25 @@ pub fn gemv_cases() -> Vec<GemvCase> {
             });
         }
     }
+    // The direct kernel's single rows (plain floats, MLX): Q, K and V in one launch, and the
+    // fused RMSNorm (FK_DNORM) plain, gate/up and stacked; an odd k (scalar loads and a tail).
+    let mlx = Format::mlx(4, 64, MlxScale::F16).expect("catalogued MLX format");
+    for (f, n, k, mode, norm) in [
+        (Format::F16, 131, 1536, Mode::Stack, false),
+        (Format::BF16, 2500, 1536, Mode::Stack, false),
+        (Format::F32, 131, 1027, Mode::Stack, false),
+        (Format::F16, 131, 1536, Mode::Plain, true),
+        (Format::BF16, 67, 1536, Mode::GateUp, true),
+        (Format::F16, 2500, 1536, Mode::Stack, true),
+        (Format::F32, 131, 1027, Mode::Plain, true),
+        (Format::F32, 131, 1027, Mode::Stack, true),
+        (mlx, 131, 1024, Mode::Plain, true),
+    ] {
+        v.push(GemvCase {
+            norm,
+            ..c(f, n, k, 1, mode)
+        });
+    }
     // The fused RMSNorm (decode's Q/K/V and gate/up): plain, gate/up and stacked, with f32 and
     // quantized activations.
     for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {
