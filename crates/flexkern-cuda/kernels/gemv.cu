@@ -131,69 +131,6 @@ __device__ __forceinline__ FkSRow fk_srow(const FkMat& a, const FkMat& b, const 
 }
 #endif
 
-// FK_SROPE (mode 3, Q, K and V of one decode token): the epilogue applies RoPE to Q and K and
-// appends K and V to the page store, as fk_rope_kv_write does after a plain launch (the same
-// roundings: kv_store.cuh), so that launch goes. A rotated pair is two adjacent rows (RoPE's
-// normal style), so every warp's rows start at an even row (the direct kernel: two rows a warp); the warp holds
-// a pair's first row until its second is reduced.
-#ifndef FK_SROPE
-#define FK_SROPE 0
-#endif
-static_assert(!FK_SROPE || FK_MODE == 3, "RoPE in the epilogue of the stacked Q, K, V launch");
-
-#if FK_SROPE
-// What the epilogue reads besides the row: the token's position and page slot (registers),
-// the frequencies and the per-head store scales (shared memory, filled after the wait). Read
-// from global memory at each row, they stalled the warp (lane 0's divergent path holds all
-// of it): the fused launch took 11.4 us of an 8B layer against 9.6 + 2.3 for the two.
-constexpr int FK_ROPE_HALF_MAX = 256, FK_ROPE_HKV_MAX = 64;
-struct FkSRope {
-  u32 pos, slot;
-  const float* invf;
-  const float* ksc;
-  const float* vsc;
-};
-
-// Row r (its value v, reduced in every lane) of the stacked Q (into Y), K (st.y2), V (st.y3) of
-// token 0, with fk_rope_kv_item's arithmetic: a rotated dim's even row waits in `held`; its odd
-// row rotates the pair and stores both (Q in f32 and, with rk.qcode, 16-bit; K in f32 and in
-// the page store); rows past the rotated dims and V store as they come. Lane 0 writes.
-__device__ __forceinline__ void fk_srope_store(const FkRopeKv& rk, const FkSRope& sr, const FkStack& st,
-                                               const FkSRow& r, float v, float& held, int lane) {
-  const int dim = rk.dim, rot = 2 * rk.half, row = (int)r.row;  // rows of one matrix fit an int
-  if (r.y == st.y3) {  // V
-    if (lane == 0) {
-      const int h = row / rk.dim_v, e = row - h * rk.dim_v;
-      r.y[row] = v;
-      fk_kv_store(rk.vdst, rk.vcode, ((u64)sr.slot * rk.hkv + h) * rk.dim_v + e, v, sr.vsc[h]);
-    }
-    return;
-  }
-  const bool is_k = r.y == st.y2;
-  const int h = row / dim, e = row - h * dim;
-  float x0 = v, x1 = v;
-  int e0 = e, n = 1;
-  if (e < rot) {
-    if ((e & 1) == 0) {
-      held = v;
-      return;
-    }
-    x0 = held, x1 = v, e0 = e - 1, n = 2;
-    fk_rope_rotate(x0, x1, e0 / 2, sr.pos, sr.invf, rk.mscale);
-  }
-  if (lane != 0) return;
-  const int at = row - (e - e0);
-  const float xs[2] = {x0, x1};
-  for (int i = 0; i < n; ++i) {
-    r.y[at + i] = xs[i];
-    if (is_k)
-      fk_kv_store(rk.kdst, rk.kcode, ((u64)sr.slot * rk.hkv + h) * dim + e0 + i, xs[i], sr.ksc[h]);
-    else if (rk.qcode)
-      rk.qh[at + i] = fk_to16(xs[i], rk.qcode);
-  }
-}
-#endif
-
 // Float4 f of activations (a chunk, or the whole row in the streamed kernel) lives at f ^ (unit & 7): unit-strided reads spread banks.
 template <class F>
 __device__ __forceinline__ int fk_xswz(int f) {
@@ -384,14 +321,9 @@ extern "C" __global__ void fk_quant_q8(const float* __restrict__ X, signed char*
 }
 #endif
 #elif !defined(FK_EMBED)
-// The stack (mode 3), the norm's and RoPE's arguments: FkStack comes with any (quant/mod.rs),
-// so the launch's parameters keep the streamed kernel's order (RoPE's after a norm's, used or
-// not).
-#if FK_SROPE
-static_assert(FK_R == 2, "the fused QKV epilogue: a rotated pair a warp");
-#define FK_STACK_ARG , FkStack st, const float *__restrict__ NW, float eps, const FkRopeKv rk
-#define FK_STACK_PASS , st, NW, eps, rk
-#elif FK_DNORM
+// The stack (mode 3) and the norm's arguments: FkStack comes with either (quant/mod.rs), so
+// the launch's parameters keep the streamed kernel's order.
+#if FK_DNORM
 static_assert(FK_MB == 1 && FK_MODE != 2, "the norm: one activation row, formed from X alone");
 #define FK_STACK_ARG , FkStack st, const float *__restrict__ NW, float eps
 #define FK_STACK_PASS , st, NW, eps
@@ -417,15 +349,10 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
   i64 rb = row0, ny = n;
   float* y = Y;
 #if FK_MODE == 3
-  // A row a warp (two with RoPE: the host keeps each matrix's rows even, so a pair never
-  // straddles two matrices).
-  static_assert((FK_R == 1 || FK_SROPE) && FK_MB == 1, "stacked launches: one activation row");
+  static_assert(FK_R == 1 && FK_MB == 1, "stacked launches: a row per warp, one activation row");
   {
     const FkSRow s = fk_srow(a, b, st, Y, row0);
-    wa = s.m, rb = s.row, y = s.y;
-    // The matrix's rows bound a pair's second; a lone row is in it (row0 < n), and saying so
-    // lets the compiler drop the loop's check (8B F16: 64 instructions fewer).
-    ny = FK_R == 1 ? rb + 1 : s.y == Y ? st.na : s.y == st.y2 ? st.nb : n - st.na - st.nb;
+    wa = s.m, rb = s.row, ny = s.row + 1, y = s.y;  // the row is in its matrix (row0 < n)
   }
 #endif
 #if __CUDA_ARCH__ >= 900
@@ -438,8 +365,8 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
   float acc[NM][FK_R][FK_MB] = {};
 #if FK_DNORM
   double ss = 0.0;  // this lane's share of the row's sum of squares
-#elif !FK_SROPE
-  const float* const NW = nullptr;  // FkX's, unused (FK_SROPE takes the argument, null)
+#else
+  const float* const NW = nullptr;  // FkX's, unused
 #endif
 
   const i64 units = k / F::UE;
@@ -506,22 +433,7 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
 #pragma unroll
     for (int r = 0; r < FK_R; ++r) acc[t][r][0] *= ns;
 #endif
-#if FK_SROPE
-  // The pair's rows reduced in every lane, then rotated and stored as the streamed kernel's
-  // epilogue does (the position, slot, frequencies and scales from global memory: a block
-  // holds only the warp's one pair).
-  const FkSRope sr{rk.pos[0], rk.slots[0], rk.inv_freq, rk.kscales, rk.vscales};
-  float held = 0.f;
-#pragma unroll
-  for (int r = 0; r < FK_R; ++r) {
-    float v = acc[0][r][0];
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (rb + r < ny) fk_srope_store(rk, sr, st, FkSRow{wa, rb + r, y}, v, held, lane);
-  }
-#else
   fk_gemv_store<NM>(acc, y, rb, ny, m, lane);
-#endif
 }
 extern "C" __global__ void __launch_bounds__(FK_NW * 32, FK_MINB)
     fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2,

@@ -25,6 +25,16 @@
 constexpr int FK_SNM = FK_MODE == 1 ? 2 : 1;
 static_assert(FK_MODE == 0 || FK_MODE == 1 || FK_MODE == 3, "plain, gate/up or stacked");
 
+// FK_SROPE (mode 3, Q, K and V of one decode token): the epilogue applies RoPE to Q and K and
+// appends K and V to the page store, as fk_rope_kv_write does after a plain launch (the same
+// roundings: kv_store.cuh), so that launch goes. A rotated pair is two adjacent rows (RoPE's
+// normal style), so every warp's rows start at an even row; the warp holds a pair's first row
+// until its second is reduced.
+#ifndef FK_SROPE
+#define FK_SROPE 0
+#endif
+static_assert(!FK_SROPE || FK_MODE == 3, "RoPE in the epilogue of the stacked Q, K, V launch");
+
 #ifndef FK_SBULK
 #define FK_SBULK 0
 #endif
@@ -92,6 +102,58 @@ __device__ __forceinline__ void fk_sissue(const u8* w0, const u8* w1, i64 row_by
 }
 #endif  // FK_SREG
 
+#if FK_SROPE
+// What the epilogue reads besides the row: the token's position and page slot (registers),
+// the frequencies and the per-head store scales (shared memory, filled after the wait). Read
+// from global memory at each row, they stalled the warp (lane 0's divergent path holds all
+// of it): the fused launch took 11.4 us of an 8B layer against 9.6 + 2.3 for the two.
+constexpr int FK_ROPE_HALF_MAX = 256, FK_ROPE_HKV_MAX = 64;
+struct FkSRope {
+  u32 pos, slot;
+  const float* invf;
+  const float* ksc;
+  const float* vsc;
+};
+
+// Row r (its value v, reduced in every lane) of the stacked Q (into Y), K (st.y2), V (st.y3) of
+// token 0, with fk_rope_kv_item's arithmetic: a rotated dim's even row waits in `held`; its odd
+// row rotates the pair and stores both (Q in f32 and, with rk.qcode, 16-bit; K in f32 and in
+// the page store); rows past the rotated dims and V store as they come. Lane 0 writes.
+__device__ __forceinline__ void fk_srope_store(const FkRopeKv& rk, const FkSRope& sr, const FkStack& st,
+                                               const FkSRow& r, float v, float& held, int lane) {
+  const int dim = rk.dim, rot = 2 * rk.half, row = (int)r.row;  // rows of one matrix fit an int
+  if (r.y == st.y3) {  // V
+    if (lane == 0) {
+      const int h = row / rk.dim_v, e = row - h * rk.dim_v;
+      r.y[row] = v;
+      fk_kv_store(rk.vdst, rk.vcode, ((u64)sr.slot * rk.hkv + h) * rk.dim_v + e, v, sr.vsc[h]);
+    }
+    return;
+  }
+  const bool is_k = r.y == st.y2;
+  const int h = row / dim, e = row - h * dim;
+  float x0 = v, x1 = v;
+  int e0 = e, n = 1;
+  if (e < rot) {
+    if ((e & 1) == 0) {
+      held = v;
+      return;
+    }
+    x0 = held, x1 = v, e0 = e - 1, n = 2;
+    fk_rope_rotate(x0, x1, e0 / 2, sr.pos, sr.invf, rk.mscale);
+  }
+  if (lane != 0) return;
+  const int at = row - (e - e0);
+  const float xs[2] = {x0, x1};
+  for (int i = 0; i < n; ++i) {
+    r.y[at + i] = xs[i];
+    if (is_k)
+      fk_kv_store(rk.kdst, rk.kcode, ((u64)sr.slot * rk.hkv + h) * dim + e0 + i, xs[i], sr.ksc[h]);
+    else if (rk.qcode)
+      rk.qh[at + i] = fk_to16(xs[i], rk.qcode);
+  }
+}
+#endif
 
 #if FK_SCL > 1
 #define FK_SCLUSTER __cluster_dims__(FK_SCL, 1, 1)

@@ -633,14 +633,14 @@ impl TensorOps for CudaBackend {
                 return Ok(());
             };
             let outs = [q.device_buf(), k.device_buf(), v.device_buf()];
-            // The norm in the launch where it pays (`stacks`), else its own launch into h.
-            let (src, nm) = if stacks(&self.dev, &ws, x.device_buf(), true) {
-                (x, Some(nm))
-            } else {
-                self.rms_norm(x, 1, norm.weight, norm.eps, h)?;
-                (&*h, None)
-            };
-            if gemv_stacked(&self.dev, &ws, src.device_buf(), nm, &outs, Some(&mut a))? {
+            if gemv_stacked(
+                &self.dev,
+                &ws,
+                x.device_buf(),
+                Some(nm),
+                &outs,
+                Some(&mut a),
+            )? {
                 return Ok(());
             }
         }

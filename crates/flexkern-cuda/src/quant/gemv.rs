@@ -247,7 +247,7 @@ fn launch_gemv(
         // arguments); the direct one the stack in mode 3, both with FK_DNORM; the others take
         // eight.
         let np = match (cfg.stream.is_some(), cfg.rope) {
-            (_, true) => 12,
+            (true, true) => 12,
             (true, false) => 11,
             _ if cfg.norm => 11,
             _ if cfg.mode == Mode::Stack => 9,
@@ -324,15 +324,15 @@ pub fn stacks(dev: &Device, ws: &[&DeviceMatrix], x: &DeviceBuf, norm: bool) -> 
 }
 
 /// Whether `gemv_stacked` also applies RoPE and the KV append to `ws` (Q, K, V) in its
-/// epilogue (`FK_SROPE`): the streamed kernel, or the direct one where Q's and K's rows are
-/// even (its warps take rotated pairs of rows).
+/// epilogue (`FK_SROPE`): the streamed kernel's. (The direct kernel's, two rows a warp, decoded
+/// 8B F16 1.7 % slower than a row a warp and a RoPE launch after it, and SmolLM2 F16 no faster:
+/// H200, session 33 calls d, e.)
 pub fn stacks_rope(dev: &Device, ws: &[&DeviceMatrix], x: &DeviceBuf) -> bool {
     ws.len() == 3
-        && stackable(dev, ws, x, false)
-        && (config_for(&dev.props, Mode::Stack, ws[0], 1)
+        && stacks(dev, ws, x, false)
+        && config_for(&dev.props, Mode::Stack, ws[0], 1)
             .stream
             .is_some()
-            || (ws[0].n.is_multiple_of(2) && ws[1].n.is_multiple_of(2)))
 }
 
 /// Whether `cfg` (a stacked launch's configuration on `f`) has a kernel that stacks, and
@@ -377,9 +377,6 @@ pub fn gemv_stacked(
     }
     cfg.norm = norm.is_some() && cfg.stream.is_none();
     cfg.rope = rope.is_some();
-    if cfg.rope && cfg.stream.is_none() {
-        cfg.rows = 2; // a rotated pair a warp
-    }
     let (f, _, resident) = a.kernel(dev, &cfg)?;
     let st = FkStack {
         c: ws.get(2).map_or(FkMat::default(), |w| w.mat()),

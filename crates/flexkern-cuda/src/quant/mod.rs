@@ -283,11 +283,10 @@ impl GemvConfig {
             ) + if self.dp4a { "_q8" } else { "" }
                 + if self.acc { "_acc" } else { "" }
                 + if self.norm { "_norm" } else { "" }
-                + if self.rope { "_rope" } else { "" }
                 + &minb.map_or(String::new(), |b| format!("_b{b}"))
 ,
             source: format!(
-                "{}#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n#define FK_ACC {}\n#define FK_DNORM {}\n#define FK_SROPE {}\n{}{}\n{GEMV}",
+                "{}#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n#define FK_ACC {}\n#define FK_DNORM {}\n{}{}\n{GEMV}",
                 minb.map_or(String::new(), |b| format!("#define FK_MINB {b}\n")),
                 self.unit,
                 self.mb,
@@ -296,17 +295,11 @@ impl GemvConfig {
                 self.xvec as i32,
                 self.acc as i32,
                 self.norm as i32,
-                self.rope as i32,
                 self.staged.map_or(String::new(), |st| format!(
                     "#define FK_STAGED 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_DP4A {}\n",
                     st.block_bytes, st.chunk, self.dp4a as i32
                 )),
                 prelude()
-                    + &if self.rope {
-                        crate::headers::kv_store() + "\n"
-                    } else {
-                        String::new()
-                    }
                     + &if self.mode == Mode::Stack || self.norm {
                         gemv::FkStack::cuda()
                     } else {

@@ -272,8 +272,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                     );
                 }
                 if staged.is_none() {
-                    // Single rows normalized in the kernel (FK_DNORM), and the stacked Q, K, V
-                    // with RoPE and the KV append in the epilogue (FK_SROPE).
+                    // Single rows normalized in the kernel (FK_DNORM).
                     let dnorm = crate::quant::choose::direct_normalizes(f);
                     if mb == 1 && mode != Mode::DownSwiglu && dnorm {
                         srcs.push(
@@ -284,22 +283,6 @@ fn kernels_compile_with_nvrtc_without_spills() {
                             }
                             .source(),
                         );
-                    }
-                    if mode == Mode::Stack {
-                        for norm in [false, dnorm]
-                            .into_iter()
-                            .collect::<std::collections::HashSet<_>>()
-                        {
-                            srcs.push(
-                                GemvConfig {
-                                    norm,
-                                    rope: true,
-                                    rows: 2,
-                                    ..cfg.clone()
-                                }
-                                .source(),
-                            );
-                        }
                     }
                 }
                 // Plain products also add into y (the residual add in the epilogue).
@@ -899,8 +882,8 @@ fn single_rows_of_block_formats_stream() {
 }
 
 /// The direct kernel's single-row fusions: it normalizes rows of units up to 32 weights (not
-/// Q4_K's or Q5_K's), only for launches under `DNORM_MAX_BYTES` in the plan's choice; its
-/// stacked Q, K, V with RoPE take two rows a warp and carry the KV store's declarations.
+/// Q4_K's or Q5_K's), in the plan's choice only for launches up to `DNORM_MAX_BYTES`; its
+/// stacked and normalizing modules declare the stack's arguments.
 #[test]
 fn direct_kernel_fusions_are_planned_and_named() {
     use crate::quant::choose::{direct_norm_pays, direct_normalizes, DNORM_MAX_BYTES};
@@ -915,19 +898,15 @@ fn direct_kernel_fusions_are_planned_and_named() {
     let unit = unit_type(Format::F16, 4096).unwrap();
     let cfg = GemvConfig {
         norm: true,
-        rope: true,
-        rows: 2,
-        ..crate::quant::choose::config(132, Mode::Stack, &unit, 6144, 4096, 1)
+        ..crate::quant::choose::config(132, Mode::Stack, &unit, 960, 576, 1)
     };
     let src = cfg.source();
-    assert_eq!(src.name, "gemv_FkFloat_1__16_stack_m1_r2_norm_rope");
+    assert_eq!(src.name, "gemv_FkFloat_1__16_stack_m1_r1_norm");
     assert!(src
         .source
-        .contains("#define FK_DNORM 1\n#define FK_SROPE 1\n"));
-    assert!(src.source.contains("struct FkRopeKv") && src.source.contains("struct FkStack"));
+        .contains("#define FK_ACC 0\n#define FK_DNORM 1\n"));
+    assert!(src.source.contains("struct FkStack"));
     let plain = crate::quant::choose::config(132, Mode::Plain, &unit, 4096, 4096, 1).source();
-    assert!(plain
-        .source
-        .contains("#define FK_DNORM 0\n#define FK_SROPE 0\n"));
+    assert!(plain.source.contains("#define FK_DNORM 0\n"));
     assert!(!plain.source.contains("struct FkStack"));
 }
