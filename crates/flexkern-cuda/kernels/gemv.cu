@@ -365,14 +365,15 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
   float acc[NM][FK_R][FK_MB] = {};
 #if FK_DNORM
   double ss = 0.0;  // this lane's share of the row's sum of squares
+#define FK_NWAT(e) (NW + (e))
 #else
-  const float* const NW = nullptr;  // FkX's, unused
+#define FK_NWAT(e) nullptr  // FkX's norm weights: none
 #endif
 
   const i64 units = k / F::UE;
   for (i64 u = lane; u < units; u += 32) {
 #if FK_DNORM
-    float s = 0.f;  // a unit's eight squares in f32, then one f64 add
+    float s = 0.f;  // a unit's squares in f32, then one f64 add
 #pragma unroll
     for (int e = 0; e < F::UE; e += 4) {
       const FkF4 v = fk_ldx4(X + u * F::UE + e);
@@ -391,7 +392,7 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
 #pragma unroll
           for (int j = 0; j < FK_MB; ++j) {
             if (j < m) {
-              const FkX xl{X + j * k + u * F::UE, X2 + j * k + u * F::UE, NW + u * F::UE};
+              const FkX xl{X + j * k + u * F::UE, X2 + j * k + u * F::UE, FK_NWAT(u * F::UE)};
               acc[t][r][j] += fk_unit_dot<F>(q, s, o, xl);
             }
           }
@@ -405,7 +406,7 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
 #pragma unroll
     for (int j = 0; j < FK_MB; ++j) {
       if (j < m) {
-        const FkX xl{X + j * k, X2 + j * k, NW};
+        const FkX xl{X + j * k, X2 + j * k, FK_NWAT(0)};
         for (i64 e = units * F::UE + lane; e < k; e += 32) {
           const float xv = xl.ld1(e);
 #if FK_DNORM

@@ -283,8 +283,7 @@ impl GemvConfig {
             ) + if self.dp4a { "_q8" } else { "" }
                 + if self.acc { "_acc" } else { "" }
                 + if self.norm { "_norm" } else { "" }
-                + &minb.map_or(String::new(), |b| format!("_b{b}"))
-,
+                + &minb.map_or(String::new(), |b| format!("_b{b}")),
             source: format!(
                 "{}#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n#define FK_ACC {}\n#define FK_DNORM {}\n{}{}\n{GEMV}",
                 minb.map_or(String::new(), |b| format!("#define FK_MINB {b}\n")),

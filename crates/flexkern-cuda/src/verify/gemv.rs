@@ -700,7 +700,9 @@ fn bad_input(dev: &Arc<Device>) -> Result<f64> {
             return Err(invalid("bad input", format!("{what}: no typed error")));
         }
     }
-    // The fused norm: short weights, a batch (not streamed) and a bad eps are refused.
+    // The fused norm, on the streamed kernel (Q4_0) and the direct one (F16): short weights, a
+    // batch, a bad eps and the down projection formed on load are refused.
+    let (f16m, _) = matrix(dev, &mut rng, Format::F16, 8, 64)?;
     let x2 = dev.alloc(2 * 64 * 4)?;
     let y2 = dev.alloc(2 * 8 * 4)?;
     let w63 = dev.alloc(63 * 4)?;
@@ -715,33 +717,60 @@ fn bad_input(dev: &Arc<Device>) -> Result<f64> {
             ..c
         }
     }
-    for (what, c) in [
-        (
-            "short norm weights",
-            with_norm(&w63, 1e-5, call(Mode::Plain, None, &x, &y, 1)),
-        ),
-        (
-            "norm in a batch",
-            with_norm(&w64, 1e-5, call(Mode::Plain, None, &x2, &y2, 2)),
-        ),
-        (
-            "NaN eps",
-            with_norm(&w64, f32::NAN, call(Mode::Plain, None, &x, &y, 1)),
-        ),
-    ] {
-        if !matches!(gemv(dev, &c), Err(crate::CudaError::Invalid { .. })) {
-            return Err(invalid("bad input", format!("{what}: no typed error")));
+    for w in [&a, &f16m] {
+        let call = |mode, b, x, y, m| GemvCall {
+            x2: (mode == Mode::DownSwiglu).then_some(&x2),
+            ..call(mode, b, x, y, m)
+        };
+        let call = |mode, b, x, y, m| GemvCall {
+            a: w,
+            ..call(mode, b, x, y, m)
+        };
+        for (what, c) in [
+            (
+                "short norm weights",
+                with_norm(&w63, 1e-5, call(Mode::Plain, None, &x, &y, 1)),
+            ),
+            (
+                "norm in a batch",
+                with_norm(&w64, 1e-5, call(Mode::Plain, None, &x2, &y2, 2)),
+            ),
+            (
+                "NaN eps",
+                with_norm(&w64, f32::NAN, call(Mode::Plain, None, &x, &y, 1)),
+            ),
+            (
+                "norm before the down projection",
+                with_norm(&w64, 1e-5, call(Mode::DownSwiglu, None, &x, &y, 1)),
+            ),
+        ] {
+            if !matches!(gemv(dev, &c), Err(crate::CudaError::Invalid { .. })) {
+                return Err(invalid(
+                    "bad input",
+                    format!("{what} ({}): no typed error", w.format),
+                ));
+            }
         }
     }
-    // Stacked: a short output is a typed error; matrices of other formats are declined
-    // (Ok(false): the caller launches them one by one).
-    if !matches!(
-        gemv_stacked(dev, &[&a, &b], &x, None, &[&y, &small], None),
-        Err(crate::CudaError::Invalid { .. })
-    ) {
-        return Err(invalid("bad input", "stacked short output: no typed error"));
+    // Stacked (streamed and direct): a short output and short norm weights are typed errors;
+    // matrices of other formats are declined (Ok(false): the caller launches them one by one).
+    let short_norm = GemvNorm {
+        weight: &w63,
+        eps: 1e-5,
+    };
+    for (what, ws) in [("q4_0", [&a, &b]), ("f16", [&f16m, &f16m])] {
+        for (norm, ys) in [(None, [&y, &small]), (Some(short_norm), [&y, &y])] {
+            if !matches!(
+                gemv_stacked(dev, &ws, &x, norm, &ys, None),
+                Err(crate::CudaError::Invalid { .. })
+            ) {
+                return Err(invalid(
+                    "bad input",
+                    format!("stacked {what}, short output or norm weights: no typed error"),
+                ));
+            }
+        }
     }
-    let (f16m, _) = matrix(dev, &mut rng, Format::F16, 8, 64)?;
     if gemv_stacked(dev, &[&a, &f16m], &x, None, &[&y, &y], None)? {
         return Err(invalid("bad input", "stacked mixed formats were launched"));
     }
