@@ -371,16 +371,12 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
 #endif
 
   const i64 units = k / F::UE;
-  for (i64 u = lane; u < units; u += 32) {
-#if FK_DNORM
-    float s = 0.f;  // a unit's squares in f32, then one f64 add
-#pragma unroll
-    for (int e = 0; e < F::UE; e += 4) {
-      const FkF4 v = fk_ldx4(X + u * F::UE + e);
-      s += v.a * v.a + v.b * v.b + v.c * v.c + v.d * v.d;
-    }
-    ss += (double)s;
+  // FK_DUN (choose::direct_unroll): units a lane loads before their FMAs, so each warp keeps
+  // that many units' loads in flight instead of one round trip a unit.
+#ifdef FK_DUN
+#pragma unroll FK_DUN
 #endif
+  for (i64 u = lane; u < units; u += 32) {
 #pragma unroll
     for (int r = 0; r < FK_R; ++r) {
       const i64 row = rb + r;
@@ -391,7 +387,7 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
           F::unit(t == 0 ? wa : b, row, u, q, s, o);
 #pragma unroll
           for (int j = 0; j < FK_MB; ++j) {
-            if (j < m) {
+            if (FK_DNORM || j < m) {  // the norm: m is 1 (the host checks), no branch before the loads
               const FkX xl{X + j * k + u * F::UE, X2 + j * k + u * F::UE, FK_NWAT(u * F::UE)};
               acc[t][r][j] += fk_unit_dot<F>(q, s, o, xl);
             }
@@ -399,6 +395,18 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
         }
       }
     }
+#if FK_DNORM
+    // The unit's squares after its dots: x is in L1 by now, and the weights' loads above go
+    // out first (summed before them, x's round trip came ahead of the weights' in every unit:
+    // 8B F16's large launches lost 9 %).
+    float s = 0.f;  // a unit's squares in f32, then one f64 add
+#pragma unroll
+    for (int e = 0; e < F::UE; e += 4) {
+      const FkF4 v = fk_ldx4(X + u * F::UE + e);
+      s += v.a * v.a + v.b * v.b + v.c * v.c + v.d * v.d;
+    }
+    ss += (double)s;
+#endif
   }
   if constexpr (FkHasTail<F>::value) {
     // Plain floats: the last k % UE (< 8) elements, one per lane (j outermost: few live

@@ -90,7 +90,26 @@ pub fn choose(dev: &GemvTarget, mode: Mode, a: &MatrixTraits, m: usize) -> GemvC
     if c.staged.is_none() && a.n < 64 * dev.sms.max(1) && forced_rows().is_none() {
         c.rows = 1;
     }
+    if c.staged.is_none() {
+        c.unroll = direct_unroll(a.format, c.mb);
+    }
     c
+}
+
+/// The direct kernel's units a lane loads per loop step before any FMA (`FK_DUN`): two for a
+/// single row of 16-bit floats, else one. `FLEXKERN_GEMV_DUNROLL=1..8` overrides (A/B runs).
+/// H200, session 34 call e, against one: `bench gemv --graph` F16 14336 x 4096 93.7 against
+/// 88.3-88.5 % of copy, BF16 93.6 against 87.1-87.4, 4096 x 4096 and 4096 x 14336 within half a
+/// point; 8B F16 decode 238.9-243.9 against 231.5-234.0 tok/s, SmolLM2 F16 the same. Four lost
+/// (8B 236.5-236.8, SmolLM2 5 % slower, 4096 x 14336 79.8 %). Batches keep one: their
+/// accumulators already fill the registers.
+pub fn direct_unroll(f: Format, mb: usize) -> usize {
+    let planned = if mb == 1 && matches!(f, Format::F16 | Format::BF16) {
+        2
+    } else {
+        1
+    };
+    knobs().dunroll.unwrap_or(planned)
 }
 
 /// Whether the streamed kernel serves a single-row `mode` GEMV on `a` with activations at
@@ -193,6 +212,8 @@ pub(super) struct Knobs {
     pub(super) warps: Option<usize>,
     /// `FLEXKERN_GEMV_DNORM_MAX`: the most weight bytes a direct launch normalizes x for.
     pub(super) dnorm_max: Option<usize>,
+    /// `FLEXKERN_GEMV_DUNROLL`: the direct kernel's units a lane loads per loop step.
+    dunroll: Option<usize>,
 }
 
 pub(super) fn knobs() -> &'static Knobs {
@@ -236,6 +257,9 @@ pub(super) fn knobs() -> &'static Knobs {
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|w| matches!(w, 4 | 8 | 16)),
             dnorm_max: var("FLEXKERN_GEMV_DNORM_MAX").and_then(|v| v.parse::<usize>().ok()),
+            dunroll: var("FLEXKERN_GEMV_DUNROLL")
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|u| (1..=8).contains(u)),
         }
     })
 }
@@ -280,5 +304,6 @@ pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usi
         acc: false,
         rope: false,
         norm: false,
+        unroll: 1,
     }
 }

@@ -131,6 +131,9 @@ pub struct GemvConfig {
     /// The direct kernel RMS-normalizes its single activation row (`FK_DNORM`); the streamed
     /// kernel takes its norm as an argument instead.
     pub norm: bool,
+    /// The direct kernel's units a lane loads before their FMAs, per loop step (`FK_DUN`,
+    /// `choose::direct_unroll`); 1 elsewhere.
+    pub unroll: usize,
 }
 
 /// The staged GEMV's constants: the format's block bytes and the weights per chunk.
@@ -190,6 +193,7 @@ impl GemvConfig {
             acc: false,
             rope: false,
             norm: false,
+            unroll: 1,
         })
     }
 
@@ -283,10 +287,20 @@ impl GemvConfig {
             ) + if self.dp4a { "_q8" } else { "" }
                 + if self.acc { "_acc" } else { "" }
                 + if self.norm { "_norm" } else { "" }
-                + &minb.map_or(String::new(), |b| format!("_b{b}")),
+                + &minb.map_or(String::new(), |b| format!("_b{b}"))
+                + &if self.unroll > 1 {
+                    format!("_u{}", self.unroll)
+                } else {
+                    String::new()
+                },
             source: format!(
-                "{}#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n#define FK_ACC {}\n#define FK_DNORM {}\n{}{}\n{GEMV}",
+                "{}{}#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n#define FK_ACC {}\n#define FK_DNORM {}\n{}{}\n{GEMV}",
                 minb.map_or(String::new(), |b| format!("#define FK_MINB {b}\n")),
+                if self.unroll > 1 {
+                    format!("#define FK_DUN {}\n", self.unroll)
+                } else {
+                    String::new()
+                },
                 self.unit,
                 self.mb,
                 self.rows,

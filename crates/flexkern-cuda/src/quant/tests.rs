@@ -260,6 +260,11 @@ fn kernels_compile_with_nvrtc_without_spills() {
                     acc: false,
                     rope: false,
                     norm: false,
+                    unroll: if staged.is_none() {
+                        crate::quant::choose::direct_unroll(f, mb)
+                    } else {
+                        1
+                    },
                 };
                 // The integer-dot form where it applies (Q8_0 / Q4_0, staged, not down).
                 if staged.is_some() && crate::quant::choose::dp4a_applies(f, mode, k) {
@@ -340,6 +345,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                                     acc: mode == Mode::Plain,
                                     rope,
                                     norm: false,
+                                    unroll: 1,
                                 }
                                 .source(),
                             );
@@ -909,4 +915,49 @@ fn direct_kernel_fusions_are_planned_and_named() {
     let plain = crate::quant::choose::config(132, Mode::Plain, &unit, 4096, 4096, 1).source();
     assert!(plain.source.contains("#define FK_DNORM 0\n"));
     assert!(!plain.source.contains("struct FkStack"));
+}
+
+/// The direct kernel loads two units a lane before their FMAs for single rows of 16-bit floats
+/// (every mode, the fused norm too), one for batches, f32 and MLX; the module says so.
+#[test]
+fn direct_kernel_unrolls_single_rows_of_16_bit_floats() {
+    use crate::quant::choose::{choose, GemvTarget, MatrixTraits};
+    if std::env::var("FLEXKERN_GEMV_DUNROLL").is_ok() {
+        eprintln!("skipped: FLEXKERN_GEMV_DUNROLL set");
+        return;
+    }
+    let mlx = Format::mlx(4, 64, flexkern_quant::MlxScale::F16).unwrap();
+    for (f, m, mode, want) in [
+        (Format::F16, 1, Mode::Plain, 2),
+        (Format::BF16, 1, Mode::GateUp, 2),
+        (Format::F16, 1, Mode::Stack, 2),
+        (Format::F16, 4, Mode::Plain, 1),
+        (Format::F32, 1, Mode::Plain, 1),
+        (mlx, 1, Mode::Plain, 1),
+        (Format::Q4_0, 1, Mode::Plain, 1),
+    ] {
+        let unit = unit_type(f, 4096).unwrap();
+        let t = MatrixTraits {
+            format: f,
+            unit: &unit,
+            n: 14336,
+            k: 4096,
+            quantized_acts: true,
+            slack: true,
+        };
+        let c = choose(&GemvTarget::hopper(), mode, &t, m);
+        assert_eq!(c.unroll, want, "{f:?} m {m} {mode:?}");
+        let src = GemvConfig {
+            norm: m == 1 && mode != Mode::GateUp && c.stream.is_none(),
+            ..c
+        }
+        .source();
+        assert_eq!(src.name.ends_with("_u2"), want == 2, "{}", src.name);
+        assert_eq!(
+            src.source.contains("#define FK_DUN 2\n"),
+            want == 2,
+            "{}",
+            src.name
+        );
+    }
 }
