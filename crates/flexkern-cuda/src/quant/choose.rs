@@ -135,8 +135,10 @@ pub fn normalizes(dev: &Device, mode: Mode, a: &DeviceMatrix, m: usize, x: &Devi
 
 /// The most weight bytes a direct launch normalizes x itself for (`FLEXKERN_GEMV_DNORM_MAX`
 /// overrides). Each warp then loads the norm's weights beside x and sums x's squares: 8B F16's
-/// Q, K, V and gate/up (50-235 MB) decoded 9 % slower that way than after a norm launch, while
-/// SmolLM2's (1-4 MB), bound by launches, gained (H200, session 33 call b).
+/// Q, K, V and gate/up (50-235 MB) decoded 9 % slower that way than after a norm launch (the
+/// squares' loads went out before the weights'), and the same once they no longer did (232-234
+/// against 231-235 tok/s, session 34 call d), while SmolLM2's (1-4 MB), bound by launches,
+/// gained (H200, session 33 call b).
 pub const DNORM_MAX_BYTES: usize = 8 << 20;
 
 /// Whether the direct kernel's fused norm pays for a launch reading `bytes` of weights.
