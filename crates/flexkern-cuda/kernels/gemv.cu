@@ -45,6 +45,10 @@ __device__ __forceinline__ FkF4 fk_ldx4(const float* p) {
 #ifndef FK_DNORM
 #define FK_DNORM 0
 #endif
+// FK_DXS: the direct kernel stages its activation row in shared memory (fk_gemv_dxs, below).
+#ifndef FK_DXS
+#define FK_DXS 0
+#endif
 
 // Activation row j from element `at`: X (mode 2: silu(X) * X2; FK_DNORM: X * NW).
 struct FkX {
@@ -444,10 +448,98 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
 #endif
   fk_gemv_store<NM>(acc, y, rb, ny, m, lane);
 }
+#if FK_DXS
+// FK_DXS (quant::choose::direct_stages_x; single rows of MLX): a lane reading its own unit's 32
+// activations from global memory touches 32 cache lines a load across the warp, which held MLX
+// at 10-22 % of copy. Here the block stages the row once in shared memory (formed as FkX forms
+// it, swizzled as the staged kernel's), and its warps then walk the row groups grid-stride: the
+// host launches the resident blocks only, so each block's staging serves many rows.
+static_assert(FK_MB == 1, "one activation row in shared memory");
+template <class F>
+__device__ __forceinline__ void fk_gemv_dxs(const FkMat& a, const FkMat& b, const float* __restrict__ X,
+                                            const float* __restrict__ X2, float* __restrict__ Y, int m,
+                                            i64 n, i64 k FK_STACK_ARG) {
+  constexpr int NM = FK_MODE == 1 ? 2 : 1;
+  extern __shared__ __align__(16) float fk_dx[];  // the row, k floats
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // X and Y only after this
+#endif
+  const FkX xl{X, X2, FK_NWAT(0)};
+#if FK_DNORM
+  double ss = 0.0;  // this thread's share of the sum of squares: f32 a float4, then f64
+#endif
+  for (int f = threadIdx.x; f < (int)(k / 4); f += FK_NW * 32) {
+    const FkF4 v = xl.ld4(4 * f);
+    *(float4*)(fk_dx + 4 * fk_xswz<F>(f)) = make_float4(v.a, v.b, v.c, v.d);
+#if FK_DNORM
+    const FkF4 r = fk_ldx4(X + 4 * f);
+    ss += (double)(r.a * r.a + r.b * r.b + r.c * r.c + r.d * r.d);
+#endif
+  }
+#if FK_DNORM
+  // The block's sum in a fixed order: lanes, then warps.
+  __shared__ double fk_dss[FK_NW];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  if (lane == 0) fk_dss[warp] = ss;
+#endif
+  __syncthreads();
+#if FK_DNORM
+  ss = 0.0;
+#pragma unroll
+  for (int w = 0; w < FK_NW; ++w) ss += fk_dss[w];
+  const float ns = (float)(1.0 / sqrt(ss / (double)k + (double)eps));
+#endif
+  const i64 units = k / F::UE, groups = (n + FK_R - 1) / FK_R;
+  for (i64 g = (i64)blockIdx.x * FK_NW + warp; g < groups; g += (i64)gridDim.x * FK_NW) {
+    FkMat wa = a;
+    i64 rb = g * FK_R, ny = n;
+    float* y = Y;
+#if FK_MODE == 3
+    static_assert(FK_R == 1, "stacked launches: a row per warp");
+    {
+      const FkSRow s = fk_srow(a, b, st, Y, rb);
+      wa = s.m, rb = s.row, ny = s.row + 1, y = s.y;
+    }
+#endif
+    float acc[NM][FK_R][FK_MB] = {};
+#ifdef FK_DUN
+#pragma unroll FK_DUN
+#endif
+    for (i64 u = lane; u < units; u += 32) {
+#pragma unroll
+      for (int r = 0; r < FK_R; ++r) {
+        const i64 row = rb + r;
+        if (row < ny) {
+#pragma unroll
+          for (int t = 0; t < NM; ++t) {
+            float q[F::UE], s[F::G], o[F::G];
+            F::unit(t == 0 ? wa : b, row, u, q, s, o);
+            acc[t][r][0] += fk_unit_dot<F>(q, s, o, FkXs<F>{fk_dx, (int)u});
+          }
+        }
+      }
+    }
+#if FK_DNORM
+#pragma unroll
+    for (int t = 0; t < NM; ++t)
+#pragma unroll
+      for (int r = 0; r < FK_R; ++r) acc[t][r][0] *= ns;
+#endif
+    fk_gemv_store<NM>(acc, y, rb, ny, m, lane);
+  }
+}
+#endif
 extern "C" __global__ void __launch_bounds__(FK_NW * 32, FK_MINB)
     fk_gemv(FkMat a, FkMat b, const float* __restrict__ X, const float* __restrict__ X2,
             float* __restrict__ Y, int m, i64 n, i64 k FK_STACK_ARG) {
+#if FK_DXS
+  fk_gemv_dxs<FK_FMT>(a, b, X, X2, Y, m, n, k FK_STACK_PASS);
+#else
   fk_gemv_impl<FK_FMT>(a, b, X, X2, Y, m, n, k FK_STACK_PASS);
+#endif
 }
 #else
 // Embedding: out[t, :] = the exact dequantization of row ids[t] (ids checked on the host).

@@ -92,8 +92,25 @@ pub fn choose(dev: &GemvTarget, mode: Mode, a: &MatrixTraits, m: usize) -> GemvC
     }
     if c.staged.is_none() {
         c.unroll = direct_unroll(a.format, c.mb);
+        c.xs = direct_stages_x(a.format, c.mb, a.k);
     }
     c
+}
+
+/// The most activation bytes the direct kernel stages in shared memory (`FK_DXS`): rows of up
+/// to 16384 floats.
+pub const DXS_MAX_BYTES: usize = 64 << 10;
+
+/// Whether the direct kernel stages a single activation row of `k` in shared memory for `f`
+/// (`FK_DXS`): MLX, whose 32-weight units read straight from global memory held its GEMVs at
+/// 10-22 % of copy (H200, session 34 call i: each load of a warp touches 32 lines).
+/// `FLEXKERN_GEMV_DXS=0` turns it off (A/B runs).
+pub fn direct_stages_x(f: Format, mb: usize, k: usize) -> bool {
+    knobs().dxs != Some(false)
+        && matches!(f, Format::MlxAffine { .. })
+        && mb == 1
+        && k.is_multiple_of(unit_elems(f))
+        && 4 * k <= DXS_MAX_BYTES
 }
 
 /// The direct kernel's units a lane loads per loop step before any FMA (`FK_DUN`): two for a
@@ -216,6 +233,8 @@ pub(super) struct Knobs {
     pub(super) dnorm_max: Option<usize>,
     /// `FLEXKERN_GEMV_DUNROLL`: the direct kernel's units a lane loads per loop step.
     dunroll: Option<usize>,
+    /// `FLEXKERN_GEMV_DXS=0`: the direct kernel reads MLX activations from global memory.
+    dxs: Option<bool>,
 }
 
 pub(super) fn knobs() -> &'static Knobs {
@@ -259,6 +278,7 @@ pub(super) fn knobs() -> &'static Knobs {
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|w| matches!(w, 4 | 8 | 16)),
             dnorm_max: var("FLEXKERN_GEMV_DNORM_MAX").and_then(|v| v.parse::<usize>().ok()),
+            dxs: var("FLEXKERN_GEMV_DXS").map(|v| v != "0"),
             dunroll: var("FLEXKERN_GEMV_DUNROLL")
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|u| (1..=8).contains(u)),
@@ -307,5 +327,6 @@ pub fn config(dev_sms: usize, mode: Mode, unit: &str, n: usize, k: usize, m: usi
         rope: false,
         norm: false,
         unroll: 1,
+        xs: false,
     }
 }

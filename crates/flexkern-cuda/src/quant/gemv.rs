@@ -48,6 +48,11 @@ impl DeviceMatrix {
                 let smem = st.smem_bytes(cfg.matrices(), self.k);
                 module.kernel("fk_gemv", 32 * st.warps as u32, smem)?
             }
+            // The direct kernel with its row in shared memory: launched as resident blocks.
+            None if cfg.xs => {
+                dev.bind()?;
+                module.kernel("fk_gemv", 128, 4 * self.k)?
+            }
             None => (module.function("fk_gemv")?, 0),
         };
         if let Some(st) = cfg.staged.filter(|_| cfg.stream.is_none()) {
@@ -262,6 +267,15 @@ fn launch_gemv(
                     .next_multiple_of(st.cluster.max(1)),
                 32 * st.warps,
                 st.smem_bytes(cfg.matrices(), k),
+            ),
+            // The direct kernel with its row in shared memory: the resident blocks, each warp
+            // walking row groups grid-stride.
+            None if cfg.xs => (
+                n.div_ceil(4 * cfg.rows)
+                    .min(resident.max(1) * dev.props.sms.max(1))
+                    .max(1),
+                128,
+                4 * k,
             ),
             None => (
                 n.div_ceil(4 * cfg.rows),

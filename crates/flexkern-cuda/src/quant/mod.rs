@@ -134,6 +134,9 @@ pub struct GemvConfig {
     /// The direct kernel's units a lane loads before their FMAs, per loop step (`FK_DUN`,
     /// `choose::direct_unroll`); 1 elsewhere.
     pub unroll: usize,
+    /// The direct kernel stages its activation row in shared memory and walks the row groups
+    /// grid-stride over the resident blocks (`FK_DXS`, `choose::direct_stages_x`).
+    pub xs: bool,
 }
 
 /// The staged GEMV's constants: the format's block bytes and the weights per chunk.
@@ -194,6 +197,7 @@ impl GemvConfig {
             rope: false,
             norm: false,
             unroll: 1,
+            xs: false,
         })
     }
 
@@ -292,9 +296,10 @@ impl GemvConfig {
                     format!("_u{}", self.unroll)
                 } else {
                     String::new()
-                },
+                }
+                + if self.xs { "_dx" } else { "" },
             source: format!(
-                "{}{}#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n#define FK_ACC {}\n#define FK_DNORM {}\n{}{}\n{GEMV}",
+                "{}{}#define FK_FMT {}\n#define FK_MB {}\n#define FK_R {}\n#define FK_MODE {}\n#define FK_XV {}\n#define FK_ACC {}\n#define FK_DNORM {}\n#define FK_DXS {}\n{}{}\n{GEMV}",
                 minb.map_or(String::new(), |b| format!("#define FK_MINB {b}\n")),
                 if self.unroll > 1 {
                     format!("#define FK_DUN {}\n", self.unroll)
@@ -308,6 +313,7 @@ impl GemvConfig {
                 self.xvec as i32,
                 self.acc as i32,
                 self.norm as i32,
+                self.xs as i32,
                 self.staged.map_or(String::new(), |st| format!(
                     "#define FK_STAGED 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_DP4A {}\n",
                     st.block_bytes, st.chunk, self.dp4a as i32

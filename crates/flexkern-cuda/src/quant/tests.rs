@@ -265,6 +265,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                     } else {
                         1
                     },
+                    xs: staged.is_none() && crate::quant::choose::direct_stages_x(f, mb, k),
                 };
                 // The integer-dot form where it applies (Q8_0 / Q4_0, staged, not down).
                 if staged.is_some() && crate::quant::choose::dp4a_applies(f, mode, k) {
@@ -346,6 +347,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                                     rope,
                                     norm: false,
                                     unroll: 1,
+                                    xs: false,
                                 }
                                 .source(),
                             );
@@ -956,6 +958,54 @@ fn direct_kernel_unrolls_single_rows_of_16_bit_floats() {
         assert_eq!(
             src.source.contains("#define FK_DUN 2\n"),
             want == 2,
+            "{}",
+            src.name
+        );
+    }
+}
+
+/// Single rows of MLX stage their activations in shared memory on the direct kernel (every
+/// mode, the fused norm too, rows up to `DXS_MAX_BYTES`); batches, plain floats and block
+/// formats do not, and the module says so.
+#[test]
+fn direct_kernel_stages_mlx_rows_in_shared_memory() {
+    use crate::quant::choose::{choose, direct_stages_x, GemvTarget, MatrixTraits, DXS_MAX_BYTES};
+    if std::env::var("FLEXKERN_GEMV_DXS").is_ok() {
+        eprintln!("skipped: FLEXKERN_GEMV_DXS set");
+        return;
+    }
+    let mlx = Format::mlx(4, 64, flexkern_quant::MlxScale::F16).unwrap();
+    assert!(direct_stages_x(mlx, 1, 14336) && direct_stages_x(mlx, 1, DXS_MAX_BYTES / 4));
+    assert!(!direct_stages_x(mlx, 1, DXS_MAX_BYTES / 4 + 64) && !direct_stages_x(mlx, 4, 4096));
+    for (f, m, mode, want) in [
+        (mlx, 1, Mode::Plain, true),
+        (mlx, 1, Mode::GateUp, true),
+        (mlx, 1, Mode::DownSwiglu, true),
+        (mlx, 1, Mode::Stack, true),
+        (mlx, 4, Mode::Plain, false),
+        (Format::F16, 1, Mode::Plain, false),
+        (Format::Q4_0, 1, Mode::Plain, false),
+    ] {
+        let unit = unit_type(f, 4096).unwrap();
+        let t = MatrixTraits {
+            format: f,
+            unit: &unit,
+            n: 4096,
+            k: 4096,
+            quantized_acts: false,
+            slack: false,
+        };
+        let c = choose(&GemvTarget::hopper(), mode, &t, m);
+        assert_eq!(c.xs, want, "{f:?} m {m} {mode:?}");
+        let src = GemvConfig {
+            norm: m == 1 && mode == Mode::Plain,
+            ..c
+        }
+        .source();
+        assert_eq!(src.name.ends_with("_dx"), want, "{}", src.name);
+        assert_eq!(
+            src.source.contains("#define FK_DXS 1\n"),
+            want,
             "{}",
             src.name
         );

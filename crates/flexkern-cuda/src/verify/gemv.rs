@@ -252,6 +252,12 @@ pub fn gemv_cases() -> Vec<GemvCase> {
         (Format::F32, 131, 1027, Mode::Plain, true),
         (Format::F32, 131, 1027, Mode::Stack, true),
         (mlx, 131, 1024, Mode::Plain, true),
+        // MLX's row in shared memory (FK_DXS): stacked, the norm in gate/up and stacked, and a
+        // row of 14336 (56 KB, past the default 48 KB of shared memory).
+        (mlx, 131, 1024, Mode::Stack, false),
+        (mlx, 67, 1024, Mode::GateUp, true),
+        (mlx, 2500, 1024, Mode::Stack, true),
+        (mlx, 67, 14336, Mode::Plain, false),
     ] {
         v.push(GemvCase {
             norm,
