@@ -338,6 +338,27 @@ static_assert(FK_MB == 1 && FK_MODE != 2, "the norm: one activation row, formed 
 #define FK_STACK_ARG
 #define FK_STACK_PASS
 #endif
+// The direct kernel's step: unit u of the warp's rows [rb, min(rb + FK_R, ny)) of each matrix,
+// decoded once and dotted with activation row j's unit (`x_at(j)`, an FkX or FkXs) for each j
+// that `live(j)`.
+template <class F, int NM, class XAt, class Live>
+__device__ __forceinline__ void fk_dunit(const FkMat& wa, const FkMat& b, i64 rb, i64 ny, i64 u,
+                                         float (&acc)[NM][FK_R][FK_MB], const XAt& x_at, const Live& live) {
+#pragma unroll
+  for (int r = 0; r < FK_R; ++r) {
+    const i64 row = rb + r;
+    if (row < ny) {
+#pragma unroll
+      for (int t = 0; t < NM; ++t) {
+        float q[F::UE], s[F::G], o[F::G];
+        F::unit(t == 0 ? wa : b, row, u, q, s, o);
+#pragma unroll
+        for (int j = 0; j < FK_MB; ++j)
+          if (live(j)) acc[t][r][j] += fk_unit_dot<F>(q, s, o, x_at(j));
+      }
+    }
+  }
+}
 // A template, so `if constexpr` discards the tail of formats without one.
 template <class F>
 __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, const float* __restrict__ X,
@@ -381,24 +402,10 @@ __device__ __forceinline__ void fk_gemv_impl(const FkMat& a, const FkMat& b, con
 #pragma unroll FK_DUN
 #endif
   for (i64 u = lane; u < units; u += 32) {
-#pragma unroll
-    for (int r = 0; r < FK_R; ++r) {
-      const i64 row = rb + r;
-      if (row < ny) {
-#pragma unroll
-        for (int t = 0; t < NM; ++t) {
-          float q[F::UE], s[F::G], o[F::G];
-          F::unit(t == 0 ? wa : b, row, u, q, s, o);
-#pragma unroll
-          for (int j = 0; j < FK_MB; ++j) {
-            if (FK_DNORM || j < m) {  // the norm: m is 1 (the host checks), no branch before the loads
-              const FkX xl{X + j * k + u * F::UE, X2 + j * k + u * F::UE, FK_NWAT(u * F::UE)};
-              acc[t][r][j] += fk_unit_dot<F>(q, s, o, xl);
-            }
-          }
-        }
-      }
-    }
+    fk_dunit<F, NM>(
+        wa, b, rb, ny, u, acc,
+        [&](int j) { return FkX{X + j * k + u * F::UE, X2 + j * k + u * F::UE, FK_NWAT(u * F::UE)}; },
+        [&](int j) { return FK_DNORM || j < m; });  // the norm: m is 1 (the host checks), no branch before the loads
 #if FK_DNORM
     // The unit's squares after its dots: x is in L1 by now, and the weights' loads above go
     // out first (summed before them, x's round trip came ahead of the weights' in every unit:
@@ -508,20 +515,9 @@ __device__ __forceinline__ void fk_gemv_dxs(const FkMat& a, const FkMat& b, cons
 #ifdef FK_DUN
 #pragma unroll FK_DUN
 #endif
-    for (i64 u = lane; u < units; u += 32) {
-#pragma unroll
-      for (int r = 0; r < FK_R; ++r) {
-        const i64 row = rb + r;
-        if (row < ny) {
-#pragma unroll
-          for (int t = 0; t < NM; ++t) {
-            float q[F::UE], s[F::G], o[F::G];
-            F::unit(t == 0 ? wa : b, row, u, q, s, o);
-            acc[t][r][0] += fk_unit_dot<F>(q, s, o, FkXs<F>{fk_dx, (int)u});
-          }
-        }
-      }
-    }
+    for (i64 u = lane; u < units; u += 32)
+      fk_dunit<F, NM>(
+          wa, b, rb, ny, u, acc, [&](int) { return FkXs<F>{fk_dx, (int)u}; }, [](int) { return true; });
 #if FK_DNORM
 #pragma unroll
     for (int t = 0; t < NM; ++t)
