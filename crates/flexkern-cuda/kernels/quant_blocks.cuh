@@ -171,12 +171,12 @@ FK_HD void fk_words(const u8* p, u32* w) {
 
 FK_HD u32 fk_byte(const u32* w, int i) { return (w[i >> 2] >> (8 * (i & 3))) & 0xffu; }
 
-// One matrix: `w` the blocks (or MLX's packed weights), rows `row_bytes` apart; MLX also has
-// its scale and bias arrays `s` and `b`, `groups` entries per row.
+// One matrix: `w` the blocks (or MLX's packed weights), rows `row_bytes` apart; planar formats
+// and MLX also have side entries at `s` (a planar block's scale fields, MLX's (scale, bias)
+// words), `groups` entries per row.
 struct FkMat {
   const u8* w;
   const u8* s;
-  const u8* b;
   i64 row_bytes;
   i64 groups;
 };
@@ -726,27 +726,79 @@ struct FkFloat {
   }
 };
 
-// ---- MLX affine: 32 weights of a group per unit, BITS-bit little-endian bit stream ----
+// ---- MLX affine: 32 weights of a group per unit ----
+// Device layout (layout.rs, `to_device`): each row's codes as the file packs them, except that
+// a 4-bit unit's 16 bytes hold weight j in the low nibble of byte j and weight j + 16 in its
+// high nibble (Q4_0's order: the integer dot masks and shifts words, no byte permutes); then
+// one 32-bit word per group, its scale's bits low and its bias's high (one load for both).
 template <int BITS, int GROUP, bool BF>
 struct FkMlx {
   static constexpr int UE = 32, G = 1, QK = GROUP;
   static constexpr bool OFF = true;
-  FK_HD static float scale(const u8* p) { return BF ? fk_bhalf(fk_ld16(p)) : fk_half(fk_ld16(p)); }
+  FK_HD static float bits_to_f(u32 h) { return BF ? fk_bhalf(h) : fk_half(h); }
+  // The (scale, bias) word of unit u's group (u >= 0: a shift, not a signed division).
+  FK_HD static u32 pair(const FkMat& m, i64 row, i64 u) {
+    static_assert(GROUP % 32 == 0 && (GROUP & (GROUP - 1)) == 0, "groups of 32, 64, 128");
+    constexpr int SH = GROUP == 32 ? 0 : GROUP == 64 ? 1 : 2;
+    u32 w;
+    fk_words<4, 4>(m.s + 4 * (row * m.groups + (i64)((u64)u >> SH)), &w);
+    return w;
+  }
   FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float* o) {
     // 32 weights span 4 * BITS bytes; a row spans k * BITS / 8, a multiple of 4 * BITS.
     u32 w[BITS + 1];
     fk_words<4 * BITS, fk_align_of(4 * BITS, 4 * BITS)>(m.w + row * m.row_bytes + u * 4 * BITS, w);
     w[BITS] = 0;
-    const i64 g = row * m.groups + (u * 32) / GROUP;
-    s[0] = scale(m.s + 2 * g);
-    o[0] = scale(m.b + 2 * g);
+    const u32 sb = pair(m, row, u);
+    s[0] = bits_to_f(sb & 0xffffu);
+    o[0] = bits_to_f(sb >> 16);
+    if constexpr (BITS == 4) {
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int bit = j * BITS, wi = bit >> 5, sh = bit & 31;
-      const u64 two = (u64)w[wi] | ((u64)w[wi + 1] << 32);
-      q[j] = fk_u2f((u32)(two >> sh) & ((1u << BITS) - 1u));
+      for (int j = 0; j < 16; ++j) {
+        const u32 b = fk_byte(w, j);
+        q[j] = fk_u2f(b & 15u);
+        q[j + 16] = fk_u2f(b >> 4);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {  // the file's little-endian bit stream
+        const int bit = j * BITS, wi = bit >> 5, sh = bit & 31;
+        const u64 two = (u64)w[wi] | ((u64)w[wi + 1] << 32);
+        q[j] = fk_u2f((u32)(two >> sh) & ((1u << BITS) - 1u));
+      }
     }
   }
+#if defined(__CUDACC__)
+  // 4 and 8 bits against Q8_0 activations, as the CPU's default path runs them (mlx::q8): the
+  // streamed GEMV's pipelined batches hold a unit's code words (16-byte aligned in every row)
+  // and its group's (scale, bias) word.
+  struct Raw {
+    u32 w[BITS];
+    u32 sb;
+  };
+  FK_HD static void load(const FkMat& m, i64 row, i64 u, Raw& r) {
+    static_assert(BITS == 4 || BITS == 8, "the integer dot takes 4- and 8-bit codes");
+    fk_words<4 * BITS, 16>(m.w + row * m.row_bytes + u * 4 * BITS, r.w);
+    r.sb = pair(m, row, u);
+  }
+  // sum (s q + b) dx c = dx (s sum q c + b sum c): the codes' dot is exact in integers (sx is
+  // the activation codes' sum); 8-bit codes are unsigned bytes (dp4a.u32.s32). (Converting the
+  // sums with two adds instead of I2F measured the same: session 35 call b.)
+  FK_HD static float dot_raw(const Raw& r, i64, const int* xq, float dx, int sx) {
+    int acc = 0;
+    if constexpr (BITS == 4) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc = __dp4a((int)(r.w[i] & 0x0f0f0f0fu), xq[i], acc);
+        acc = __dp4a((int)((r.w[i] >> 4) & 0x0f0f0f0fu), xq[i + 4], acc);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(acc) : "r"(r.w[i]), "r"(xq[i]));
+    }
+    return dx * fmaf(bits_to_f(r.sb & 0xffffu), (float)acc, bits_to_f(r.sb >> 16) * (float)sx);
+  }
+#endif
 };
 
 // ---- the dot and the exact decode, shared by the kernels and the host test ----
@@ -808,5 +860,5 @@ template <class F> struct FkSideBytes<F, decltype((void)F::SB)> { static constex
 template <class F>
 FK_HD FkMat fk_window_mat(const u8* win, const FkMat& m, i64 row, i64 blk) {
   constexpr int SB = FkSideBytes<F>::value;
-  return FkMat{win, SB > 0 ? m.s + (row * m.groups + blk) * SB : nullptr, nullptr, 0, 0};
+  return FkMat{win, SB > 0 ? m.s + (row * m.groups + blk) * SB : nullptr, 0, 0};
 }

@@ -63,8 +63,10 @@ pub fn choose(dev: &GemvTarget, mode: Mode, a: &MatrixTraits, m: usize) -> GemvC
         && a.quantized_acts
         && dp4a_applies(a.format, mode, a.k);
     // Single rows of block formats stream (plain, gate/up, stacked): activations quantized in
-    // the kernel where the format has the integer dot (StreamActs), else f32.
-    if c.staged.is_some() && c.mb == 1 && mode != Mode::DownSwiglu && stream_enabled() {
+    // the kernel where the format has the integer dot (StreamActs), else f32. So does MLX
+    // where it has one (4 and 8 bits, the default precision; `Stream::plan`).
+    let mlx = matches!(a.format, Format::MlxAffine { .. });
+    if (c.staged.is_some() || mlx) && c.mb == 1 && mode != Mode::DownSwiglu && stream_enabled() {
         c.stream = Stream::plan(
             a.format,
             a.k,
@@ -90,7 +92,7 @@ pub fn choose(dev: &GemvTarget, mode: Mode, a: &MatrixTraits, m: usize) -> GemvC
     if c.staged.is_none() && a.n < 64 * dev.sms.max(1) && forced_rows().is_none() {
         c.rows = 1;
     }
-    if c.staged.is_none() {
+    if c.staged.is_none() && c.stream.is_none() {
         c.unroll = direct_unroll(a.format, c.mb);
         c.xs = direct_stages_x(a.format, c.mb, a.k);
     }

@@ -100,13 +100,12 @@ pub fn device_block_bytes(f: Format) -> usize {
 }
 
 /// Where a `[n, k]` matrix's arrays lie in its device buffer (`FkMat`): rows of `row_bytes`
-/// from the start; MLX's scales and biases, or a planar format's side entries (one per block,
-/// `groups` per row), at byte offsets `s` and `b`.
+/// from the start; a planar format's side entries (one per block) or MLX's (scale, bias)
+/// words (one per group), `groups` per row, at byte offset `s`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
     pub row_bytes: usize,
     pub s: usize,
-    pub b: usize,
     pub groups: usize,
 }
 
@@ -116,11 +115,10 @@ pub fn geometry(f: Format, n: usize, k: usize) -> Geometry {
         bits, group_size, ..
     } = f
     {
-        let (wb, sb) = flexkern_quant::mlx::array_bytes(bits, group_size as usize, n, k);
+        let (wb, _) = flexkern_quant::mlx::array_bytes(bits, group_size as usize, n, k);
         return Geometry {
             row_bytes: k * bits as usize / 8,
             s: wb,
-            b: wb + sb,
             groups: k / group_size as usize,
         };
     }
@@ -131,22 +129,26 @@ pub fn geometry(f: Format, n: usize, k: usize) -> Geometry {
             Geometry {
                 row_bytes: blocks * p.bulk,
                 s: n * blocks * p.bulk,
-                b: 0,
                 groups: blocks,
             }
         }
         None => Geometry {
             row_bytes,
             s: 0,
-            b: 0,
             groups: 0,
         },
     }
 }
 
 /// The file's bytes of a matrix of `f` in the device layout: planar formats rearranged (bulk
-/// fields first, then the side bytes), the rest as they are.
+/// fields first, then the side bytes), MLX's as `mlx_to_device` says, the rest as they are.
 pub fn to_device(f: Format, bytes: &[u8]) -> Cow<'_, [u8]> {
+    if let Format::MlxAffine {
+        bits, group_size, ..
+    } = f
+    {
+        return Cow::Owned(mlx_to_device(bits, group_size as usize, bytes));
+    }
     let Some(p) = planar(f) else {
         return Cow::Borrowed(bytes);
     };
@@ -161,6 +163,37 @@ pub fn to_device(f: Format, bytes: &[u8]) -> Cow<'_, [u8]> {
         s[p.bulk_at..].copy_from_slice(&blk[p.bulk_at + p.bulk..]);
     }
     Cow::Owned(out)
+}
+
+/// MLX's arrays (packed codes, then the groups' scales, then their biases) in the device layout
+/// (`FkMlx` in quant_blocks.cuh): 4-bit units of 32 weights with weight j in the low nibble of
+/// byte j and weight j + 16 in its high nibble (Q4_0's order: the integer dot needs no byte
+/// permutes), other widths' codes as they are; then one 32-bit word per group, its scale's
+/// 16 bits low and its bias's high (one load for both). The array sizes follow from the
+/// length: every group takes `group * bits / 8` code bytes and 4 of scale and bias. A length
+/// of partial groups (upload refuses it first) keeps its bytes.
+fn mlx_to_device(bits: u8, group: usize, bytes: &[u8]) -> Vec<u8> {
+    let per_group = group * bits as usize / 8;
+    let groups = bytes.len() / (per_group + 4);
+    let (codes, rest) = bytes.split_at(groups * per_group);
+    if rest.len() != 4 * groups {
+        return bytes.to_vec();
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    if bits == 4 {
+        for unit in codes.chunks_exact(16) {
+            let nib = |j: usize| (unit[j / 2] >> (4 * (j % 2))) & 15;
+            out.extend((0..16).map(|j| nib(j) | nib(j + 16) << 4));
+        }
+    } else {
+        out.extend_from_slice(codes);
+    }
+    let (scales, biases) = rest.split_at(2 * groups);
+    for (s, b) in scales.chunks_exact(2).zip(biases.chunks_exact(2)) {
+        out.extend_from_slice(s);
+        out.extend_from_slice(b);
+    }
+    out
 }
 
 /// `constexpr int FK_<FMT>_BYTES / _<FIELD>` for every block format, with size checks against
@@ -270,5 +303,47 @@ mod tests {
             super::to_device(flexkern_quant::Format::Q4K, &q4k),
             std::borrow::Cow::Borrowed(_)
         ));
+    }
+
+    /// MLX: every weight's code lands where `FkMlx` reads it (4 bits in Q4_0's nibble order,
+    /// other widths as packed), every group's scale and bias side by side after the codes.
+    #[test]
+    fn mlx_upload_moves_every_code_and_scale_once() {
+        use flexkern_quant::{Format, MlxScale};
+        for (bits, group) in [(4u8, 32u16), (4, 128), (8, 64), (3, 32), (6, 64)] {
+            let f = Format::mlx(bits, group, MlxScale::BF16).unwrap();
+            let (n, k) = (3, 4 * group as usize);
+            let len = f.tensor_bytes(n, k).unwrap();
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let dev = super::to_device(f, &bytes);
+            assert_eq!(dev.len(), len);
+            let g = super::geometry(f, n, k);
+            let (wb, sb) = flexkern_quant::mlx::array_bytes(bits, group as usize, n, k);
+            assert_eq!((g.s, g.groups, wb + 2 * sb), (wb, k / group as usize, len));
+            // Weight e of the file's bit stream and of the device's layout.
+            let code = |b: &[u8], e: usize| {
+                let bit = e * bits as usize;
+                let two = b[bit / 8] as u32 | (*b.get(bit / 8 + 1).unwrap_or(&0) as u32) << 8;
+                (two >> (bit % 8)) & ((1 << bits) - 1)
+            };
+            for e in 0..n * k {
+                let want = code(&bytes, e);
+                let got = if bits == 4 {
+                    let (unit, j) = (e / 32, e % 32);
+                    (dev[16 * unit + j % 16] >> (4 * (j / 16))) as u32 & 15
+                } else {
+                    code(&dev, e)
+                };
+                assert_eq!(got, want, "{f} weight {e}");
+            }
+            for i in 0..n * g.groups {
+                let pair = &dev[g.s + 4 * i..][..4];
+                assert_eq!(pair[..2], bytes[wb + 2 * i..][..2], "{f} scale {i}");
+                assert_eq!(pair[2..], bytes[wb + sb + 2 * i..][..2], "{f} bias {i}");
+            }
+        }
+        // A length of partial groups keeps its bytes (upload refuses it first).
+        let f = Format::mlx(4, 64, MlxScale::F16).unwrap();
+        assert_eq!(super::to_device(f, &[3u8; 37]).as_ref(), &[3u8; 37]);
     }
 }

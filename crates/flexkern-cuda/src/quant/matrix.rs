@@ -31,7 +31,6 @@ pub struct MatrixTraits<'a> {
 pub(crate) struct FkMat {
     pub(super) w: u64,
     s: u64,
-    b: u64,
     row_bytes: i64,
     groups: i64,
 }
@@ -161,7 +160,6 @@ impl DeviceMatrix {
         FkMat {
             w: base,
             s: if g.s > 0 { base + g.s as u64 } else { 0 },
-            b: if g.b > 0 { base + g.b as u64 } else { 0 },
             row_bytes: g.row_bytes as i64,
             groups: g.groups as i64,
         }

@@ -37,6 +37,8 @@ fn raw_unit_bytes(f: Format) -> Option<usize> {
         Format::Q4_0 => Some(20),
         Format::Q8_0 => Some(36),
         Format::Q4K => Some(48),
+        // Its codes, and its group's scale and bias bits.
+        Format::MlxAffine { bits, .. } => Some(4 * bits as usize + 4),
         _ => None,
     }
 }
@@ -91,6 +93,7 @@ impl StreamActs {
     pub fn for_format(f: Format) -> Option<StreamActs> {
         match f {
             Format::Q4_0 | Format::Q8_0 => Some(StreamActs::Q8_0),
+            Format::MlxAffine { bits: 4 | 8, .. } => Some(StreamActs::Q8_0),
             Format::Q4K | Format::Q6K => Some(StreamActs::Q8K),
             _ => None,
         }
@@ -126,6 +129,12 @@ impl Stream {
         let acts = StreamActs::for_format(f)
             .filter(|_| quantized)
             .unwrap_or(StreamActs::F32);
+        // MLX streams only against Q8_0 activations (4 and 8 bits, the default precision):
+        // its f32 form keeps the direct kernel, which stages the row in shared memory.
+        let mlx = matches!(f, Format::MlxAffine { .. });
+        if mlx && acts != StreamActs::Q8_0 {
+            return None;
+        }
         let (bb, qk, ue) = (
             super::layout::device_block_bytes(f),
             f.block_elems(),
@@ -135,11 +144,11 @@ impl Stream {
         if !round.is_multiple_of(qk) || !k.is_multiple_of(qk) || k == 0 {
             return None;
         }
-        // Planar formats, and blocks of whole 16-byte words (Q4_K, Q5_K), load straight into
-        // registers. `FLEXKERN_GEMV_DIRECT=0` keeps the ring for all but Q8_0 activations,
+        // Planar formats, blocks of whole 16-byte words (Q4_K, Q5_K) and MLX (its codes apart
+        // from its scales, 16 or 32 bytes a unit) load straight into registers. `FLEXKERN_GEMV_DIRECT=0` keeps the ring for all but Q8_0 activations,
         // which only the register batches take (A/B runs).
         let ring = knobs().direct_aligned == Some(false) && acts != StreamActs::Q8_0;
-        if (super::layout::planar(f).is_some() || bb.is_multiple_of(16)) && !ring {
+        if (super::layout::planar(f).is_some() || bb.is_multiple_of(16) || mlx) && !ring {
             // Two blocks of eight warps per SM (at most 128 registers a thread): the next
             // kernel's blocks fit beside them and start early (programmatic launch), and each
             // block's activation prologue repeats fewer times. Against three blocks (H100, A/B

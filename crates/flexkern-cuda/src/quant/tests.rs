@@ -42,8 +42,7 @@ int main(int argc, char** argv) {
   std::vector<float> x(k), deq(n * k), dot(n);
   if (fread(w.data(), 1, wbytes, stdin) != (size_t)wbytes) return 3;
   if (fread(x.data(), 4, k, stdin) != (size_t)k) return 3;
-  const i64 sb = n * groups * 2;
-  FkMat m{w.data(), w.data() + soff, w.data() + soff + sb, row_bytes, groups};
+  FkMat m{w.data(), w.data() + soff, row_bytes, groups};
   switch (code) {
 FK_CASES
     default: return 4;
@@ -220,7 +219,13 @@ fn kernels_compile_with_nvrtc_without_spills() {
     let mut report = Vec::new();
     for f in gpu_formats() {
         let mlx = matches!(f, Format::MlxAffine { .. });
-        if !all && mlx && f != Format::mlx(3, 32, flexkern_quant::MlxScale::F16).unwrap() {
+        // MLX: a width of the float path, and the integer dot's two widths (both scale types).
+        let mlx_kept = [
+            Format::mlx(3, 32, flexkern_quant::MlxScale::F16).unwrap(),
+            Format::mlx(4, 64, flexkern_quant::MlxScale::F16).unwrap(),
+            Format::mlx(8, 32, flexkern_quant::MlxScale::BF16).unwrap(),
+        ];
+        if !all && mlx && !mlx_kept.contains(&f) {
             continue;
         }
         let k = 4096;
@@ -237,7 +242,11 @@ fn kernels_compile_with_nvrtc_without_spills() {
             (16, 1, Mode::GateUp),
             (16, 1, Mode::DownSwiglu),
         ] {
-            if !all && (mb, mode) != (1, Mode::Plain) && !heavy.contains(&f) {
+            if !all
+                && (mb, mode) != (1, Mode::Plain)
+                && !heavy.contains(&f)
+                && !mlx_kept[1..].contains(&f)
+            {
                 continue;
             }
             let staged = crate::quant::choose::staged(f, mb);
@@ -304,8 +313,8 @@ fn kernels_compile_with_nvrtc_without_spills() {
                 srcs.push(cfg.source());
             }
             // The streamed single-row kernel, with f32 and (where the format has the integer
-            // dot) Q8_0 activations, at a short and a long row.
-            if mb == 1 && mode != Mode::DownSwiglu && staged.is_some() {
+            // dot) Q8_0 activations, at a short and a long row (MLX: the integer dot only).
+            if mb == 1 && mode != Mode::DownSwiglu && (staged.is_some() || mlx) {
                 for (k, quantized) in [(4096, false), (14336, false), (4096, true), (14336, true)] {
                     if quantized && crate::quant::StreamActs::for_format(f).is_none() {
                         continue;
@@ -874,14 +883,33 @@ fn single_rows_of_block_formats_stream() {
     let precise = pick(Format::Q4_0, 4096, 4096, 1, Mode::Plain, false, true);
     assert_eq!(acts(&precise), Some(StreamActs::F32));
     assert!(!precise.dp4a);
-    // Not streamed: batches (staged, integer path), SwiGLU formed on load, plain floats, MLX,
+    // MLX at 4 and 8 bits, against Q8_0 activations: pipelined register batches, every mode
+    // but SwiGLU formed on load. Its f32 form (precise, other widths) and batches keep the
+    // direct kernel.
+    for (bits, group) in [(4, 64), (4, 32), (8, 32), (8, 128)] {
+        let mlx = Format::mlx(bits, group, flexkern_quant::MlxScale::BF16).unwrap();
+        for mode in [Mode::Plain, Mode::GateUp, Mode::Stack] {
+            let c = q(mlx, mode);
+            let st = c.stream.expect("MLX 4 / 8 bits stream");
+            assert!(st.direct && st.pipe && st.bulk == 0 && c.dp4a && !c.xs && c.unroll == 1);
+            assert_eq!(st.acts, StreamActs::Q8_0);
+        }
+        assert!(q(mlx, Mode::DownSwiglu).stream.is_none());
+        let precise = pick(mlx, 4096, 4096, 1, Mode::Plain, false, true);
+        assert!(precise.stream.is_none() && !precise.dp4a && precise.xs);
+        let batch = pick(mlx, 4096, 4096, 5, Mode::Plain, true, true);
+        assert!(batch.stream.is_none() && batch.staged.is_none() && !batch.dp4a);
+    }
+    for bits in [2, 3, 5, 6] {
+        let mlx = Format::mlx(bits, 64, flexkern_quant::MlxScale::F16).unwrap();
+        assert!(q(mlx, Mode::Plain).stream.is_none() && !q(mlx, Mode::Plain).dp4a);
+    }
+    // Not streamed: batches (staged, integer path), SwiGLU formed on load, plain floats,
     // no slack past the blocks (nor staged then).
     let batch = pick(Format::Q4_0, 4096, 4096, 5, Mode::Plain, true, true);
     assert!(batch.stream.is_none() && batch.staged.is_some() && batch.dp4a);
     assert!(q(Format::Q4_0, Mode::DownSwiglu).stream.is_none());
     assert!(q(Format::F16, Mode::Plain).stream.is_none());
-    let mlx = Format::mlx(4, 64, flexkern_quant::MlxScale::F16).unwrap();
-    assert!(q(mlx, Mode::Plain).stream.is_none());
     let tight = pick(Format::Q4_0, 4096, 4096, 1, Mode::Plain, true, false);
     assert!(tight.stream.is_none() && tight.staged.is_none() && !tight.dp4a);
     // Rows of f32 activations too long for shared memory fall back to the staged kernel.
@@ -920,7 +948,8 @@ fn direct_kernel_fusions_are_planned_and_named() {
 }
 
 /// The direct kernel loads two units a lane before their FMAs for single rows of 16-bit floats
-/// (every mode, the fused norm too), one for batches, f32 and MLX; the module says so.
+/// (every mode, the fused norm too), one for batches, f32 and MLX (its f32 form: its integer
+/// dot streams); the module says so.
 #[test]
 fn direct_kernel_unrolls_single_rows_of_16_bit_floats() {
     use crate::quant::choose::{choose, GemvTarget, MatrixTraits};
@@ -944,7 +973,7 @@ fn direct_kernel_unrolls_single_rows_of_16_bit_floats() {
             unit: &unit,
             n: 14336,
             k: 4096,
-            quantized_acts: true,
+            quantized_acts: f != mlx,
             slack: true,
         };
         let c = choose(&GemvTarget::hopper(), mode, &t, m);

@@ -264,6 +264,39 @@ pub fn gemv_cases() -> Vec<GemvCase> {
             ..c(f, n, k, 1, mode)
         });
     }
+    // MLX's integer dot on the streamed kernel (4 and 8 bits against Q8_0 activations, single
+    // rows): each width at every group size and scale type, then the launch forms (gate/up,
+    // stacked, the residual add, the fused norm, rows of 14336 shared by a pair of blocks,
+    // several rows a warp).
+    for bits in [4, 8] {
+        for group in flexkern_quant::format::MLX_GROUPS {
+            for s in [MlxScale::F16, MlxScale::BF16] {
+                let f = Format::mlx(bits, group, s).expect("catalogued MLX format");
+                v.push(GemvCase {
+                    quantized: true,
+                    ..c(f, 131, 1024, 1, Mode::Plain)
+                });
+            }
+        }
+        let f = Format::mlx(bits, 64, MlxScale::F16).expect("catalogued MLX format");
+        for (n, k, mode, accumulate, norm) in [
+            (67, 1024, Mode::GateUp, false, false),
+            (131, 1024, Mode::Stack, false, false),
+            (2500, 1536, Mode::Plain, true, false),
+            (131, 1536, Mode::Plain, false, true),
+            (67, 1536, Mode::GateUp, false, true),
+            (131, 1536, Mode::Stack, false, true),
+            (131, 14336, Mode::Plain, false, false),
+            (8999, 512, Mode::Plain, false, false),
+        ] {
+            v.push(GemvCase {
+                quantized: true,
+                accumulate,
+                norm,
+                ..c(f, n, k, 1, mode)
+            });
+        }
+    }
     // The fused RMSNorm (decode's Q/K/V and gate/up): plain, gate/up and stacked, with f32 and
     // quantized activations.
     for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {

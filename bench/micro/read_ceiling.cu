@@ -1,0 +1,145 @@
+// How close to the copy rate can one kernel launch read a decode GEMV's weights? A ceiling study
+// for issue 14, outside flexkern: a kernel that only reads B bytes (16-byte loads, U of them in
+// flight a thread, folded into one word so the loads stay) over a grid of G blocks an SM of T
+// threads, its launches back to back in one CUDA graph, each launch reading its own copy of the
+// bytes (the copies overflow L2), timed per launch. Launch forms:
+//   plain: stream order (the next launch starts when this one has ended);
+//   pdl:   programmatic dependent launch, each kernel waiting (griddepcontrol.wait) before
+//          its first load, as a GEMV must wait for its activations: the next launch's blocks
+//          may start early but read nothing until this one ends.
+// Sizes: Q4_0 14336 x 4096 (33 MB), 4096 x 4096 (9.4 MB), F16 14336 x 4096 (117 MB).
+// Rated against a device-to-device copy of 2 GiB (read + write), as flexkern's bench is.
+// Build and run (device): nvcc -O3 -std=c++17 -arch=sm_90a -o rc read_ceiling.cu && ./rc
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "micro.cuh"
+
+// Each warp reads whole 512 * U-byte chunks, grid-stride; thread t loads U words 512 bytes apart.
+template <int U>
+__global__ void k_read(const uint4* __restrict__ p, long words, int pdl, unsigned* out) {
+  if (pdl) {
+    asm volatile("griddepcontrol.launch_dependents;");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+  }
+  const long lane = threadIdx.x & 31;
+  const long warps = (long)gridDim.x * (blockDim.x >> 5), gw = (long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  unsigned acc = 0;
+  for (long c = gw * 32 * U; c < words; c += warps * 32 * U) {
+    uint4 v[U];
+#pragma unroll
+    for (int i = 0; i < U; ++i) {
+      const long w = c + 32 * i + lane;
+      v[i] = w < words ? __ldg(p + w) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < U; ++i) acc ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+  }
+  if (acc == 0x9e3779b9u) out[0] = acc;
+}
+
+static float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <int U>
+static void launch(const uint4* p, long words, int blocks, int threads, bool pdl, unsigned* out, cudaStream_t s) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CK(cudaLaunchKernelEx(&cfg, k_read<U>, p, words, (int)pdl, out));
+}
+
+int main() {
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = prop.multiProcessorCount;
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  unsigned* out;
+  CK(cudaMalloc(&out, 4));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  auto time = [&](auto body, int reps) {
+    std::vector<float> t;
+    body();
+    for (int i = 0; i < reps; ++i) {
+      CK(cudaEventRecord(e0, s));
+      body();
+      CK(cudaEventRecord(e1, s));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      t.push_back(ms);
+    }
+    return median(t);
+  };
+  // One 1.2 GB pool: copies of each size are consecutive slices of it.
+  const size_t pool_bytes = 1200ul << 20;
+  unsigned char* pool;
+  CK(cudaMalloc(&pool, pool_bytes));
+  CK(cudaMemset(pool, 3, pool_bytes));
+  double copy_gbs;
+  {
+    const size_t bytes = 1ul << 31;
+    void *a, *b;
+    CK(cudaMalloc(&a, bytes));
+    CK(cudaMalloc(&b, bytes));
+    CK(cudaMemset(a, 1, bytes));
+    const float ms = time([&] { CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s)); }, 7);
+    copy_gbs = 2.0 * bytes / (ms * 1e6);
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+  }
+  printf("%s, %d SMs; copy %.0f GB/s (read + write, median of 7)\n", prop.name, sms, copy_gbs);
+  struct Size {
+    const char* name;
+    long bytes;
+  };
+  const Size sizes[] = {{"Q4_0 14336x4096", 14336L * 4096 / 32 * 18},
+                        {"Q4_0 4096x4096", 4096L * 4096 / 32 * 18},
+                        {"F16 14336x4096", 14336L * 4096 * 2}};
+  struct Cfg {
+    int blocks_per_sm, threads, u;
+  };
+  const Cfg cfgs[] = {{2, 256, 2}, {2, 256, 4}, {2, 256, 8}, {1, 512, 4}, {1, 512, 8}, {2, 512, 4},
+                      {4, 256, 4}, {1, 1024, 4}, {2, 1024, 2}, {8, 256, 2}, {16, 128, 4}};
+  for (const Size& sz : sizes) {
+    const long words = (sz.bytes + 15) / 16, stride = (sz.bytes + 255) / 256 * 256;
+    const int copies = (int)std::min(64L, (long)(pool_bytes / stride));
+    for (bool pdl : {false, true}) {
+      for (const Cfg& c : cfgs) {
+        const int blocks = c.blocks_per_sm * sms;
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        for (int i = 0; i < copies; ++i) {
+          const uint4* p = (const uint4*)(pool + (long)i * stride);
+          if (c.u == 2) launch<2>(p, words, blocks, c.threads, pdl, out, s);
+          else if (c.u == 4) launch<4>(p, words, blocks, c.threads, pdl, out, s);
+          else launch<8>(p, words, blocks, c.threads, pdl, out, s);
+        }
+        CK(cudaStreamEndCapture(s, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        const float ms = time([&] { CK(cudaGraphLaunch(ge, s)); }, 9) / copies;
+        printf("%-16s %-5s %2d blocks/SM x %4d threads, %d x 16 B in flight: %7.2f us  %5.1f %% of copy\n",
+               sz.name, pdl ? "pdl" : "plain", c.blocks_per_sm, c.threads, c.u, ms * 1e3,
+               100.0 * sz.bytes / (ms * 1e6) / copy_gbs);
+        CK(cudaGraphExecDestroy(ge));
+        CK(cudaGraphDestroy(g));
+      }
+    }
+  }
+  CK(cudaGetLastError());
+  return 0;
+}
