@@ -7,7 +7,8 @@
 //   pdl:   programmatic dependent launch, each kernel waiting (griddepcontrol.wait) before
 //          its first load, as a GEMV must wait for its activations: the next launch's blocks
 //          may start early but read nothing until this one ends.
-// Sizes: Q4_0 14336 x 4096 (33 MB), 4096 x 4096 (9.4 MB), F16 14336 x 4096 (117 MB).
+// Sizes: Q4_0 14336 x 4096 (33 MB), 4096 x 4096 (9.4 MB), 4096 x 14336, F16 14336 x 4096 (117
+// MB). Who reads which bytes: see `k_read`.
 // Rated against a device-to-device copy of 2 GiB (read + write), as flexkern's bench is.
 // Build and run (device): nvcc -O3 -std=c++17 -arch=sm_90a -o rc read_ceiling.cu && ./rc
 #include <cuda_runtime.h>
@@ -17,22 +18,52 @@
 
 #include "micro.cuh"
 
-// Each warp reads whole 512 * U-byte chunks, grid-stride; thread t loads U words 512 bytes apart.
+// Who reads which bytes (own): 0 grid-stride: each warp reads whole 512 * U-byte chunks, warp
+// w the chunks w, w + warps, ... (the whole grid sweeps the bytes together); 1 warp rows: the
+// bytes are n rows and every warp owns consecutive rows (counts differ by at most one), which
+// it reads front to back, as flexkern's streamed GEMV does; 2 block rows: every block owns
+// consecutive rows and its warps take turns over them in 512 * U-byte chunks; 3 cyclic rows:
+// warp w owns rows w, w + warps, ... (the grid sweeps the rows together, each row read front
+// to back by one warp). Thread t loads U words 512 bytes apart.
 template <int U>
-__global__ void k_read(const uint4* __restrict__ p, long words, int pdl, unsigned* out) {
+__global__ void k_read(const uint4* __restrict__ p, long words, long n, int own, int pdl, unsigned* out) {
   if (pdl) {
     asm volatile("griddepcontrol.launch_dependents;");
     asm volatile("griddepcontrol.wait;" ::: "memory");
   }
-  const long lane = threadIdx.x & 31;
-  const long warps = (long)gridDim.x * (blockDim.x >> 5), gw = (long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const long lane = threadIdx.x & 31, wpb = blockDim.x >> 5, warp = threadIdx.x >> 5;
+  const long warps = (long)gridDim.x * wpb, gw = (long)blockIdx.x * wpb + warp;
+  long lo = 0, hi = words, first = gw, step = warps;
+  if (own == 1) {
+    const long rw = words / n;  // words a row
+    lo = gw * n / warps * rw, hi = (gw + 1) * n / warps * rw, first = 0, step = 1;
+  } else if (own == 2) {
+    const long rw = words / n;
+    lo = (long)blockIdx.x * n / gridDim.x * rw, hi = ((long)blockIdx.x + 1) * n / gridDim.x * rw;
+    first = warp, step = wpb;
+  }
   unsigned acc = 0;
-  for (long c = gw * 32 * U; c < words; c += warps * 32 * U) {
+  if (own == 3) {
+    const long rw = words / n;
+    for (long r = gw; r < n; r += warps)
+      for (long c = r * rw; c < (r + 1) * rw; c += 32 * U) {
+        uint4 v[U];
+#pragma unroll
+        for (int i = 0; i < U; ++i) {
+          const long w = c + 32 * i + lane;
+          v[i] = w < (r + 1) * rw ? __ldg(p + w) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int i = 0; i < U; ++i) acc ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+      }
+    hi = 0;  // done
+  }
+  for (long c = lo + first * 32 * U; c < hi; c += step * 32 * U) {
     uint4 v[U];
 #pragma unroll
     for (int i = 0; i < U; ++i) {
       const long w = c + 32 * i + lane;
-      v[i] = w < words ? __ldg(p + w) : make_uint4(0, 0, 0, 0);
+      v[i] = w < hi ? __ldg(p + w) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int i = 0; i < U; ++i) acc ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
@@ -46,7 +77,8 @@ static float median(std::vector<float> v) {
 }
 
 template <int U>
-static void launch(const uint4* p, long words, int blocks, int threads, bool pdl, unsigned* out, cudaStream_t s) {
+static void launch(const uint4* p, long words, long n, int own, int blocks, int threads, bool pdl, unsigned* out,
+                   cudaStream_t s) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(threads);
@@ -56,7 +88,7 @@ static void launch(const uint4* p, long words, int blocks, int threads, bool pdl
   at[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
   cfg.numAttrs = pdl ? 1 : 0;
-  CK(cudaLaunchKernelEx(&cfg, k_read<U>, p, words, (int)pdl, out));
+  CK(cudaLaunchKernelEx(&cfg, k_read<U>, p, words, n, own, (int)pdl, out));
 }
 
 int main() {
@@ -102,21 +134,25 @@ int main() {
     CK(cudaFree(b));
   }
   printf("%s, %d SMs; copy %.0f GB/s (read + write, median of 7)\n", prop.name, sms, copy_gbs);
+  // Rows: Q4_0's 18 bytes a 32-weight unit (codes and scale together), F16's 2 a weight.
   struct Size {
     const char* name;
-    long bytes;
+    long n, row_bytes;
   };
-  const Size sizes[] = {{"Q4_0 14336x4096", 14336L * 4096 / 32 * 18},
-                        {"Q4_0 4096x4096", 4096L * 4096 / 32 * 18},
-                        {"F16 14336x4096", 14336L * 4096 * 2}};
+  const Size sizes[] = {{"Q4_0 14336x4096", 14336, 4096 / 32 * 18},
+                        {"Q4_0 4096x4096", 4096, 4096 / 32 * 18},
+                        {"Q4_0 4096x14336", 4096, 14336 / 32 * 18},
+                        {"F16 14336x4096", 14336, 4096 * 2}};
   struct Cfg {
     int blocks_per_sm, threads, u;
   };
-  const Cfg cfgs[] = {{2, 256, 2}, {2, 256, 4}, {2, 256, 8}, {1, 512, 4}, {1, 512, 8}, {2, 512, 4},
-                      {4, 256, 4}, {1, 1024, 4}, {2, 1024, 2}, {8, 256, 2}, {16, 128, 4}};
+  const Cfg cfgs[] = {{2, 256, 4}, {2, 256, 8}, {2, 512, 4}, {4, 256, 4}, {16, 128, 4}};
+  const char* owns[4] = {"grid-stride", "warp rows", "block rows", "cyclic rows"};
   for (const Size& sz : sizes) {
-    const long words = (sz.bytes + 15) / 16, stride = (sz.bytes + 255) / 256 * 256;
+    const long bytes = sz.n * sz.row_bytes;
+    const long words = bytes / 16, stride = (bytes + 255) / 256 * 256;
     const int copies = (int)std::min(64L, (long)(pool_bytes / stride));
+    for (int own = 0; own < 4; ++own)
     for (bool pdl : {false, true}) {
       for (const Cfg& c : cfgs) {
         const int blocks = c.blocks_per_sm * sms;
@@ -125,16 +161,15 @@ int main() {
         CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
         for (int i = 0; i < copies; ++i) {
           const uint4* p = (const uint4*)(pool + (long)i * stride);
-          if (c.u == 2) launch<2>(p, words, blocks, c.threads, pdl, out, s);
-          else if (c.u == 4) launch<4>(p, words, blocks, c.threads, pdl, out, s);
-          else launch<8>(p, words, blocks, c.threads, pdl, out, s);
+          if (c.u == 4) launch<4>(p, words, sz.n, own, blocks, c.threads, pdl, out, s);
+          else launch<8>(p, words, sz.n, own, blocks, c.threads, pdl, out, s);
         }
         CK(cudaStreamEndCapture(s, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));
         const float ms = time([&] { CK(cudaGraphLaunch(ge, s)); }, 9) / copies;
-        printf("%-16s %-5s %2d blocks/SM x %4d threads, %d x 16 B in flight: %7.2f us  %5.1f %% of copy\n",
-               sz.name, pdl ? "pdl" : "plain", c.blocks_per_sm, c.threads, c.u, ms * 1e3,
-               100.0 * sz.bytes / (ms * 1e6) / copy_gbs);
+        printf("%-16s %-11s %-5s %2d blocks/SM x %4d threads, %d x 16 B in flight: %7.2f us  %5.1f %% of copy\n",
+               sz.name, owns[own], pdl ? "pdl" : "plain", c.blocks_per_sm, c.threads, c.u, ms * 1e3,
+               100.0 * bytes / (ms * 1e6) / copy_gbs);
         CK(cudaGraphExecDestroy(ge));
         CK(cudaGraphDestroy(g));
       }
