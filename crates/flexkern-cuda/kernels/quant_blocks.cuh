@@ -733,7 +733,9 @@ struct FkFloat {
 // one 32-bit word per group, its scale's bits low and its bias's high (one load for both).
 template <int BITS, int GROUP, bool BF>
 struct FkMlx {
-  static constexpr int UE = 32, G = 1, QK = GROUP;
+  // SB: a group's side entry, its (scale, bias) word (a staged window of codes finds its
+  // groups' words in place: fk_window_mat).
+  static constexpr int UE = 32, G = 1, QK = GROUP, SB = 4;
   static constexpr bool OFF = true;
   FK_HD static float bits_to_f(u32 h) { return BF ? fk_bhalf(h) : fk_half(h); }
   // The (scale, bias) word of unit u's group (u >= 0: a shift, not a signed division).
@@ -797,6 +799,12 @@ struct FkMlx {
       for (int i = 0; i < 8; ++i) asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(acc) : "r"(r.w[i]), "r"(xq[i]));
     }
     return dx * fmaf(bits_to_f(r.sb & 0xffffu), (float)acc, bits_to_f(r.sb >> 16) * (float)sx);
+  }
+  // The staged kernel's batches (a window of codes in shared memory).
+  FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
+    Raw r;
+    load(m, row, u, r);
+    return dot_raw(r, u, xq, dx, sx);
   }
 #endif
 };

@@ -173,14 +173,16 @@ pub fn direct_normalizes(f: Format) -> bool {
 }
 
 /// The staged kernel's constants for `f` at `mb` activation rows, when it serves `f`: block
-/// formats (weights decoded from shared memory); plain floats and MLX keep the direct kernel.
-/// `FLEXKERN_GEMV_STAGED=0` turns it off (A/B runs).
+/// formats (weights decoded from shared memory), and batches of MLX (its codes' windows, each
+/// group's scale and bias read in place); plain floats and single rows of MLX keep the direct
+/// kernel. `FLEXKERN_GEMV_STAGED=0` turns it off (A/B runs).
 pub fn staged(f: Format, mb: usize) -> Option<Staged> {
     if knobs().staged_off {
         return None;
     }
     match f {
-        Format::F32 | Format::F16 | Format::BF16 | Format::MlxAffine { .. } => None,
+        Format::F32 | Format::F16 | Format::BF16 => None,
+        Format::MlxAffine { .. } if mb <= 1 => None,
         f => Some(Staged::new(
             super::layout::device_block_bytes(f),
             mb,
@@ -293,7 +295,10 @@ pub(super) fn knobs() -> &'static Knobs {
 /// (`=1` takes it for single rows too).
 pub fn dp4a_applies(f: Format, mode: Mode, k: usize) -> bool {
     knobs().dp4a != Some(false)
-        && matches!(f, Format::Q8_0 | Format::Q4_0)
+        && matches!(
+            f,
+            Format::Q8_0 | Format::Q4_0 | Format::MlxAffine { bits: 4 | 8, .. }
+        )
         && mode != Mode::DownSwiglu
         && k.is_multiple_of(32)
 }

@@ -93,9 +93,15 @@ pub fn planar(f: Format) -> Option<Planar> {
     })
 }
 
-/// Bytes per block the kernels step over in a row of `w`: the bulk of a planar format, else
-/// the whole block.
+/// Bytes per block the kernels step over in a row of `w`: the bulk of a planar format, an MLX
+/// group's codes (its scale and bias lie apart), else the whole block.
 pub fn device_block_bytes(f: Format) -> usize {
+    if let Format::MlxAffine {
+        bits, group_size, ..
+    } = f
+    {
+        return group_size as usize * bits as usize / 8;
+    }
     planar(f).map_or(f.block_bytes(), |p| p.bulk)
 }
 

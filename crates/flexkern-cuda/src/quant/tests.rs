@@ -245,7 +245,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
             if !all
                 && (mb, mode) != (1, Mode::Plain)
                 && !heavy.contains(&f)
-                && !mlx_kept[1..].contains(&f)
+                && !mlx_kept.contains(&f)
             {
                 continue;
             }
@@ -884,8 +884,8 @@ fn single_rows_of_block_formats_stream() {
     assert_eq!(acts(&precise), Some(StreamActs::F32));
     assert!(!precise.dp4a);
     // MLX at 4 and 8 bits, against Q8_0 activations: pipelined register batches, every mode
-    // but SwiGLU formed on load. Its f32 form (precise, other widths) and batches keep the
-    // direct kernel.
+    // but SwiGLU formed on load. Its f32 form (precise, other widths) keeps the direct kernel;
+    // batches take the staged one, with the integer dot in the default precision.
     for (bits, group) in [(4, 64), (4, 32), (8, 32), (8, 128)] {
         let mlx = Format::mlx(bits, group, flexkern_quant::MlxScale::BF16).unwrap();
         for mode in [Mode::Plain, Mode::GateUp, Mode::Stack] {
@@ -898,11 +898,15 @@ fn single_rows_of_block_formats_stream() {
         let precise = pick(mlx, 4096, 4096, 1, Mode::Plain, false, true);
         assert!(precise.stream.is_none() && !precise.dp4a && precise.xs);
         let batch = pick(mlx, 4096, 4096, 5, Mode::Plain, true, true);
-        assert!(batch.stream.is_none() && batch.staged.is_none() && !batch.dp4a);
+        assert!(batch.stream.is_none() && batch.staged.is_some() && batch.dp4a);
+        let precise = pick(mlx, 4096, 4096, 5, Mode::Plain, false, true);
+        assert!(precise.staged.is_some() && !precise.dp4a);
     }
     for bits in [2, 3, 5, 6] {
         let mlx = Format::mlx(bits, 64, flexkern_quant::MlxScale::F16).unwrap();
         assert!(q(mlx, Mode::Plain).stream.is_none() && !q(mlx, Mode::Plain).dp4a);
+        let batch = pick(mlx, 4096, 4096, 5, Mode::Plain, true, true);
+        assert!(batch.staged.is_some() && !batch.dp4a);
     }
     // Not streamed: batches (staged, integer path), SwiGLU formed on load, plain floats,
     // no slack past the blocks (nor staged then).

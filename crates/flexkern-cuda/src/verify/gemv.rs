@@ -297,6 +297,73 @@ pub fn gemv_cases() -> Vec<GemvCase> {
             });
         }
     }
+    // MLX batches on the staged kernel with the integer dot (the default precision; its f32
+    // form runs the mode formats' batches above): both widths, gate/up, the residual add, a
+    // ragged group count (K 1536 at groups of 128), several rows a warp.
+    for (f, n, k, m, mode, accumulate) in [
+        (
+            Format::mlx(4, 64, MlxScale::F16),
+            131,
+            1024,
+            2,
+            Mode::Plain,
+            false,
+        ),
+        (
+            Format::mlx(4, 32, MlxScale::BF16),
+            131,
+            1024,
+            15,
+            Mode::Plain,
+            false,
+        ),
+        (
+            Format::mlx(8, 64, MlxScale::F16),
+            131,
+            1024,
+            4,
+            Mode::Plain,
+            false,
+        ),
+        (
+            Format::mlx(8, 128, MlxScale::BF16),
+            67,
+            1536,
+            5,
+            Mode::GateUp,
+            false,
+        ),
+        (
+            Format::mlx(4, 128, MlxScale::F16),
+            67,
+            1536,
+            5,
+            Mode::GateUp,
+            false,
+        ),
+        (
+            Format::mlx(4, 64, MlxScale::F16),
+            300,
+            1024,
+            3,
+            Mode::Plain,
+            true,
+        ),
+        (
+            Format::mlx(8, 32, MlxScale::F16),
+            8999,
+            256,
+            3,
+            Mode::Plain,
+            false,
+        ),
+    ] {
+        v.push(GemvCase {
+            quantized: true,
+            accumulate,
+            ..c(f.expect("catalogued MLX format"), n, k, m, mode)
+        });
+    }
     // The fused RMSNorm (decode's Q/K/V and gate/up): plain, gate/up and stacked, with f32 and
     // quantized activations.
     for f in [Format::Q4_0, Format::Q8_0, Format::Q4K, Format::Q6K] {

@@ -463,8 +463,15 @@ fn convert(b: &CudaBackend, rng: &mut Rng) -> Result<f64> {
     Ok(0.0)
 }
 
-/// `matmul` and `swiglu` through `prepare_weight` (the file's bytes, MLX's three arrays).
-fn prepared(b: &CudaBackend, rng: &mut Rng, f: Format) -> Result<f64> {
+/// `matmul` and `swiglu` through `prepare_weight` (the file's bytes, MLX's three arrays), in the
+/// default precision: where the planned kernel quantizes the activations first (MLX's integer
+/// dot), the oracle takes the CPU's quantized activations.
+fn prepared(
+    b: &CudaBackend,
+    dev: &crate::runtime::Device,
+    rng: &mut Rng,
+    f: Format,
+) -> Result<f64> {
     let (n, k, m) = (70, 512, 3);
     let wq = |rng: &mut Rng| -> Result<(Vec<u8>, Vec<f32>)> {
         let w = random(rng, n * k);
@@ -486,7 +493,23 @@ fn prepared(b: &CudaBackend, rng: &mut Rng, f: Format) -> Result<f64> {
     b.matmul(&gate, &xd, m, &mut y)?;
     b.swiglu(&gate, &upw, &xd, m, &mut s)?;
     let (gy, gs) = (down(b, &y)?, down(b, &s)?);
-    let dot = |w: &[f32], j: usize, r: usize| -> f64 {
+    // The activations each call dots with: x, or its Q8_0 rounding where the plan says so.
+    let acts = |mode| -> Result<Vec<f32>> {
+        let dp4a = crate::quant::choose::config_for(&dev.props, mode, &gate, m).dp4a;
+        match f.dot_format().filter(|_| dp4a) {
+            None => Ok(x.clone()),
+            Some(d) => {
+                let q = flexkern_quant::quantize_activation(d, &x, m, k)
+                    .map_err(|e| invalid("x", e.to_string()))?;
+                flexkern_quant::dequantize(d, &q, m, k).map_err(|e| invalid("x", e.to_string()))
+            }
+        }
+    };
+    let (xp, xg) = (
+        acts(crate::quant::Mode::Plain)?,
+        acts(crate::quant::Mode::GateUp)?,
+    );
+    let dot = |w: &[f32], x: &[f32], j: usize, r: usize| -> f64 {
         (0..k)
             .map(|e| w[r * k + e] as f64 * x[j * k + e] as f64)
             .sum()
@@ -495,8 +518,8 @@ fn prepared(b: &CudaBackend, rng: &mut Rng, f: Format) -> Result<f64> {
     let (mut wy, mut ws) = (vec![0f64; m * n], vec![0f64; m * n]);
     for j in 0..m {
         for r in 0..n {
-            wy[j * n + r] = dot(&gd, j, r);
-            ws[j * n + r] = silu(dot(&gd, j, r)) * dot(&ud, j, r);
+            wy[j * n + r] = dot(&gd, &xp, j, r);
+            ws[j * n + r] = silu(dot(&gd, &xg, j, r)) * dot(&ud, &xg, j, r);
         }
     }
     Ok(err(&gy, &wy).max(err(&gs, &ws)))
@@ -581,7 +604,7 @@ pub fn ops_checks(dev: &Arc<crate::runtime::Device>, seed: u64) -> Vec<Outcome> 
         v.push(row(
             format!("TensorOps matmul + swiglu {f} (prepare_weight)"),
             1e-5,
-            prepared(&b, &mut rng, f),
+            prepared(&b, dev, &mut rng, f),
         ));
     }
     let _ = b.synchronize();
