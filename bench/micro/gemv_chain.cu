@@ -434,30 +434,7 @@ int main() {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 
-  // The copy rate: 2 GiB device to device, read + write counted.
-  {
-    const size_t bytes = 1ul << 31;
-    void *a, *b;
-    CK(cudaMalloc(&a, bytes));
-    CK(cudaMalloc(&b, bytes));
-    CK(cudaMemset(a, 1, bytes));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> t;
-    for (int i = 0; i < 7; ++i) {
-      CK(cudaEventRecord(e0, s));
-      CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(ms);
-    }
-    CK(cudaFree(a));
-    CK(cudaFree(b));
-    printf("copy: %.0f GB/s (read + write, median of 7)\n", 2.0 * bytes / (median(t) * 1e6));
-  }
+  printf("copy: %.0f GB/s (read + write, median of 7)\n", copy_gbs(s));
 
   // The step's weights, 32 layers (3.9 GB), and its activations.
   std::vector<Mat> wqkv, wo, wg, wu, wd;

@@ -57,11 +57,6 @@ __global__ void k_read(const uint4* __restrict__ p, long words, long n, int own,
   if (acc == 0x9e3779b9u) out[0] = acc;
 }
 
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 template <int U>
 static void launch(const uint4* p, long words, long n, int own, int blocks, int threads, bool pdl, unsigned* out,
                    cudaStream_t s) {
@@ -85,40 +80,13 @@ int main() {
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   unsigned* out;
   CK(cudaMalloc(&out, 4));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  auto time = [&](auto body, int reps) {
-    std::vector<float> t;
-    body();
-    for (int i = 0; i < reps; ++i) {
-      CK(cudaEventRecord(e0, s));
-      body();
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(ms);
-    }
-    return median(t);
-  };
+  auto time = [&](auto body, int reps) { return median_ms_on(s, body, reps); };
   // One 1.2 GB pool: copies of each size are consecutive slices of it.
   const size_t pool_bytes = 1200ul << 20;
   unsigned char* pool;
   CK(cudaMalloc(&pool, pool_bytes));
   CK(cudaMemset(pool, 3, pool_bytes));
-  double copy_gbs;
-  {
-    const size_t bytes = 1ul << 31;
-    void *a, *b;
-    CK(cudaMalloc(&a, bytes));
-    CK(cudaMalloc(&b, bytes));
-    CK(cudaMemset(a, 1, bytes));
-    const float ms = time([&] { CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s)); }, 7);
-    copy_gbs = 2.0 * bytes / (ms * 1e6);
-    CK(cudaFree(a));
-    CK(cudaFree(b));
-  }
+  const double copy_gbs = ::copy_gbs(s);
   printf("%s, %d SMs; copy %.0f GB/s (read + write, median of 7)\n", prop.name, sms, copy_gbs);
   // Rows: Q4_0's 18 bytes a 32-weight unit (codes and scale together), F16's 2 a weight.
   struct Size {

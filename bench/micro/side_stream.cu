@@ -10,7 +10,6 @@
 // Rated against the weight bytes and a device-to-device copy (read + write).
 // Build and run (device): nvcc -O3 -std=c++17 -arch=sm_90a -o ss side_stream.cu && ./ss
 #include <cuda_runtime.h>
-#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -53,46 +52,14 @@ __global__ void __launch_bounds__(NW * 32, 2) k_stream(Mat m, int n, unsigned* o
   if (acc == 0x12345678u) out[0] = acc;  // keeps the loads
 }
 
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 int main() {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   const int grid = prop.multiProcessorCount * 2;
   unsigned* out;
   CK(cudaMalloc(&out, 4));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  auto time = [&](auto launch, int reps) {
-    std::vector<float> t;
-    launch();
-    for (int i = 0; i < reps; ++i) {
-      CK(cudaEventRecord(e0));
-      launch();
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(ms);
-    }
-    return median(t);
-  };
-  double copy_gbs;
-  {
-    const size_t bytes = 1ul << 31;
-    void *a, *b;
-    CK(cudaMalloc(&a, bytes));
-    CK(cudaMalloc(&b, bytes));
-    CK(cudaMemset(a, 1, bytes));
-    const float ms = time([&] { CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); }, 7);
-    copy_gbs = 2.0 * bytes / (ms * 1e6);
-    CK(cudaFree(a));
-    CK(cudaFree(b));
-  }
+  auto time = [&](auto launch, int reps) { return median_ms_on(0, launch, reps); };
+  const double copy_gbs = ::copy_gbs(0);
   printf("%s, %d SMs; copy %.0f GB/s (read + write)\n", prop.name, prop.multiProcessorCount, copy_gbs);
   const int k = 4096, units = k / 32;
   for (int n : {14336, 4096}) {
