@@ -174,8 +174,9 @@ pub fn direct_normalizes(f: Format) -> bool {
 
 /// The staged kernel's constants for `f` at `mb` activation rows, when it serves `f`: block
 /// formats (weights decoded from shared memory), and batches of MLX (its codes' windows, each
-/// group's scale and bias read in place); plain floats and single rows of MLX keep the direct
-/// kernel. `FLEXKERN_GEMV_STAGED=0` turns it off (A/B runs).
+/// group's scale and bias read in place). Plain floats keep the direct kernel; single rows of
+/// MLX stream (4 and 8 bits, the default precision) or keep it. `FLEXKERN_GEMV_STAGED=0` turns
+/// it off (A/B runs).
 pub fn staged(f: Format, mb: usize) -> Option<Staged> {
     if knobs().staged_off {
         return None;

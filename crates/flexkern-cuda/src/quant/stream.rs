@@ -145,8 +145,9 @@ impl Stream {
             return None;
         }
         // Planar formats, blocks of whole 16-byte words (Q4_K, Q5_K) and MLX (its codes apart
-        // from its scales, 16 or 32 bytes a unit) load straight into registers. `FLEXKERN_GEMV_DIRECT=0` keeps the ring for all but Q8_0 activations,
-        // which only the register batches take (A/B runs).
+        // from its scales, 16 or 32 bytes a unit) load straight into registers.
+        // `FLEXKERN_GEMV_DIRECT=0` keeps the ring for all but Q8_0 activations, which only the
+        // register batches take (A/B runs).
         let ring = knobs().direct_aligned == Some(false) && acts != StreamActs::Q8_0;
         if (super::layout::planar(f).is_some() || bb.is_multiple_of(16) || mlx) && !ring {
             // Two blocks of eight warps per SM (at most 128 registers a thread): the next
