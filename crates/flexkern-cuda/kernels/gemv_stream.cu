@@ -25,6 +25,36 @@
 constexpr int FK_SNM = FK_MODE == 1 ? 2 : 1;
 static_assert(FK_MODE == 0 || FK_MODE == 1 || FK_MODE == 3, "plain, gate/up or stacked");
 
+// A compile-time flag for a generic lambda's argument. A batch whose units all lie in the row
+// (k a multiple of 32 FK_SUN units) runs unguarded: a guard per unit made each unit a branch
+// of its own, so ptxas ran one unit's dot chain at a time (~12 cycles between a warp's
+// instructions); unguarded, the batch's chains interleave.
+template <bool B>
+struct FkBool {
+  static constexpr bool value = B;
+};
+
+// Where a lane finds the Q8_0 activation codes of unit u = ub + lane (ub a multiple of 32) of a
+// format with UE weights a unit. fk_xqc permutes a code chunk's index q by bit 3 of q into
+// bit 0, and UE / 16 * ub is a multiple of 64, so fk_xqc(UE / 16 * u + i) is UE / 16 * ub +
+// fk_xqc(UE / 16 * lane + i): a warp-uniform base plus a lane's fixed offsets, with no index
+// arithmetic per unit.
+template <int UE>
+struct FkXLane {
+  static constexpr int C = UE / 16;  // 16-byte chunks a unit
+  static_assert(C == 2 || C == 4, "units of 32 or 64 weights");
+  int off[C];  // byte offsets of the lane's chunks
+  __device__ __forceinline__ explicit FkXLane(int lane) {
+#pragma unroll
+    for (int i = 0; i < C; ++i) off[i] = 16 * fk_xqc(C * lane + i);
+  }
+  __device__ __forceinline__ void codes(const signed char* xq, int ub, int (&x8)[4 * C]) const {
+    const signed char* base = xq + 16 * C * ub;
+#pragma unroll
+    for (int i = 0; i < C; ++i) *(uint4*)(x8 + 4 * i) = *(const uint4*)(base + off[i]);
+  }
+};
+
 // FK_SROPE (mode 3, Q, K and V of one decode token): the epilogue applies RoPE to Q and K and
 // appends K and V to the page store, as fk_rope_kv_write does after a plain launch (the same
 // roundings: kv_store.cuh), so that launch goes. A rotated pair is two adjacent rows (RoPE's
@@ -298,6 +328,9 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
   // Q8_0 activations serve only the planar formats, which take the batches below.
   static_assert(FK_DP4A != 1 || FK_SPIPE, "Q8_0 activations stream through register batches");
   static_assert(!FK_SPIPE || (FK_SREG && FK_DP4A != 0), "batches hold raw words for an integer dot");
+#if FK_SPIPE && FK_DP4A == 1
+  const FkXLane<F::UE> xl(lane);
+#endif
 #if !FK_SPIPE
   // Unit u of row `row` of `mw` against the activations from element c0 + u * UE.
   auto dot = [&](const FkMat& mw, i64 row, int u, i64 c0) -> float {
@@ -344,15 +377,15 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
 
 #if FK_SPIPE
   // Unit u's raw words dotted with its activations (Q8_0: 32 codes, scale and code sum; Q8_K:
-  // UE codes, the block scale and the sums of 16).
-  auto act_dot = [&](const typename F::Raw& w, int u) -> float {
+  // UE codes, the block scale and the sums of 16); ub = u - lane, a multiple of 32.
+  auto act_dot = [&](const typename F::Raw& w, int ub, int u) -> float {
 #if FK_DP4A == 1
     int x8[8];
-    *(uint4*)x8 = *(const uint4*)(xq + 16 * fk_xqc(2 * u));
-    *(uint4*)(x8 + 4) = *(const uint4*)(xq + 16 * fk_xqc(2 * u + 1));
+    xl.codes(xq, ub, x8);
     const float2 d = xd[u];
     return F::dot_raw(w, u, x8, d.x, __float_as_int(d.y));
 #else
+    // Q8_K keeps fk_xqc per unit: FkXLane's four offsets cost Q4_K about half a point.
     static_assert(UE == 64, "Q8_K batches: Q4_K's 64-weight units");
     const int e0 = UE * u;
     int x8[UE / 4], s16[UE / 16];
@@ -362,6 +395,10 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
     return F::dot_raw(w, u, x8, xd[e0 / 256], s16);
 #endif
   };
+  // Whole batches run unguarded (FkBool) with Q8_0 activations. Not in RoPE launches: there
+  // MLX 8-bit spilled, and two units at a time (unrolled by two) cost 8B decode 10 %; not with
+  // Q8_K, where Q4_K lost half a point (session 36, calls c, d).
+  constexpr bool FK_SWHOLE = FK_DP4A == 1 && !FK_SROPE;
 #if FK_SBULK
   // The ring, stage after stage: wait for the stage's copies, dot its units, then (all lanes
   // past their reads) lane 0 refills it with the batch FK_SBULK ahead. Phase bits per stage.
@@ -374,18 +411,22 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
     fk_bar_wait(bars + 8 * slot, (ph >> slot) & 1u);
     ph ^= 1u << slot;
     const u8* sp = ring_p + slot * FK_BST;
+    auto batch = [&](auto guarded) {
 #pragma unroll
-    for (int j = 0; j < FK_SUN; ++j) {
-      const int u = u0 + lane + 32 * j;
-      if (u < units) {
+      for (int j = 0; j < FK_SUN; ++j) {
+        const int u = u0 + lane + 32 * j;
+        if (!decltype(guarded)::value || u < units) {
 #pragma unroll
-        for (int t = 0; t < FK_SNM; ++t) {
-          typename F::Raw w;
-          F::load_sh(sp + t * (FK_BC + FK_BS), sp + t * (FK_BC + FK_BS) + FK_BC, u - u0, w);
-          acc[t] += act_dot(w, u);
+          for (int t = 0; t < FK_SNM; ++t) {
+            typename F::Raw w;
+            F::load_sh(sp + t * (FK_BC + FK_BS), sp + t * (FK_BC + FK_BS) + FK_BC, u - u0, w);
+            acc[t] += act_dot(w, u0 + 32 * j, u);
+          }
         }
       }
-    }
+    };
+    if (FK_SWHOLE && u0 + 32 * FK_SUN <= units) batch(FkBool<false>{});
+    else batch(FkBool<true>{});
     __syncwarp();
     if (lane == 0) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // our reads before the refill
@@ -404,14 +445,19 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
   // Batches of FK_SUN units a lane (about 64-144 bytes of loads in flight), loaded before any
   // is computed; the warp's first batch came in before the wait.
   auto compute = [&](const Batch& bt, int u0, float (&acc)[FK_SNM]) {
+    const int ub = u0 - lane;  // the batch's first unit, warp-uniform
+    auto units_of = [&](auto guarded) {
 #pragma unroll
-    for (int j = 0; j < FK_SUN; ++j) {
-      const int u = u0 + 32 * j;
-      if (u < units) {
+      for (int j = 0; j < FK_SUN; ++j) {
+        const int u = u0 + 32 * j;
+        if (!decltype(guarded)::value || u < units) {
 #pragma unroll
-        for (int t = 0; t < FK_SNM; ++t) acc[t] += act_dot(bt.r[j][t], u);
+          for (int t = 0; t < FK_SNM; ++t) acc[t] += act_dot(bt.r[j][t], ub + 32 * j, u);
+        }
       }
-    }
+    };
+    if (FK_SWHOLE && ub + 32 * FK_SUN <= units) units_of(FkBool<false>{});
+    else units_of(FkBool<true>{});
   };
   // A software pipeline over the warp's batches, row after row: the next batch (of this row or
   // the next) is loaded before the current one is computed, so two are in flight. Two Batch
@@ -452,7 +498,8 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
   }
 #endif  // FK_SBULK
 #elif FK_SREG
-  // Q8_K or f32 activations: FK_SUN units of a row unrolled.
+  // Q8_K or f32 activations: FK_SUN units of a row unrolled. (FkXLane's offsets and unguarded
+  // rounds here cost Q6_K 2-5 points in session 36: ptxas then kept fewer loads in flight.)
   for (i64 row = r0; row < r1; ++row) {
     const FkSRow r = fk_srow(a, b, st, Y, row);
     float acc[FK_SNM] = {};

@@ -255,13 +255,13 @@ struct FkQ4_0P {
   // CPU's default path, sum (q - 8) x = sum q x - 8 sum x, exact; then isum * d * dx as the
   // CPU rounds it.
   FK_HD static float dot_raw(const Raw& r, i64, const int* xq, float dx, int sx) {
-    int acc = 0;
+    int lo = 0, hi = 0;  // two chains of four (integer sums: exact in any order)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      acc = __dp4a((int)(r.w[i] & 0x0f0f0f0fu), xq[i], acc);
-      acc = __dp4a((int)((r.w[i] >> 4) & 0x0f0f0f0fu), xq[i + 4], acc);
+      lo = __dp4a((int)(r.w[i] & 0x0f0f0f0fu), xq[i], lo);
+      hi = __dp4a((int)((r.w[i] >> 4) & 0x0f0f0f0fu), xq[i + 4], hi);
     }
-    return (float)(acc - 8 * sx) * fk_half(r.d) * dx;
+    return (float)(lo + hi - 8 * sx) * fk_half(r.d) * dx;
   }
   FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
     Raw r;
@@ -357,10 +357,10 @@ struct FkQ8_0P {
   }
   // Against Q8_0 activations: the CPU default path's integer dot, then isum * d * dx.
   FK_HD static float dot_raw(const Raw& r, i64, const int* xq, float dx, int) {
-    int acc = 0;
+    int acc[2] = {0, 0};  // two chains of four (integer sums: exact in any order)
 #pragma unroll
-    for (int i = 0; i < 8; ++i) acc = __dp4a((int)r.w[i], xq[i], acc);
-    return (float)acc * fk_half(r.d) * dx;
+    for (int i = 0; i < 8; ++i) acc[i & 1] = __dp4a((int)r.w[i], xq[i], acc[i & 1]);
+    return (float)(acc[0] + acc[1]) * fk_half(r.d) * dx;
   }
   FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
     Raw r;
@@ -787,17 +787,18 @@ struct FkMlx {
   // the activation codes' sum); 8-bit codes are unsigned bytes (dp4a.u32.s32). (Converting the
   // sums with two adds instead of I2F measured the same: session 35 call b.)
   FK_HD static float dot_raw(const Raw& r, i64, const int* xq, float dx, int sx) {
-    int acc = 0;
+    int a[2] = {0, 0};  // two chains of four (integer sums: exact in any order)
     if constexpr (BITS == 4) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        acc = __dp4a((int)(r.w[i] & 0x0f0f0f0fu), xq[i], acc);
-        acc = __dp4a((int)((r.w[i] >> 4) & 0x0f0f0f0fu), xq[i + 4], acc);
+        a[0] = __dp4a((int)(r.w[i] & 0x0f0f0f0fu), xq[i], a[0]);
+        a[1] = __dp4a((int)((r.w[i] >> 4) & 0x0f0f0f0fu), xq[i + 4], a[1]);
       }
     } else {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(acc) : "r"(r.w[i]), "r"(xq[i]));
+      for (int i = 0; i < 8; ++i) asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(a[i & 1]) : "r"(r.w[i]), "r"(xq[i]));
     }
+    const int acc = a[0] + a[1];
     return dx * fmaf(bits_to_f(r.sb & 0xffffu), (float)acc, bits_to_f(r.sb >> 16) * (float)sx);
   }
   // The staged kernel's batches (a window of codes in shared memory).

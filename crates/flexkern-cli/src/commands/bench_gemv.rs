@@ -57,6 +57,10 @@ pub struct BenchGemvArgs {
     /// runs (no host work between launches).
     #[arg(long)]
     pub graph: bool,
+    /// cuda: one weight copy launched 32 times a pass, so it stays in L2: the kernel's
+    /// ceiling set by its instructions and launches, not by HBM (a study's reference).
+    #[arg(long)]
+    pub in_l2: bool,
 }
 
 /// The sizes a run uses: the user's, else the defaults of the mode; each checked (>= 1, and
@@ -248,8 +252,8 @@ impl Case {
 }
 
 pub fn run_bench_gemv(args: &BenchGemvArgs) -> Result<()> {
-    if args.graph {
-        anyhow::bail!("--graph replays CUDA graphs: it needs --device cuda");
+    if args.graph || args.in_l2 {
+        anyhow::bail!("--graph and --in-l2 need --device cuda");
     }
     let pool = match args.threads {
         Some(t) => rayon::ThreadPoolBuilder::new()

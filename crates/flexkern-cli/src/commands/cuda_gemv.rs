@@ -36,9 +36,13 @@ pub fn bench_gemv(a: &BenchGemvArgs) -> Result<()> {
         a.m,
         if a.graph { " around graph replays" } else { "" }
     );
+    if a.in_l2 {
+        println!("--in-l2: one weight copy, its bytes served from L2 where they fit");
+    }
     let how = flexkern_cuda::bench::GemvHow {
         quantized_acts: !a.precise,
         graph: a.graph,
+        in_l2: a.in_l2,
     };
     let copy = flexkern_cuda::bench::copy_bandwidth(&dev, reps)?;
     println!("copy bandwidth (device to device, read + write): {copy:.0} GB/s");

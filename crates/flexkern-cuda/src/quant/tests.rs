@@ -365,6 +365,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                 }
             }
         }
+        let mut spilled = Vec::new();
         for src in srcs {
             let t = std::time::Instant::now();
             let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a")
@@ -376,13 +377,16 @@ fn kernels_compile_with_nvrtc_without_spills() {
                 src.name,
                 t.elapsed().as_secs_f64() * 1e3
             ));
-            assert_eq!(
-                spills + stack,
-                0,
-                "{} spills or uses a stack:\n{log}",
-                src.name
-            );
+            if spills + stack > 0 {
+                spilled.push(format!("{}: {log}", src.name));
+            }
         }
+        // Every spilling module named at once, not only the first.
+        assert!(
+            spilled.is_empty(),
+            "modules that spill or use a stack:\n{}",
+            spilled.join("\n")
+        );
     }
     for r in &report {
         eprintln!("{r}");
@@ -655,6 +659,14 @@ fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
     }
 }
 
+fn mode_matrices(mode: Mode) -> usize {
+    if mode == Mode::GateUp {
+        2
+    } else {
+        1
+    }
+}
+
 /// Not a check: writes the streamed single-row GEMV's cubin (plain, Q8_0 or Q8_K activations,
 /// the plan for `FK_DUMP_N` x `FK_DUMP_K`, default 14336 x 4096) for each format
 /// `FK_DUMP_FORMATS` names (default q4_0,q4_k,q6_k,q8_0) into `$FK_DUMP`, for reading its SASS
@@ -670,15 +682,23 @@ fn dump_gemv_cubins() {
     let names = std::env::var("FK_DUMP_FORMATS").unwrap_or("q4_0,q4_k,q6_k,q8_0".into());
     let k: usize = std::env::var("FK_DUMP_K").map_or(4096, |v| v.parse().unwrap());
     let n: usize = std::env::var("FK_DUMP_N").map_or(14336, |v| v.parse().unwrap());
+    // FK_DUMP_MODE: plain (default), gateup, stack (with RoPE) or acc (plain, y +=).
+    let how = std::env::var("FK_DUMP_MODE").unwrap_or("plain".into());
+    let mode = match how.as_str() {
+        "gateup" => Mode::GateUp,
+        "stack" => Mode::Stack,
+        _ => Mode::Plain,
+    };
     for name in names.split(',') {
         let f: Format = name.parse().unwrap();
         let hopper = crate::quant::choose::GemvTarget::hopper();
-        let st = crate::quant::Stream::plan(f, k, 1, true, hopper.smem_per_sm)
+        let st = crate::quant::Stream::plan(f, k, mode_matrices(mode), true, hopper.smem_per_sm)
             .unwrap()
-            .for_device(f, Mode::Plain, n, k, 1, &hopper);
-        let src = GemvConfig::streamed(f, k, Mode::Plain, Some(st))
-            .unwrap()
-            .source();
+            .for_device(f, mode, n, k, 1, &hopper);
+        let mut cfg = GemvConfig::streamed(f, k, mode, Some(st)).unwrap();
+        cfg.rope = how == "stack";
+        cfg.acc = how == "acc";
+        let src = cfg.source();
         let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a").unwrap();
         let (regs, spills, stack) = crate::runtime::compile::ptxas_resources(&log);
         eprintln!(
