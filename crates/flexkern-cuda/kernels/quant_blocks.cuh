@@ -212,6 +212,16 @@ FK_HD u32 fk_ld16_at(const u8* p) {
   return fk_ld16(p);
 }
 
+#if defined(__CUDACC__)
+// The high nibbles' dot without shifting them down: the bytes of w & 0xf0f0f0f0, read unsigned
+// (dp4a.u32.s32), are 16 q, so this adds 16 * (q . x) to acc. Callers shift the sum back once
+// (exact: a multiple of 16), one instruction a unit rather than a shift per word.
+__device__ __forceinline__ int fk_dp4a_hi16(u32 w, int x, int acc) {
+  asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(acc) : "r"(w & 0xf0f0f0f0u), "r"(x));
+  return acc;
+}
+#endif
+
 struct FkQ4_0P {
   static constexpr int UE = 32, G = 1, QK = 32, SB = FK_Q4_0P_SB;
   static constexpr bool OFF = false;
@@ -259,9 +269,9 @@ struct FkQ4_0P {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       lo = __dp4a((int)(r.w[i] & 0x0f0f0f0fu), xq[i], lo);
-      hi = __dp4a((int)((r.w[i] >> 4) & 0x0f0f0f0fu), xq[i + 4], hi);
+      hi = fk_dp4a_hi16(r.w[i], xq[i + 4], hi);
     }
-    return (float)(lo + hi - 8 * sx) * fk_half(r.d) * dx;
+    return (float)(lo + (hi >> 4) - 8 * sx) * fk_half(r.d) * dx;
   }
   FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
     Raw r;
@@ -581,8 +591,9 @@ struct FkQ4K {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       lo = __dp4a((int)(r.w[j] & 0x0f0f0f0fu), xq[j], lo);
-      hi = __dp4a((int)((r.w[j] >> 4) & 0x0f0f0f0fu), xq[j + 8], hi);
+      hi = fk_dp4a_hi16(r.w[j], xq[j + 8], hi);
     }
+    hi >>= 4;
     const u32 sm = fk_q4k_scales(r.h[1], r.h[2], r.h[3], (int)(u & 3));
     const int isum = lo * (int)(sm & 0xffu) + hi * (int)((sm >> 8) & 0xffu);
     const int imin = (int)((sm >> 16) & 0xffu) * (s16[0] + s16[1]) + (int)(sm >> 24) * (s16[2] + s16[3]);
@@ -792,8 +803,9 @@ struct FkMlx {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         a[0] = __dp4a((int)(r.w[i] & 0x0f0f0f0fu), xq[i], a[0]);
-        a[1] = __dp4a((int)((r.w[i] >> 4) & 0x0f0f0f0fu), xq[i + 4], a[1]);
+        a[1] = fk_dp4a_hi16(r.w[i], xq[i + 4], a[1]);
       }
+      a[1] >>= 4;
     } else {
 #pragma unroll
       for (int i = 0; i < 8; ++i) asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(a[i & 1]) : "r"(r.w[i]), "r"(xq[i]));
