@@ -171,6 +171,7 @@ fn bench_gemv_sizes_are_checked() {
     run(&["--n", "4096", "--k", "9223372036854775807"], &["--"]);
     run(&["--threads", "100000"], &["--threads"]);
     run(&["--graph"], &["--graph", "--device cuda"]);
+    run(&["--in-l2"], &["--in-l2", "--device cuda"]);
     // --quick keeps what the user gave.
     let (c, out, err) = flexkern(&[
         "bench",
