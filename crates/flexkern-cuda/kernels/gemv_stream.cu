@@ -42,7 +42,7 @@ struct FkBool {
 template <int UE>
 struct FkXLane {
   static constexpr int C = UE / 16;  // 16-byte chunks a unit
-  static_assert(C == 2 || C == 4, "units of 32 or 64 weights");
+  static_assert(C == 2, "Q8_0 activations serve 32-weight units");
   int off[C];  // byte offsets of the lane's chunks
   __device__ __forceinline__ explicit FkXLane(int lane) {
 #pragma unroll
