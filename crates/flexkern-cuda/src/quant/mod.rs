@@ -106,6 +106,17 @@ pub enum Mode {
     Stack = 3,
 }
 
+impl Mode {
+    /// Weight matrices one launch of this mode reads: gate and up, or one.
+    pub fn matrices(self) -> usize {
+        if self == Mode::GateUp {
+            2
+        } else {
+            1
+        }
+    }
+}
+
 /// One compiled GEMV configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GemvConfig {
@@ -203,11 +214,7 @@ impl GemvConfig {
 
     /// Weight matrices one launch reads: gate and up, or one.
     pub fn matrices(&self) -> usize {
-        if self.mode == Mode::GateUp {
-            2
-        } else {
-            1
-        }
+        self.mode.matrices()
     }
 
     pub fn source(&self) -> KernelSource {

@@ -659,14 +659,6 @@ fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
     }
 }
 
-fn mode_matrices(mode: Mode) -> usize {
-    if mode == Mode::GateUp {
-        2
-    } else {
-        1
-    }
-}
-
 /// Not a check: writes the streamed single-row GEMV's cubin (plain, Q8_0 or Q8_K activations,
 /// the plan for `FK_DUMP_N` x `FK_DUMP_K`, default 14336 x 4096) for each format
 /// `FK_DUMP_FORMATS` names (default q4_0,q4_k,q6_k,q8_0) into `$FK_DUMP`, for reading its SASS
@@ -692,9 +684,9 @@ fn dump_gemv_cubins() {
     for name in names.split(',') {
         let f: Format = name.parse().unwrap();
         let hopper = crate::quant::choose::GemvTarget::hopper();
-        let st = crate::quant::Stream::plan(f, k, mode_matrices(mode), true, hopper.smem_per_sm)
+        let st = crate::quant::Stream::plan(f, k, mode.matrices(), true, hopper.smem_per_sm)
             .unwrap()
-            .for_device(f, mode, n, k, 1, &hopper);
+            .for_device(f, mode, n, k, mode.matrices(), &hopper);
         let mut cfg = GemvConfig::streamed(f, k, mode, Some(st)).unwrap();
         cfg.rope = how == "stack";
         cfg.acc = how == "acc";
