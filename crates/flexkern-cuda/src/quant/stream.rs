@@ -9,7 +9,8 @@ use flexkern_quant::Format;
 
 /// The weights a launch reads from which Q4_0 and Q4_K take the bulk ring (`Stream::with_bulk`).
 pub const BULK_MIN_BYTES: usize = 24 << 20;
-/// The rows a Q4_K matrix needs besides for the bulk ring: 4096 rows of 14336 lost on it.
+/// The rows a Q4_K matrix of short rows needs besides for the bulk ring (4096 x 4096 lost on
+/// it); rows of `LONG_ROWS_K` take a deeper ring instead (`Stream::with_bulk`).
 pub const BULK_MIN_ROWS_Q4K: usize = 8192;
 /// Rows at least this long (activations) stream in one block of sixteen warps an SM.
 pub const LONG_ROWS_K: usize = 8192;
@@ -295,7 +296,8 @@ impl Stream {
     /// On a device with bulk copies, the pipelined batches through rings of bulk copies
     /// (kernels/gemv_stream.cu, FK_SBULK) where they win: planar Q4_0 launches of at least
     /// `BULK_MIN_BYTES` of weights, and Q4_K ones that also have `BULK_MIN_ROWS_Q4K` rows, two
-    /// stages a warp (`choose` asks for plain and gate/up launches only). The kernel also
+    /// stages a warp; single matrices of both with rows of `LONG_ROWS_K` or more, three
+    /// (`choose` asks for plain and gate/up launches only). The kernel also
     /// serves Q8_0, and any depth that fits; every batch's codes and side entries must be 16-byte aligned spans
     /// (k a multiple of 256: rows of side entries and a row's last, shorter batch end on whole
     /// words). Else `self`. `FLEXKERN_GEMV_BULK=0` keeps the register batches everywhere, `=n`
@@ -327,6 +329,17 @@ impl Stream {
         let weights = matrices.max(1) * f.tensor_bytes(n, k).unwrap_or(0);
         let bulk = match knobs().bulk {
             Some(b) => b,
+            // Rows of at least `LONG_ROWS_K` (a down projection, one block of sixteen warps an
+            // SM): three stages. H200, 4096 x 14336 against two (Q4_0) or the register batches
+            // (Q4_K, which took no ring there), session 37 call a: Q4_0 65.4 against 64.0-64.2 %
+            // of copy, Q4_K 66.3 against 59.1-59.8; Q8_0 lost (77.1 against 82.8-83.1).
+            None if matches!(f, Format::Q4_0 | Format::Q4K)
+                && weights >= BULK_MIN_BYTES
+                && k >= LONG_ROWS_K
+                && matrices <= 1 =>
+            {
+                3
+            }
             None if f == Format::Q4_0 && weights >= BULK_MIN_BYTES => 2,
             None if f == Format::Q4K && weights >= BULK_MIN_BYTES && n >= BULK_MIN_ROWS_Q4K => 2,
             None => 0,

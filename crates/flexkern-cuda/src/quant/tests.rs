@@ -451,10 +451,10 @@ fn stream_plan(
 }
 
 /// Hopper's bulk ring (`Stream::with_bulk`): plain and gate/up Q4_0 launches (and Q4_K ones of
-/// at least 8192 rows) of at least 24
-/// MiB take two stages; short launches, stacked Q, K, V, Q8_0, Q4_K, rows whose side entries
-/// end off a 16-byte word (k not a multiple of 256) and devices without bulk copies keep the
-/// register batches.
+/// at least 8192 rows) of at least 24 MiB take two stages, single matrices of either with rows
+/// of 8192 or more three; short launches, stacked Q, K, V, Q8_0, other Q4_K launches, rows
+/// whose side entries end off a 16-byte word (k not a multiple of 256) and devices without
+/// bulk copies keep the register batches.
 #[test]
 fn long_q4_0_launches_take_the_bulk_ring() {
     use crate::quant::choose::GemvTarget;
@@ -467,16 +467,17 @@ fn long_q4_0_launches_take_the_bulk_ring() {
     let h = GemvTarget::hopper();
     let bulk = |f, n, k, mode| pick(f, n, k, mode, &h).bulk;
     assert_eq!(bulk(Format::Q4_0, 14336, 4096, Mode::Plain), 2);
-    assert_eq!(bulk(Format::Q4_0, 4096, 14336, Mode::Plain), 2);
+    assert_eq!(bulk(Format::Q4_0, 4096, 14336, Mode::Plain), 3);
     assert_eq!(bulk(Format::Q4_0, 14336, 4096, Mode::GateUp), 2);
     assert_eq!(bulk(Format::Q4_0, 4096, 4096, Mode::Plain), 0);
     assert_eq!(bulk(Format::Q4_0, 4096, 4096, Mode::Stack), 0);
     assert_eq!(bulk(Format::Q4_0, 14336, 4096, Mode::Stack), 0);
     assert_eq!(bulk(Format::Q8_0, 14336, 4096, Mode::Plain), 0);
-    // Q4_K: also 8192 rows a matrix (4096 x 14336 lost on the ring).
+    // Q4_K: also 8192 rows a matrix, or rows of 8192 (4096 x 4096 lost on the ring).
     assert_eq!(bulk(Format::Q4K, 14336, 4096, Mode::Plain), 2);
     assert_eq!(bulk(Format::Q4K, 14336, 4096, Mode::GateUp), 2);
-    assert_eq!(bulk(Format::Q4K, 4096, 14336, Mode::Plain), 0);
+    assert_eq!(bulk(Format::Q4K, 4096, 14336, Mode::Plain), 3);
+    assert_eq!(bulk(Format::Q4K, 2048, 14336, Mode::Plain), 0);
     assert_eq!(bulk(Format::Q4K, 4096, 4096, Mode::Plain), 0);
     assert_eq!(bulk(Format::Q4K, 14336, 4096, Mode::Stack), 0);
     assert_eq!(bulk(Format::Q6K, 14336, 4096, Mode::Plain), 0);
@@ -587,7 +588,7 @@ fn long_rows_stream_in_one_block_of_sixteen_warps() {
     }
     // verify's down-projection case (Q4_0 4096 x 14336) runs the bulk ring in such a block.
     let down = stream_plan(Format::Q4_0, 4096, 14336, Mode::Plain, &h);
-    assert_eq!((down.warps, down.blocks, down.bulk), (16, 1, 2));
+    assert_eq!((down.warps, down.blocks, down.bulk), (16, 1, 3));
 }
 
 /// Q6_K's unrolled rows (Q8_K activations) take rounds of units that divide a lane's share of
