@@ -34,15 +34,15 @@ struct FkBool {
   static constexpr bool value = B;
 };
 
-// Where a lane finds the Q8_0 activation codes of unit u = ub + lane (ub a multiple of 32) of a
-// format with UE weights a unit. fk_xqc permutes a code chunk's index q by bit 3 of q into
-// bit 0, and UE / 16 * ub is a multiple of 64, so fk_xqc(UE / 16 * u + i) is UE / 16 * ub +
-// fk_xqc(UE / 16 * lane + i): a warp-uniform base plus a lane's fixed offsets, with no index
-// arithmetic per unit.
+// Where a lane finds the activation codes of unit u = ub + lane (ub a multiple of 32) of a
+// format with UE weights a unit. fk_xqc permutes a code chunk's index q within its 64 chunks
+// (Q8_0: bit 3 into bit 0; Q8_K: bits 3-4 into 0-1), and UE / 16 * ub is a multiple of 64, so
+// fk_xqc(UE / 16 * u + i) is UE / 16 * ub + fk_xqc(UE / 16 * lane + i): a warp-uniform base
+// plus a lane's fixed offsets, with no index arithmetic per unit.
 template <int UE>
 struct FkXLane {
   static constexpr int C = UE / 16;  // 16-byte chunks a unit
-  static_assert(C == 2, "Q8_0 activations serve 32-weight units");
+  static_assert(C == 2, "32-weight units (Q8_0 activations, and Q6_K's against Q8_K)");
   int off[C];  // byte offsets of the lane's chunks
   __device__ __forceinline__ explicit FkXLane(int lane) {
 #pragma unroll
@@ -214,6 +214,10 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
 #if FK_SREG
   constexpr int UE = F::UE;
   const int units = (int)(k / UE);
+  // Whole batches run unguarded (FkBool) with 32-weight units. Not in RoPE launches: there
+  // MLX 8-bit spilled, and two units at a time (unrolled by two) cost 8B decode 10 %; not for
+  // Q4_K, which lost half a point (session 36, calls c, d).
+  constexpr bool FK_SWHOLE = UE == 32 && !FK_SROPE;
 #if FK_SBULK
   const u32 ring = (u32)__cvta_generic_to_shared(fk_sm) + warp * FK_RING;
   const u8* const ring_p = fk_sm + warp * FK_RING;
@@ -254,14 +258,21 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
   struct Batch {
     typename F::Raw r[FK_SUN][FK_SNM];
   };
+  // A whole batch (every unit in the row) loads unguarded, so its units share their address
+  // arithmetic: guarded, each unit's loads were a branch of their own, about 15 instructions
+  // a unit recomputing the row's address.
   auto load = [&](Batch& bt, const FkSRow& r, int u0) {
+    auto units_of = [&](auto guarded) {
 #pragma unroll
-    for (int j = 0; j < FK_SUN; ++j) {
-      const int u = u0 + 32 * j;
+      for (int j = 0; j < FK_SUN; ++j) {
+        const int u = u0 + 32 * j;
 #pragma unroll
-      for (int t = 0; t < FK_SNM; ++t)
-        if (u < units) F::load(t == 0 ? r.m : b, r.row, u, bt.r[j][t]);
-    }
+        for (int t = 0; t < FK_SNM; ++t)
+          if (!decltype(guarded)::value || u < units) F::load(t == 0 ? r.m : b, r.row, u, bt.r[j][t]);
+      }
+    };
+    if (FK_SWHOLE && u0 - lane + 32 * FK_SUN <= units) units_of(FkBool<false>{});
+    else units_of(FkBool<true>{});
   };
   Batch first;
   if (r0 < r1) load(first, fk_srow(a, b, st, Y, r0), lane);
@@ -328,8 +339,8 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
   // Q8_0 activations serve only the planar formats, which take the batches below.
   static_assert(FK_DP4A != 1 || FK_SPIPE, "Q8_0 activations stream through register batches");
   static_assert(!FK_SPIPE || (FK_SREG && FK_DP4A != 0), "batches hold raw words for an integer dot");
-#if FK_SPIPE && FK_DP4A == 1
-  const FkXLane<F::UE> xl(lane);
+#if FK_SPIPE
+  const FkXLane<32> xl(lane);  // used by 32-weight units only
 #endif
 #if !FK_SPIPE
   // Unit u of row `row` of `mw` against the activations from element c0 + u * UE.
@@ -385,20 +396,24 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
     const float2 d = xd[u];
     return F::dot_raw(w, u, x8, d.x, __float_as_int(d.y));
 #else
-    // Q8_K keeps fk_xqc per unit: FkXLane's four offsets cost Q4_K about half a point.
-    static_assert(UE == 64, "Q8_K batches: Q4_K's 64-weight units");
-    const int e0 = UE * u;
-    int x8[UE / 4], s16[UE / 16];
+    static_assert(UE == 32 || UE == 64, "Q8_K batches: Q6_K's 32-weight units, Q4_K's 64");
+    if constexpr (UE == 32) {
+      int x8[8];
+      xl.codes(xq, ub, x8);
+      const int2 s = *(const int2*)(xs16 + 2 * u);
+      const int s16[2] = {s.x, s.y};
+      return F::dot_raw(w, u, x8, xd[u >> 3], s16);
+    } else {
+      // Q4_K keeps fk_xqc per unit: FkXLane's four offsets cost it about half a point.
+      const int e0 = UE * u;
+      int x8[UE / 4], s16[UE / 16];
 #pragma unroll
-    for (int i = 0; i < UE / 16; ++i) *(uint4*)(x8 + 4 * i) = *(const uint4*)(xq + 16 * fk_xqc(e0 / 16 + i));
-    *(int4*)s16 = *(const int4*)(xs16 + e0 / 16);
-    return F::dot_raw(w, u, x8, xd[e0 / 256], s16);
+      for (int i = 0; i < UE / 16; ++i) *(uint4*)(x8 + 4 * i) = *(const uint4*)(xq + 16 * fk_xqc(e0 / 16 + i));
+      *(int4*)s16 = *(const int4*)(xs16 + e0 / 16);
+      return F::dot_raw(w, u, x8, xd[e0 / 256], s16);
+    }
 #endif
   };
-  // Whole batches run unguarded (FkBool) with Q8_0 activations. Not in RoPE launches: there
-  // MLX 8-bit spilled, and two units at a time (unrolled by two) cost 8B decode 10 %; not with
-  // Q8_K, where Q4_K lost half a point (session 36, calls c, d).
-  constexpr bool FK_SWHOLE = FK_DP4A == 1 && !FK_SROPE;
 #if FK_SBULK
   // The ring, stage after stage: wait for the stage's copies, dot its units, then (all lanes
   // past their reads) lane 0 refills it with the batch FK_SBULK ahead. Phase bits per stage.

@@ -635,63 +635,75 @@ struct FkQ5K {
 };
 
 // Q6_K, planar (layout.rs): a block's codes and 16 scale bytes in the row (208 bytes, whole
-// 16-byte words), its d in the side entry.
+// 16-byte words), its d in the side entry. The codes lie in units of 32 weights (layout.rs,
+// `q6k_units`): unit uu's low four bits in the 16 bytes at 16 uu (weight j in the low nibble of
+// byte j, j + 16 in its high one), its high two bits in the 8 bytes at 128 + 8 uu (weight
+// 16 w + 4 i + b at bit 2 i of byte b of word w), its two scales at 192 + 2 uu.
 struct FkQ6KP {
-  // Unit uu (of 8) = weights 32uu..32uu+32: half h = uu/4, quarter c = uu%4 of unpack_q6.
   static constexpr int UE = 32, G = 2, QK = 256, SB = FK_Q6_KP_SB;
   static constexpr bool OFF = false;
   static_assert(FK_Q6_KP_BB % 16 == 0 && FK_Q6_KP_QL % 16 == 0 && FK_Q6_KP_QH % 16 == 0,
                 "Q6_K's planar codes are 16-byte words");
-  FK_HD static void codes(const FkMat& m, i64 row, i64 u, u32* lw, u32* hw) {
-    const u8* p = m.w + row * m.row_bytes + (u >> 3) * FK_Q6_KP_BB;
-    const int uu = (int)(u & 7), h = uu >> 2, c = uu & 3;
-    fk_words<32, 16>(p + FK_Q6_KP_QL + 64 * h + 32 * (c & 1), lw);
-    fk_words<32, 16>(p + FK_Q6_KP_QH + 32 * h, hw);
-  }
-  // Unit u's two group scales (bytes 2c, 2c + 1 of the half's eight).
-  FK_HD static u32 scales(const FkMat& m, i64 row, i64 u) {
+  // A unit's bytes in registers (the streamed GEMV loads a batch of them before computing any):
+  // its low and high code words, its two scale bytes and d's bits.
+  struct Raw {
+    u32 w[4];
+    u32 h[2];
+    u32 sc;
+    u32 d;
+  };
+  // The block's offset (u / 8) BB is written as u BB / 8 less a multiple of u % 8, so that a
+  // lane's units 32 apart (u % 8 the same) lie a constant offset apart and share one address.
+  FK_HD static void load(const FkMat& m, i64 row, i64 u, Raw& r) {
+    static_assert(FK_Q6_KP_BB % 8 == 0, "whole bytes a unit");
     const int uu = (int)(u & 7);
-    return fk_ld16(m.w + row * m.row_bytes + (u >> 3) * FK_Q6_KP_BB + FK_Q6_KP_SCALES + 8 * (uu >> 2) + 2 * (uu & 3));
+    const u8* p = m.w + row * m.row_bytes + u * (FK_Q6_KP_BB / 8) - uu * (FK_Q6_KP_BB / 8);
+    fk_words<16, 16>(p + FK_Q6_KP_QL + 16 * uu, r.w);
+    fk_words<8, 8>(p + FK_Q6_KP_QH + 8 * uu, r.h);
+    r.sc = fk_ld16(p + FK_Q6_KP_SCALES + 2 * uu);
+    r.d = fk_ld16(m.s + (row * m.groups) * SB + ((u - uu) >> 3) * SB + FK_Q6_KP_D);
   }
-  FK_HD static u32 d_bits(const FkMat& m, i64 row, i64 u) { return fk_ld16(fk_side(m, row, u >> 3, SB) + FK_Q6_KP_D); }
+  // Weight j's high two bits (j < 32).
+  FK_HD static u32 high(const Raw& r, int j) { return (r.h[j >> 4] >> (8 * (j & 3) + 2 * ((j >> 2) & 3))) & 3u; }
   FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {
-    u32 lw[8], hw[8];
-    codes(m, row, u, lw, hw);
-    const float d = fk_half(d_bits(m, row, u));
-    const u32 sc = scales(m, row, u);
+    Raw r;
+    load(m, row, u, r);
+    const float d = fk_half(r.d);
 #pragma unroll
-    for (int g = 0; g < 2; ++g) s[g] = d * (float)(int)(signed char)((sc >> (8 * g)) & 0xffu);
-    const int c = (int)(u & 3), lsh = 4 * (c >> 1), hsh = 2 * c;
+    for (int g = 0; g < 2; ++g) s[g] = d * (float)(int)(signed char)((r.sc >> (8 * g)) & 0xffu);
 #pragma unroll
-    for (int l = 0; l < 32; ++l) {
-      const u32 v = ((fk_byte(lw, l) >> lsh) & 15u) | (((fk_byte(hw, l) >> hsh) & 3u) << 4);
-      q[l] = fk_u2f_off<32>(v);
+    for (int j = 0; j < 16; ++j) {
+      const u32 b = fk_byte(r.w, j);
+      q[j] = fk_u2f_off<32>((b & 15u) | (high(r, j) << 4));
+      q[j + 16] = fk_u2f_off<32>((b >> 4) | (high(r, j + 16) << 4));
     }
   }
 #if defined(__CUDACC__)
   // Against Q8_K activations: 32 codes xq, the block scale dx, the codes' sums per 16 (s16[2]);
-  // per group of 16, sc * (sum q.x - 32 sum x) exactly, then dx * d * the total.
-  FK_HD static float dot_q8k(const FkMat& m, i64 row, i64 u, const int* xq, float dx, const int* s16) {
-    u32 lw[8], hw[8];
-    codes(m, row, u, lw, hw);
-    const int c = (int)(u & 3), lsh = 4 * (c >> 1), hsh = 2 * c;
-    // The low and high bits dotted where they lie (masked, read unsigned: dp4a.u32.s32), each
-    // sum then shifted down once (exact: multiples of 2^lsh and 2^hsh), not every word's
-    // bits shifted and merged first: four instructions a word rather than about seven.
-    const u32 ml = 0x0f0f0f0fu << lsh, mh = 0x03030303u << hsh;
-    int lo[2] = {0, 0}, hi[2] = {0, 0};
+  // per group of 16, sc * (sum q.x - 32 sum x) exactly, then dx * d * the total. Each word's
+  // four 6-bit codes are assembled in place and dotted unsigned (dp4a.u32.s32): the first
+  // group's low nibbles with their high bits shifted to bits 4-5; the second's high nibbles
+  // shifted to bits 2-5 with their high bits at 6-7, four times the code, the sum shifted back
+  // once (exact). About three instructions a word where separate dots of the low and high bits
+  // took four, and 24 bytes a unit loaded where the file's order needed 64.
+  FK_HD static float dot_raw(const Raw& r, i64, const int* xq, float dx, const int* s16) {
+    int a = 0, b = 0;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(lo[j >> 2]) : "r"(lw[j] & ml), "r"(xq[j]));
-      asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(hi[j >> 2]) : "r"(hw[j] & mh), "r"(xq[j]));
+    for (int i = 0; i < 4; ++i) {
+      const u32 ha = i < 2 ? r.h[0] << (4 - 2 * i) : r.h[0] >> (2 * i - 4);
+      const u32 ca = (r.w[i] & 0x0f0f0f0fu) | (ha & 0x30303030u);
+      const u32 cb = ((r.w[i] >> 2) & 0x3c3c3c3cu) | ((r.h[1] << (6 - 2 * i)) & 0xc0c0c0c0u);
+      asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(a) : "r"(ca), "r"(xq[i]));
+      asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(b) : "r"(cb), "r"(xq[i + 4]));
     }
-    int acc[2];
-#pragma unroll
-    for (int g = 0; g < 2; ++g) acc[g] = (lo[g] >> lsh) + ((hi[g] >> hsh) << 4);
-    const u32 sc = scales(m, row, u);
-    const int isum = (int)(signed char)(sc & 0xffu) * (acc[0] - 32 * s16[0]) +
-                     (int)(signed char)(sc >> 8) * (acc[1] - 32 * s16[1]);
-    return dx * (fk_half(d_bits(m, row, u)) * (float)isum);
+    const int isum = (int)(signed char)(r.sc & 0xffu) * (a - 32 * s16[0]) +
+                     (int)(signed char)((r.sc >> 8) & 0xffu) * ((b >> 2) - 32 * s16[1]);
+    return dx * (fk_half(r.d) * (float)isum);
+  }
+  FK_HD static float dot_q8k(const FkMat& m, i64 row, i64 u, const int* xq, float dx, const int* s16) {
+    Raw r;
+    load(m, row, u, r);
+    return dot_raw(r, u, xq, dx, s16);
   }
 #endif
 };

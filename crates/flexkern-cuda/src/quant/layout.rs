@@ -66,7 +66,8 @@ pub struct Planar {
 
 /// The formats kept planar and their first and last bulk field: those whose codes are not
 /// 16-byte aligned in the file and whose GEMV is decode's hot path. Q6_K's bulk is its codes and
-/// its 16 scale bytes (208 bytes, whole 16-byte words), leaving d alone in the side entry.
+/// its 16 scale bytes (208 bytes, whole 16-byte words), leaving d alone in the side entry; its
+/// codes are rearranged into units as well (`q6k_units`).
 const PLANAR: [(Format, &str, &str); 3] = [
     (Format::Q4_0, "qs", "qs"),
     (Format::Q8_0, "qs", "qs"),
@@ -163,12 +164,47 @@ pub fn to_device(f: Format, bytes: &[u8]) -> Cow<'_, [u8]> {
     let mut out = vec![0u8; bytes.len()];
     let (bulk, side) = out.split_at_mut(blocks * p.bulk);
     for (i, blk) in bytes.chunks_exact(bb).enumerate() {
-        bulk[i * p.bulk..(i + 1) * p.bulk].copy_from_slice(&blk[p.bulk_at..p.bulk_at + p.bulk]);
+        let dst = &mut bulk[i * p.bulk..(i + 1) * p.bulk];
+        dst.copy_from_slice(&blk[p.bulk_at..p.bulk_at + p.bulk]);
+        if f == Format::Q6K {
+            q6k_units(dst);
+        }
         let s = &mut side[i * p.side..(i + 1) * p.side];
         s[..p.bulk_at].copy_from_slice(&blk[..p.bulk_at]);
         s[p.bulk_at..].copy_from_slice(&blk[p.bulk_at + p.bulk..]);
     }
     Cow::Owned(out)
+}
+
+/// Q6_K's codes (a block's 128 `ql` and 64 `qh` bytes at the start of `bulk`) rearranged into
+/// eight units of 32 weights (`FkQ6KP` in quant_blocks.cuh), so that a unit's 24 bytes are two
+/// aligned loads and its integer dot shifts no byte into place twice. In the file, weight
+/// 32c + l of half h has its low four bits in `ql[64h + 32(c % 2) + l]` (the low nibble for
+/// c < 2) and its high two at bit 2c of `qh[32h + l]`, so a unit read there loads 64 bytes.
+/// Here unit u holds, for its weights j (0-31):
+/// - the low four bits in byte 16u + j % 16, the low nibble for j < 16 and the high for the
+///   rest (Q4_0's order);
+/// - the high two bits in byte 128 + 8u + 4(j / 16) + j % 4, at bit 2((j % 16) / 4), so one
+///   shift puts four weights' bits beside their low nibbles.
+///
+/// The 16 scale bytes after them stay where they are (unit u's two at 192 + 2u).
+fn q6k_units(bulk: &mut [u8]) {
+    let (ql, qh) = (&bulk[..128], &bulk[128..192]);
+    let code = |e: usize| {
+        let (h, c, l) = (e / 128, e % 128 / 32, e % 32);
+        let lo = (ql[64 * h + 32 * (c % 2) + l] >> (4 * (c / 2))) & 15;
+        let hi = (qh[32 * h + l] >> (2 * c)) & 3;
+        (lo, hi)
+    };
+    let mut out = [0u8; 192];
+    for u in 0..8 {
+        for j in 0..32 {
+            let (lo, hi) = code(32 * u + j);
+            out[16 * u + j % 16] |= lo << (4 * (j / 16));
+            out[128 + 8 * u + 4 * (j / 16) + j % 4] |= hi << (2 * (j % 16 / 4));
+        }
+    }
+    bulk[..192].copy_from_slice(&out);
 }
 
 /// MLX's arrays (packed codes, then the groups' scales, then their biases) in the device layout
@@ -286,7 +322,12 @@ mod tests {
                     let codes = &dev[row * g.row_bytes + blk * p.bulk..][..p.bulk];
                     let side = &dev[g.s + (row * g.groups + blk) * p.side..][..p.side];
                     let end = p.bulk_at + p.bulk;
-                    assert_eq!(codes, &file[p.bulk_at..end], "{f} row {row} block {blk}");
+                    if f == Format::Q6K {
+                        // The codes in units (checked weight by weight below), the scales kept.
+                        assert_eq!(codes[192..], file[192..208], "{f} row {row} block {blk}");
+                    } else {
+                        assert_eq!(codes, &file[p.bulk_at..end], "{f} row {row} block {blk}");
+                    }
                     assert_eq!(
                         side,
                         [&file[..p.bulk_at], &file[end..]].concat(),
@@ -309,6 +350,29 @@ mod tests {
             super::to_device(flexkern_quant::Format::Q4K, &q4k),
             std::borrow::Cow::Borrowed(_)
         ));
+    }
+
+    /// Q6_K: every weight's six bits land where `FkQ6KP` reads them (`q6k_units`), against
+    /// flexkern-quant's own dequantization of blocks with random codes and unit scales.
+    #[test]
+    fn q6k_upload_puts_every_weight_in_its_unit() {
+        use flexkern_quant::Format;
+        let f = Format::Q6K;
+        let mut bytes: Vec<u8> = (0..2 * 210).map(|i| (i * 97 % 251) as u8).collect();
+        for blk in bytes.chunks_exact_mut(210) {
+            blk[192..208].fill(1); // every scale 1
+            blk[208..210].copy_from_slice(&half::f16::ONE.to_bits().to_le_bytes());
+        }
+        let want = flexkern_quant::codec::dequantize(f, &bytes, 1, 512).unwrap();
+        let dev = super::to_device(f, &bytes);
+        for e in 0..512 {
+            let (blk, u, j) = (e / 256, e % 256 / 32, e % 32);
+            let b = &dev[208 * blk..][..208];
+            let lo = (b[16 * u + j % 16] >> (4 * (j / 16))) & 15;
+            let hi = (b[128 + 8 * u + 4 * (j / 16) + j % 4] >> (2 * (j % 16 / 4))) & 3;
+            let q = (lo | hi << 4) as i32 - 32;
+            assert_eq!(q as f32, want[e], "weight {e}");
+        }
     }
 
     /// MLX: every weight's code lands where `FkMlx` reads it (4 bits in Q4_0's nibble order,

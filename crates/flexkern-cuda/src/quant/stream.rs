@@ -32,12 +32,14 @@ fn bulk_unit_bytes(f: Format) -> Option<(usize, usize)> {
 
 /// Register bytes of one unit in a pipelined batch (`F::Raw` in quant_blocks.cuh), for the
 /// formats that have one: a planar unit's codes and its d word; a Q4_K unit's 32 code bytes
-/// and its block's 16-byte head.
+/// and its block's 16-byte head; a Q6_K unit's 24 code bytes, scales and d.
 fn raw_unit_bytes(f: Format) -> Option<usize> {
     match f {
         Format::Q4_0 => Some(20),
         Format::Q8_0 => Some(36),
         Format::Q4K => Some(48),
+        // Its low and high code words, its scales and d (`q6k_units`, layout.rs).
+        Format::Q6K => Some(32),
         // Its codes, and its group's scale and bias bits.
         Format::MlxAffine { bits, .. } => Some(4 * bits as usize + 4),
         _ => None,
@@ -156,18 +158,25 @@ impl Stream {
             // block's activation prologue repeats fewer times. Against three blocks (H100, A/B
             // in one call): 4096 x 14336 Q4_0 51 -> 59 % of copy, 4096 x 4096 Q8_0 59 -> 64 %.
             // Units per batch (more lost in A/B runs): pipelined batches hold their units' raw
-            // words, two batches live; a row's unrolled units (Q6_K, and Q4_K with
+            // words, two batches live; a row's unrolled units (Q4_K and Q6_K with
             // `FLEXKERN_GEMV_PIPE=0`) up to 128 bytes of loads a lane; f32 activations widen
             // every unit to 32 floats, so two units.
             let unit_bytes = (ue * bb / qk).max(1);
             let int = acts != StreamActs::F32;
             // Q8_0 activations only have the pipelined form; Q8_K ones take it for Q4_K, whose
             // rows hold two units a lane at k 4096 (H100, A/B in one call: 14336 x 4096 61 ->
-            // 68 % of copy). Q6_K's eight 32-weight units a block, unrolled over a row, beat
-            // its half blocks in batches (76 against 63 %; 49152 x 4096 90 against 73 %).
+            // 68 % of copy), and for single Q6_K matrices, whose 32-weight units are 24 code
+            // bytes in its device layout (layout.rs, `q6k_units`). H200, session 37 calls b
+            // and c, pipelined against unrolled rows on that layout: 14336 x 4096 77.2-77.5
+            // against 74.2 % of copy, 4096 x 4096 54.0-54.3 against 45.6; in an 8B Q6_K step
+            // Q, K, V 11.4 against 12.6 us, down 17.7 against 18.7, but gate and up 29.5
+            // against 27.5, so they keep the unrolled rows.
             let raw = raw_unit_bytes(f).map(|b| matrices.max(1) * b);
-            let pipe =
-                acts == StreamActs::Q8_0 || (int && raw.is_some() && knobs().pipe != Some(false));
+            let pipe = acts == StreamActs::Q8_0
+                || (int
+                    && raw.is_some()
+                    && knobs().pipe != Some(false)
+                    && !(f == Format::Q6K && matrices > 1));
             let unroll = knobs().sun.unwrap_or(if pipe {
                 // Explicit batches: each unit's raw words (F::Raw) per matrix, two batches live
                 // (the first loaded before the wait), within 40 registers each, and a row's

@@ -591,25 +591,31 @@ fn long_rows_stream_in_one_block_of_sixteen_warps() {
     assert_eq!((down.warps, down.blocks, down.bulk), (16, 1, 3));
 }
 
-/// Q6_K's unrolled rows (Q8_K activations) take rounds of units that divide a lane's share of
-/// the row where the base round (4 units, 2 for gate and up) would leave a short last one.
+/// Q6_K's single rows (Q8_K activations) take the pipelined batches of raw units (32 bytes a
+/// unit in its device layout: four a batch), a row's units a lane split among batches that
+/// never span rows; gate and up unroll a row's units, in rounds that divide a lane's share.
 #[test]
-fn q6_k_rows_unroll_in_whole_rounds() {
+fn q6_k_rows_stream_in_pipelined_batches() {
     use crate::quant::choose::GemvTarget;
-    if std::env::var("FLEXKERN_GEMV_SUN").is_ok() || std::env::var("FLEXKERN_GEMV_STREAM").is_ok() {
-        eprintln!("skipped: FLEXKERN_GEMV_SUN / _STREAM set");
+    if std::env::var("FLEXKERN_GEMV_SUN").is_ok()
+        || std::env::var("FLEXKERN_GEMV_STREAM").is_ok()
+        || std::env::var("FLEXKERN_GEMV_PIPE").is_ok()
+    {
+        eprintln!("skipped: FLEXKERN_GEMV_SUN / _STREAM / _PIPE set");
         return;
     }
     let h = GemvTarget::hopper();
     for (n, k, mode, unroll) in [
-        (4096, 14336, Mode::Plain, 7), // 14 units a lane: 7 + 7, not 4 + 4 + 4 + 2
+        (4096, 14336, Mode::Plain, 4), // 14 units a lane: 4 + 4 + 4 + 2
         (4096, 4096, Mode::Plain, 4),  // 4 a lane
         (14336, 4096, Mode::GateUp, 2),
-        (4096, 14336, Mode::GateUp, 2), // 2 divides 14; two matrices go to 4 at most
-        (131, 3072, Mode::Plain, 4),    // 3 a lane: no divisor from 5 to 8, the base
+        (4096, 14336, Mode::GateUp, 2), // 2 divides 14
+        (131, 3072, Mode::Plain, 3),    // 3 a lane
+        (6144, 4096, Mode::Stack, 4),
     ] {
         let st = stream_plan(Format::Q6K, n, k, mode, &h);
-        assert!(!st.pipe, "Q6_K unrolls its rows");
+        assert!(st.direct, "{n} x {k} {mode:?}");
+        assert_eq!(st.pipe, mode != Mode::GateUp, "{n} x {k} {mode:?}");
         assert_eq!(st.unroll, unroll, "{n} x {k} {mode:?}");
     }
 }
@@ -795,12 +801,12 @@ fn stream_plan_fits_its_blocks_per_sm() {
     assert_eq!(unroll(Format::Q8_0, 4096, 2), Some((true, 2)));
     assert_eq!(unroll(Format::Q4_0, 1024, 1), Some((true, 1)));
     assert_eq!(plan(Format::IQ4XS, 4096, 1, false), Some((4096, 4, 2192)));
-    // Planar Q6_K: registers too, a row's 32-weight units unrolled (at k 14336, 14 a lane: in
-    // rounds of seven, two for gate and up), not batches across rows.
-    for (nm, unroll) in [(1, 7), (2, 2)] {
+    // Planar Q6_K: registers too, one matrix in pipelined batches of its 32-byte raw units (at
+    // k 14336, 14 a lane: 4 + 4 + 4 + 2), gate and up a row's units unrolled in rounds of two.
+    for (nm, pipe, unroll) in [(1, true, 4), (2, false, 2)] {
         let q6k = Stream::plan(Format::Q6K, 14336, nm, true, h100).unwrap();
         assert!(
-            q6k.direct && (q6k.pipe, q6k.unroll) == (false, unroll),
+            q6k.direct && (q6k.pipe, q6k.unroll) == (pipe, unroll),
             "{q6k:?}"
         );
     }
@@ -841,7 +847,10 @@ fn stream_plan_fits_its_blocks_per_sm() {
         stream: Stream::plan(Format::Q6K, 4096, 1, true, h100),
         ..cfg.clone()
     };
-    assert_eq!(q6k.source().name, "gemv_FkQ6KP_plain_stream_reg4_w8_b2_q8k");
+    assert_eq!(
+        q6k.source().name,
+        "gemv_FkQ6KP_plain_stream_reg4p_w8_b2_q8k"
+    );
     let q5k = GemvConfig {
         unit: unit_type(Format::Q5_1, 4096).unwrap(),
         stream: Stream::plan(Format::Q5_1, 4096, 1, false, h100),
