@@ -365,13 +365,13 @@ mod tests {
         }
         let want = flexkern_quant::codec::dequantize(f, &bytes, 1, 512).unwrap();
         let dev = super::to_device(f, &bytes);
-        for e in 0..512 {
+        for (e, &w) in want.iter().enumerate() {
             let (blk, u, j) = (e / 256, e % 256 / 32, e % 32);
             let b = &dev[208 * blk..][..208];
             let lo = (b[16 * u + j % 16] >> (4 * (j / 16))) & 15;
             let hi = (b[128 + 8 * u + 4 * (j / 16) + j % 4] >> (2 * (j % 16 / 4))) & 3;
             let q = (lo | hi << 4) as i32 - 32;
-            assert_eq!(q as f32, want[e], "weight {e}");
+            assert_eq!(q as f32, w, "weight {e}");
         }
     }
 
