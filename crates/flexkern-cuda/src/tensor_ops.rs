@@ -616,6 +616,10 @@ impl TensorOps for CudaBackend {
             // The epilogue's shared arrays (FK_ROPE_HALF_MAX, FK_ROPE_HKV_MAX).
             && rope.n_rot / 2 <= 256
             && heads.1 <= 64
+            // The kernel pairs rows 2i and 2i + 1 (a rotated pair's dims, even first): even
+            // head dims keep every pair in one head and the stacked rows even.
+            && head_dim.is_multiple_of(2)
+            && at.pages.layout.head_dim_v.is_multiple_of(2)
             && ws.iter().all(|w| w.k == k_in)
             && ws[0].n == heads.0 * head_dim
             && ws[1].n == heads.1 * head_dim
