@@ -212,15 +212,30 @@ FK_HD u32 fk_ld16_at(const u8* p) {
   return fk_ld16(p);
 }
 
+// acc plus the dot of a's four bytes, signed (fk_dp4a) or unsigned (fk_dp4a_u: dp4a.u32.s32),
+// with x's four signed bytes; on the host (the g++ harness) the same sum in plain integers, so
+// the integer dots below are checked there without a GPU.
+FK_HD int fk_dp4a(u32 a, int x, int acc) {
 #if defined(__CUDACC__)
-// The high nibbles' dot without shifting them down: the bytes of w & 0xf0f0f0f0, read unsigned
-// (dp4a.u32.s32), are 16 q, so this adds 16 * (q . x) to acc. Callers shift the sum back once
-// (exact: a multiple of 16), one instruction a unit rather than a shift per word.
-__device__ __forceinline__ int fk_dp4a_hi16(u32 w, int x, int acc) {
-  asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(acc) : "r"(w & 0xf0f0f0f0u), "r"(x));
+  return __dp4a((int)a, x, acc);
+#else
+  for (int i = 0; i < 4; ++i) acc += (int)(signed char)(a >> (8 * i)) * (int)(signed char)((u32)x >> (8 * i));
   return acc;
-}
 #endif
+}
+FK_HD int fk_dp4a_u(u32 a, int x, int acc) {
+#if defined(__CUDACC__)
+  asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(acc) : "r"(a), "r"(x));
+  return acc;
+#else
+  for (int i = 0; i < 4; ++i) acc += (int)((a >> (8 * i)) & 0xffu) * (int)(signed char)((u32)x >> (8 * i));
+  return acc;
+#endif
+}
+// The high nibbles' dot without shifting them down: the bytes of w & 0xf0f0f0f0, read unsigned,
+// are 16 q, so this adds 16 * (q . x) to acc. Callers shift the sum back once (exact: a
+// multiple of 16), one instruction a unit rather than a shift per word.
+FK_HD int fk_dp4a_hi16(u32 w, int x, int acc) { return fk_dp4a_u(w & 0xf0f0f0f0u, x, acc); }
 
 struct FkQ4_0P {
   static constexpr int UE = 32, G = 1, QK = 32, SB = FK_Q4_0P_SB;
@@ -261,6 +276,7 @@ struct FkQ4_0P {
   FK_HD static void load_sh(const u8* w, const u8* s, int u, Raw& r) {
     load_at<true>(w + SH_UB * u, [&] { return s + SH_USB * u; }, r);
   }
+#endif
   // Against Q8_0 activations (int8 words xq, scale dx, code sum sx): the integer dot of the
   // CPU's default path, sum (q - 8) x = sum q x - 8 sum x, exact; then isum * d * dx as the
   // CPU rounds it.
@@ -268,7 +284,7 @@ struct FkQ4_0P {
     int lo = 0, hi = 0;  // two chains of four (integer sums: exact in any order)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      lo = __dp4a((int)(r.w[i] & 0x0f0f0f0fu), xq[i], lo);
+      lo = fk_dp4a(r.w[i] & 0x0f0f0f0fu, xq[i], lo);
       hi = fk_dp4a_hi16(r.w[i], xq[i + 4], hi);
     }
     return (float)(lo + (hi >> 4) - 8 * sx) * fk_half(r.d) * dx;
@@ -278,7 +294,6 @@ struct FkQ4_0P {
     load(m, row, u, r);
     return dot_raw(r, u, xq, dx, sx);
   }
-#endif
 };
 
 struct FkQ4_1 {
@@ -365,11 +380,12 @@ struct FkQ8_0P {
   FK_HD static void load_sh(const u8* w, const u8* s, int u, Raw& r) {
     load_at<true>(w + SH_UB * u, [&] { return s + SH_USB * u; }, r);
   }
+#endif
   // Against Q8_0 activations: the CPU default path's integer dot, then isum * d * dx.
   FK_HD static float dot_raw(const Raw& r, i64, const int* xq, float dx, int) {
     int acc[2] = {0, 0};  // two chains of four (integer sums: exact in any order)
 #pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i & 1] = __dp4a((int)r.w[i], xq[i], acc[i & 1]);
+    for (int i = 0; i < 8; ++i) acc[i & 1] = fk_dp4a(r.w[i], xq[i], acc[i & 1]);
     return (float)(acc[0] + acc[1]) * fk_half(r.d) * dx;
   }
   FK_HD static float dot_q8(const FkMat& m, i64 row, i64 u, const int* xq, float dx, int sx) {
@@ -377,7 +393,6 @@ struct FkQ8_0P {
     load(m, row, u, r);
     return dot_raw(r, u, xq, dx, sx);
   }
-#endif
 };
 
 // The 16-entry table formats: codes index a table of int8 (IQ4's grid, or e2m1 doubled), held
@@ -582,7 +597,6 @@ struct FkQ4K {
       q[l + 32] = fk_u2f(b >> 4);
     }
   }
-#if defined(__CUDACC__)
   // Against Q8_K activations (the CPU default path's): 64 codes xq, the block scale dx and the
   // codes' sums per 16 (s16[4]); the integer sums of ggml's vec_dot_q4_K_q8_K, then
   // dx * (d * sum sc * q.x - dmin * sum m * sum x).
@@ -590,7 +604,7 @@ struct FkQ4K {
     int lo = 0, hi = 0;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      lo = __dp4a((int)(r.w[j] & 0x0f0f0f0fu), xq[j], lo);
+      lo = fk_dp4a(r.w[j] & 0x0f0f0f0fu, xq[j], lo);
       hi = fk_dp4a_hi16(r.w[j], xq[j + 8], hi);
     }
     hi >>= 4;
@@ -605,7 +619,6 @@ struct FkQ4K {
     load(m, row, u, r);
     return dot_raw(r, u, xq, dx, s16);
   }
-#endif
 };
 
 struct FkQ5K {
@@ -678,7 +691,6 @@ struct FkQ6KP {
       q[j + 16] = fk_u2f_off<32>((b >> 4) | (high(r, j + 16) << 4));
     }
   }
-#if defined(__CUDACC__)
   // Against Q8_K activations: 32 codes xq, the block scale dx, the codes' sums per 16 (s16[2]);
   // per group of 16, sc * (sum q.x - 32 sum x) exactly, then dx * d * the total. Each word's
   // four 6-bit codes are assembled in place and dotted unsigned (dp4a.u32.s32): the first
@@ -693,8 +705,8 @@ struct FkQ6KP {
       const u32 ha = i < 2 ? r.h[0] << (4 - 2 * i) : r.h[0] >> (2 * i - 4);
       const u32 ca = (r.w[i] & 0x0f0f0f0fu) | (ha & 0x30303030u);
       const u32 cb = ((r.w[i] >> 2) & 0x3c3c3c3cu) | ((r.h[1] << (6 - 2 * i)) & 0xc0c0c0c0u);
-      asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(a) : "r"(ca), "r"(xq[i]));
-      asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(b) : "r"(cb), "r"(xq[i + 4]));
+      a = fk_dp4a_u(ca, xq[i], a);
+      b = fk_dp4a_u(cb, xq[i + 4], b);
     }
     const int isum = (int)(signed char)(r.sc & 0xffu) * (a - 32 * s16[0]) +
                      (int)(signed char)((r.sc >> 8) & 0xffu) * ((b >> 2) - 32 * s16[1]);
@@ -705,7 +717,6 @@ struct FkQ6KP {
     load(m, row, u, r);
     return dot_raw(r, u, xq, dx, s16);
   }
-#endif
 };
 
 struct FkIQ4XS {
@@ -800,7 +811,6 @@ struct FkMlx {
       }
     }
   }
-#if defined(__CUDACC__)
   // 4 and 8 bits against Q8_0 activations, as the CPU's default path runs them (mlx::q8): the
   // streamed GEMV's pipelined batches hold a unit's code words (16-byte aligned in every row)
   // and its group's (scale, bias) word.
@@ -821,13 +831,13 @@ struct FkMlx {
     if constexpr (BITS == 4) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        a[0] = __dp4a((int)(r.w[i] & 0x0f0f0f0fu), xq[i], a[0]);
+        a[0] = fk_dp4a(r.w[i] & 0x0f0f0f0fu, xq[i], a[0]);
         a[1] = fk_dp4a_hi16(r.w[i], xq[i + 4], a[1]);
       }
       a[1] >>= 4;
     } else {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(a[i & 1]) : "r"(r.w[i]), "r"(xq[i]));
+      for (int i = 0; i < 8; ++i) a[i & 1] = fk_dp4a_u(r.w[i], xq[i], a[i & 1]);
     }
     const int acc = a[0] + a[1];
     return dx * fmaf(bits_to_f(r.sb & 0xffffu), (float)acc, bits_to_f(r.sb >> 16) * (float)sx);
@@ -838,7 +848,6 @@ struct FkMlx {
     load(m, row, u, r);
     return dot_raw(r, u, xq, dx, sx);
   }
-#endif
 };
 
 // ---- the dot and the exact decode, shared by the kernels and the host test ----

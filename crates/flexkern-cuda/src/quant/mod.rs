@@ -8,6 +8,8 @@ pub mod stream;
 pub use stream::{Stream, StreamActs};
 pub mod gemm;
 pub mod gemv;
+#[cfg(test)]
+mod host_dots;
 pub mod layout;
 pub mod matrix;
 #[cfg(test)]

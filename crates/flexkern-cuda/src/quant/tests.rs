@@ -371,6 +371,10 @@ fn kernels_compile_with_nvrtc_without_spills() {
             let (bin, log) = crate::runtime::compile::compile_verbose(&src, "sm_90a")
                 .unwrap_or_else(|e| panic!("{}: {e}", src.name));
             assert!(!bin.is_empty());
+            // FK_DUMP=dir keeps every cubin (comparing a change's SASS module by module).
+            if let Ok(dir) = std::env::var("FK_DUMP") {
+                std::fs::write(format!("{dir}/{}.cubin", src.name), &bin).unwrap();
+            }
             let (regs, spills, stack) = crate::runtime::compile::ptxas_resources(&log);
             report.push(format!(
                 "{}: {regs} registers, {spills} spill bytes, {stack} stack bytes, {:.0} ms",
