@@ -14,9 +14,6 @@ use std::process::{Command, Stdio};
 /// per unit (K 0, Q8_0) its block's scale and code sum, or (K 1, Q8_K) the 256-block's scale
 /// and the sums of 16.
 const HARNESS: &str = r#"
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 template <class F, int K>
 void run(const FkMat& m, i64 n, i64 k, const signed char* xq, const float* dx, const int* sums, float* out) {
   const i64 units = k / F::UE;
@@ -35,21 +32,18 @@ void run(const FkMat& m, i64 n, i64 k, const signed char* xq, const float* dx, c
     }
 }
 int main(int argc, char** argv) {
-  if (argc != 8) return 2;
-  const int code = atoi(argv[1]);
-  const i64 n = atoll(argv[2]), k = atoll(argv[3]), row_bytes = atoll(argv[4]),
-            groups = atoll(argv[5]), wbytes = atoll(argv[6]), soff = atoll(argv[7]);
-  std::vector<u8> w(wbytes + 64);
+  FkHarness h;
+  if (!h.open(argc, argv)) return 2;
+  const i64 n = h.n, k = h.k;
+  const FkMat& m = h.m;
   std::vector<signed char> xq(k);
   std::vector<float> dx(k / 32), out(n * k / 32);
   std::vector<int> sums(k / 16);
-  if (fread(w.data(), 1, wbytes, stdin) != (size_t)wbytes) return 3;
   if (fread(xq.data(), 1, k, stdin) != (size_t)k) return 3;
   if (fread(dx.data(), 4, k / 32, stdin) != (size_t)(k / 32)) return 3;
   if (fread(sums.data(), 4, k / 16, stdin) != (size_t)(k / 16)) return 3;
-  FkMat m{w.data(), w.data() + soff, row_bytes, groups};
   i64 units = 0;
-  switch (code) {
+  switch (h.code) {
 FK_CASES
     default: return 4;
   }
@@ -89,27 +83,8 @@ fn integer_dots_match_f64_unit_by_unit_on_the_host() {
             )
         })
         .collect();
-    let src = format!(
-        "{}\n{}\n{}",
-        layout::header().replace("#pragma once", ""),
-        BLOCKS.replace("#pragma once", ""),
-        HARNESS.replace("FK_CASES", &switch)
-    );
     let dir = std::env::temp_dir().join(format!("fk_int_dots_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (cpp, exe) = (dir.join("dots.cpp"), dir.join("dots"));
-    std::fs::write(&cpp, src).unwrap();
-    let out = Command::new("g++")
-        .args(["-std=c++17", "-O1", "-ffp-contract=off", "-o"])
-        .arg(&exe)
-        .arg(&cpp)
-        .output()
-        .expect("g++ runs");
-    assert!(
-        out.status.success(),
-        "harness compile failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exe = super::tests::host_harness(&dir, "dots", HARNESS, &switch);
     let mut rng = Rng::new(37);
     for (code, (f, acts)) in cases().into_iter().enumerate() {
         let w: Vec<f32> = (0..n * k).map(|_| rng.uniform() * 2.0 - 1.0).collect();

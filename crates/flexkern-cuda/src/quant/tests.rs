@@ -10,9 +10,6 @@ use std::process::{Command, Stdio};
 
 /// The host harness: `run<F>` decodes every unit of n rows exactly and dots each row with x.
 const HARNESS: &str = r#"
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 template <class F>
 void run(const FkMat& m, i64 n, i64 k, const float* x, float* deq, float* dot) {
   const i64 units = k / F::UE;
@@ -34,16 +31,13 @@ void run(const FkMat& m, i64 n, i64 k, const float* x, float* deq, float* dot) {
   }
 }
 int main(int argc, char** argv) {
-  if (argc != 8) return 2;
-  const int code = atoi(argv[1]);
-  const i64 n = atoll(argv[2]), k = atoll(argv[3]), row_bytes = atoll(argv[4]),
-            groups = atoll(argv[5]), wbytes = atoll(argv[6]), soff = atoll(argv[7]);
-  std::vector<u8> w(wbytes + 64);
+  FkHarness h;
+  if (!h.open(argc, argv)) return 2;
+  const i64 n = h.n, k = h.k;
+  const FkMat& m = h.m;
   std::vector<float> x(k), deq(n * k), dot(n);
-  if (fread(w.data(), 1, wbytes, stdin) != (size_t)wbytes) return 3;
   if (fread(x.data(), 4, k, stdin) != (size_t)k) return 3;
-  FkMat m{w.data(), w.data() + soff, row_bytes, groups};
-  switch (code) {
+  switch (h.code) {
 FK_CASES
     default: return 4;
   }
@@ -53,20 +47,63 @@ FK_CASES
 }
 "#;
 
-fn harness_source(formats: &[(Format, String)]) -> String {
-    let cases: String = formats
-        .iter()
-        .enumerate()
-        .map(|(i, (_, t))| {
-            format!("    case {i}: run<{t}>(m, n, k, x.data(), deq.data(), dot.data()); break;\n")
-        })
-        .collect();
-    format!(
-        "{}\n{}\n{}",
+/// What every host harness's `main` starts with: the case code and shape from its arguments
+/// (code, n, k, row bytes, side groups, weight bytes, side offset), then the weights in the
+/// device layout from stdin.
+const HARNESS_ARGS: &str = r#"
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+struct FkHarness {
+  int code = 0;
+  i64 n = 0, k = 0;
+  std::vector<u8> w;
+  FkMat m{};
+  bool open(int argc, char** argv) {
+    if (argc != 8) return false;
+    code = atoi(argv[1]);
+    n = atoll(argv[2]), k = atoll(argv[3]);
+    const i64 row_bytes = atoll(argv[4]), groups = atoll(argv[5]), wbytes = atoll(argv[6]),
+              soff = atoll(argv[7]);
+    w.resize(wbytes + 64);
+    if (fread(w.data(), 1, wbytes, stdin) != (size_t)wbytes) return false;
+    m = FkMat{w.data(), w.data() + soff, row_bytes, groups};
+    return true;
+  }
+};
+"#;
+
+/// `harness` (a C++ `main` whose `FK_CASES` becomes `cases`) after the generated layout header
+/// and the unit types, compiled by g++ as the host checks need it (no FMA contraction) into
+/// `dir`; the executable's path. Shared by this file's decode check and `host_dots.rs`.
+pub(super) fn host_harness(
+    dir: &std::path::Path,
+    name: &str,
+    harness: &str,
+    cases: &str,
+) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let (src, exe) = (dir.join(format!("{name}.cpp")), dir.join(name));
+    let text = format!(
+        "{}\n{}\n{}\n{}",
         layout::header().replace("#pragma once", ""),
         BLOCKS.replace("#pragma once", ""),
-        HARNESS.replace("FK_CASES", &cases)
-    )
+        HARNESS_ARGS,
+        harness.replace("FK_CASES", cases)
+    );
+    std::fs::write(&src, text).unwrap();
+    let out = Command::new("g++")
+        .args(["-std=c++17", "-O1", "-ffp-contract=off", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("g++ runs");
+    assert!(
+        out.status.success(),
+        "{name}: harness compile failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
 }
 
 /// Random weights with rows at three magnitudes (tiny ones give subnormal f16 scales).
@@ -104,22 +141,15 @@ fn unit_decode_matches_flexkern_quant_on_the_host() {
         }
     }
     let dir = std::env::temp_dir().join(format!("fk_quant_harness_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("harness.cpp");
-    std::fs::write(&src, harness_source(&types)).unwrap();
-    let exe = dir.join("harness");
+    let switch: String = types
+        .iter()
+        .enumerate()
+        .map(|(i, (_, t))| {
+            format!("    case {i}: run<{t}>(m, n, k, x.data(), deq.data(), dot.data()); break;\n")
+        })
+        .collect();
     let t0 = std::time::Instant::now();
-    let out = Command::new("g++")
-        .args(["-std=c++17", "-O1", "-ffp-contract=off", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("g++ runs");
-    assert!(
-        out.status.success(),
-        "harness compile failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exe = host_harness(&dir, "harness", HARNESS, &switch);
     eprintln!(
         "harness: {} unit types compiled in {:.1} s",
         types.len(),
