@@ -58,8 +58,8 @@ struct FkXLane {
 // FK_SROPE (mode 3, Q, K and V of one decode token): the epilogue applies RoPE to Q and K and
 // appends K and V to the page store, as fk_rope_kv_write does after a plain launch (the same
 // roundings: kv_store.cuh), so that launch goes. A rotated pair is two adjacent rows (RoPE's
-// normal style), so every warp's rows start at an even row; the warp holds a pair's first row
-// until its second is reduced.
+// normal style): a block's rows start at an even row, and a warp holds a pair's first row
+// until its second is reduced (or, where the pair spans two warps, meets it after the loop).
 #ifndef FK_SROPE
 #define FK_SROPE 0
 #endif
@@ -203,12 +203,18 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
   FK_TRACE_SCOPE();
   fk_scl_arrive();  // completed by the prologue's first wait (gemv_acts.cu)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const i64 warps = (i64)gridDim.x * FK_SNW, gw = (i64)blockIdx.x * FK_SNW + warp;
   // Rows split evenly (counts differ by at most one, spread over every block): with
   // ceil(n / warps) rows each, 4096 rows on 3168 warps left a third of the SMs idle.
 #if FK_SROPE
-  const i64 r0 = 2 * (gw * (n / 2) / warps), r1 = 2 * ((gw + 1) * (n / 2) / warps);  // n is even
+  // Whole rotated pairs a block (n is even), then a row at a time over its warps. Whole pairs
+  // a warp left an 8B step's Q, K, V (3072 pairs, 2112 warps) most warps two rows and the
+  // rest four; a pair split between two warps meets in shared memory after the loop.
+  const i64 b0 = 2 * ((i64)blockIdx.x * (n / 2) / gridDim.x);
+  const i64 nb = 2 * (((i64)blockIdx.x + 1) * (n / 2) / gridDim.x) - b0;
+  auto first_row = [&](int w) { return b0 + w * nb / FK_SNW; };
+  const i64 r0 = first_row(warp), r1 = first_row(warp + 1);
 #else
+  const i64 warps = (i64)gridDim.x * FK_SNW, gw = (i64)blockIdx.x * FK_SNW + warp;
   const i64 r0 = gw * n / warps, r1 = (gw + 1) * n / warps;
 #endif
 #if FK_SREG
@@ -364,9 +370,27 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
   // A row's sums reduced across the warp and stored (mode 1: silu(gate) * up).
 #if FK_SROPE
   float held = 0.f;  // a rotated pair's first row
+  // A pair split between warps: the earlier warp leaves its even row in s_even; the later one
+  // keeps its odd first row in `split_v` and rotates the pair after the loop.
+  __shared__ float s_even[FK_SNW];
+  float split_v = 0.f;
+  bool split = false;
+  i64 at = r0;  // the row being stored
   auto store = [&](const FkSRow& r, float (&acc)[1]) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], off);
+    const i64 g = at++;
+    const int e = (int)r.row % rk.dim;
+    if (r.y != st.y3 && e < 2 * rk.half && (g == r0 || g == r1 - 1)) {
+      if ((e & 1) == 0 && g == r1 - 1) {
+        if (lane == 0) s_even[warp] = acc[0];
+        return;
+      }
+      if ((e & 1) == 1 && g == r0) {
+        split = true, split_v = acc[0];
+        return;
+      }
+    }
     fk_srope_store(rk, sr, st, r, acc[0], held, lane);
   };
 #else
@@ -552,5 +576,15 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
     }
   }
   asm volatile("cp.async.wait_all;");
+#endif
+#if FK_SROPE
+  // Pairs split between warps: the even row's warp is the last before ours that has rows.
+  __syncthreads();
+  if (split) {
+    int w = warp - 1;
+    while (first_row(w) > r0 - 1) --w;
+    held = s_even[w];
+    fk_srope_store(rk, sr, st, fk_srow(a, b, st, Y, r0), split_v, held, lane);
+  }
 #endif
 }

@@ -171,8 +171,9 @@ fn rope_kv_fused(b: &CudaBackend, rng: &mut Rng, style: RopeStyle, dtype: DType)
     let mut cfg = CacheConfig::new(5, 16, hkv, hd);
     (cfg.k_dtype, cfg.v_dtype) = (dtype, dtype);
     if dtype == DType::I8 || dtype == DType::Fp8E4M3 {
-        cfg.k_scales = Some(Scales::PerHead(vec![0.03, 0.05]));
-        cfg.v_scales = Some(Scales::PerHead(vec![0.02, 0.04]));
+        let per_head = |a: f32| (0..hkv).map(|h| a + 0.02 * h as f32).collect();
+        cfg.k_scales = Some(Scales::PerHead(per_head(0.03)));
+        cfg.v_scales = Some(Scales::PerHead(per_head(0.02)));
     }
     let q16_dtype = match dtype {
         DType::F32 => None,
@@ -239,25 +240,29 @@ fn rope_kv_fused(b: &CudaBackend, rng: &mut Rng, style: RopeStyle, dtype: DType)
 /// `norm_qkv_rope_kv_write` on one decode token, where the stacked projection applies RoPE and
 /// the KV append in its epilogue, against `norm_matmul_many` then `rope_kv_write`: the same bits
 /// in Q, K, V, both stores and the 16-bit Q, for weights of `f`, a store of `dtype` and heads
-/// of `hd` dims (partial rotation: 48). An odd `hd` puts rotated pairs across the kernel's
-/// row pairs, so the call must take the separate path (the fused one lost rows there).
+/// of `hd` dims (partial rotation: 48) and `hq` / `hkv` heads. An odd `hd` puts rotated pairs
+/// across the kernel's row pairs, so the call must take the separate path (the fused one lost
+/// rows there). A block's warps split its pairs (8 x 2 heads: one row or none a warp; the 8B's
+/// 32 x 8 heads of 128: two or three rows), so pairs meet across warps in both.
 fn qkv_rope_fused(
     b: &CudaBackend,
     rng: &mut Rng,
     f: Format,
     dtype: DType,
     hd: usize,
+    (hq, hkv): (usize, usize),
 ) -> Result<f64> {
     use flexkern::backend::tensor_ops::Norm;
     use flexkern::kv_cache::quant::Scales;
     use flexkern::kv_cache::{CacheConfig, PageStore};
-    let (hq, hkv, k) = (8, 2, 512);
+    let k = 512;
     let rope = Rope::new(RopeStyle::Normal, 48, 10_000.0, 1.0);
     let mut cfg = CacheConfig::new(5, 16, hkv, hd);
     (cfg.k_dtype, cfg.v_dtype) = (dtype, dtype);
     if dtype == DType::I8 || dtype == DType::Fp8E4M3 {
-        cfg.k_scales = Some(Scales::PerHead(vec![0.03, 0.05]));
-        cfg.v_scales = Some(Scales::PerHead(vec![0.02, 0.04]));
+        let per_head = |a: f32| (0..hkv).map(|h| a + 0.02 * h as f32).collect();
+        cfg.k_scales = Some(Scales::PerHead(per_head(0.03)));
+        cfg.v_scales = Some(Scales::PerHead(per_head(0.02)));
     }
     let weight = |rng: &mut Rng, n: usize| -> Result<_> {
         let bytes = flexkern_quant::quantize(f, &random(rng, n * k), n, k)
@@ -589,20 +594,23 @@ pub fn ops_checks(dev: &Arc<crate::runtime::Device>, seed: u64) -> Vec<Outcome> 
             ));
         }
     }
-    for (f, dtype, hd) in [
-        (Format::Q4_0, DType::F16, 64),
-        (Format::Q4_0, DType::Fp8E4M3, 64),
-        (Format::Q8_0, DType::BF16, 64),
-        (Format::Q4K, DType::I8, 64),
-        (Format::Q4_0, DType::F16, 63),
+    for (f, dtype, hd, heads) in [
+        (Format::Q4_0, DType::F16, 64, (8, 2)),
+        (Format::Q4_0, DType::Fp8E4M3, 64, (8, 2)),
+        (Format::Q8_0, DType::BF16, 64, (8, 2)),
+        (Format::Q4K, DType::I8, 64, (8, 2)),
+        (Format::Q4_0, DType::F16, 63, (8, 2)),
+        (Format::Q4_0, DType::F16, 128, (32, 8)),
+        (Format::Q6K, DType::F16, 128, (32, 8)),
+        (Format::Q4K, DType::BF16, 64, (9, 3)),
     ] {
         v.push(row(
             format!(
-                "norm_qkv_rope_kv_write {f} into a {} store, head dim {hd} (RoPE + append in the projection; bit-exact with the separate calls)",
-                dtype.name()
+                "norm_qkv_rope_kv_write {f} into a {} store, {} x {} heads of {hd} (RoPE + append in the projection; bit-exact with the separate calls)",
+                dtype.name(), heads.0, heads.1
             ),
             0.0,
-            qkv_rope_fused(&b, &mut rng, f, dtype, hd),
+            qkv_rope_fused(&b, &mut rng, f, dtype, hd, heads),
         ));
     }
     for f in [
