@@ -53,6 +53,31 @@ struct FkStepTrace {
   } while (0)
 #endif
 
+// FLEXKERN_CUDA_TRACE=step,at=N: thread 0's time at the prologue's point N (FK_TRACE_POINT)
+// replaces the wait's return as the block's "released" stamp, so timelines taken at several
+// points split the prologue into its phases. `v`: a value computed by then (an empty asm that
+// reads it keeps the clock read after it).
+#if defined(FK_STEP_TRACE) && defined(FK_TRACE_AT)
+__device__ __forceinline__ u64* fk_trace_at_slot() {
+  __shared__ u64 t;
+  return &t;
+}
+__device__ __forceinline__ void fk_trace_dep(float v) { asm volatile("" ::"f"(v)); }
+__device__ __forceinline__ void fk_trace_dep(double v) { asm volatile("" ::"d"(v)); }
+__device__ __forceinline__ void fk_trace_dep(int v) { asm volatile("" ::"r"(v)); }
+#define FK_TRACE_POINT(n, v)                                 \
+  do {                                                       \
+    if (FK_TRACE_AT == (n) && threadIdx.x == 0) {            \
+      fk_trace_dep(v);                                       \
+      *fk_trace_at_slot() = fk_gtime();                      \
+    }                                                        \
+  } while (0)
+#else
+#define FK_TRACE_POINT(n, v) \
+  do {                       \
+  } while (0)
+#endif
+
 // Programmatic dependent launch (runtime::launch sets it on Hopper): let the next kernel begin
 // launching now, and wait for the previous kernel's writes before touching memory. The first
 // statement of every kernel launched that way; a no-op when launched without it.

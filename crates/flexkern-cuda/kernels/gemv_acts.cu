@@ -239,7 +239,9 @@ __device__ __forceinline__ void fk_squant(const float* __restrict__ X, const flo
       x[j] = live ? *(const float4*)(X + at + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
       ss += fk_ss4(x[j]);
     }
+    FK_TRACE_POINT(1, ss);  // the activations loaded
     const float ns = fk_snorm_total(ss, k, eps, part);
+    FK_TRACE_POINT(2, ns);  // the norm's sum reduced
     if (live) {
 #pragma unroll
       for (int j = 0; j < NF; ++j) {
@@ -251,17 +253,21 @@ __device__ __forceinline__ void fk_squant(const float* __restrict__ X, const flo
       }
     }
     fk_squant_item(x, live, t, xq, xd);
+    FK_TRACE_POINT(3, 0);  // its codes stored
     return;
   }
   const float ns = fk_snorm_scale(X, NW, k, eps, part, 8 * s.u0, FK_SCL == 1 ? k / 4 : 8 * s.u1);
+  FK_TRACE_POINT(2, ns);
   for (i64 base = t0 + (threadIdx.x & ~31); base < t1; base += FK_SNT) {
     const i64 t = base + (threadIdx.x & 31);
     const bool live = t < t1;
     const i64 at = t / L * 32 + (t % L) * 4 * NF;
 #pragma unroll
     for (int j = 0; j < NF; ++j) x[j] = live ? fk_sx4(X, NW, ns, at + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+    FK_TRACE_POINT(1, x[0].x);
     fk_squant_item(x, live, t, xq, xd);
   }
+  FK_TRACE_POINT(3, 0);
 }
 #elif FK_DP4A == 2
 // Q8_K codes sit in shared memory as 16-byte chunks permuted within each 64 bytes, chunk q at

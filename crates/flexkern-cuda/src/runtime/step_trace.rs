@@ -14,21 +14,38 @@ pub const RECORDS: usize = 1 << 18;
 /// Words of the buffer.
 pub const WORDS: usize = 2 + 5 * RECORDS;
 
-/// Whether `FLEXKERN_CUDA_TRACE=step` or `=step,prologue` (read once).
+/// Whether `FLEXKERN_CUDA_TRACE=step`, `=step,prologue` or `=step,at=N` (read once).
 pub fn enabled() -> bool {
     mode().is_some()
 }
 
-/// `Some(true)` for `FLEXKERN_CUDA_TRACE=step,prologue`: the streamed GEMV then stamps its
-/// "released" time after its activation prologue instead of at its wait's return, so the
-/// difference of two timelines is the prologue (FK_TRACE_PROLOGUE in gemv_stream.cu).
-fn mode() -> Option<bool> {
-    static ON: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| match std::env::var("FLEXKERN_CUDA_TRACE").as_deref() {
-        Ok("step") => Some(false),
-        Ok("step,prologue") => Some(true),
-        _ => None,
-    })
+/// Where the streamed GEMV stamps a block's "released" time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Released {
+    /// At its wait's return (`step`).
+    Wait,
+    /// After its activation prologue (`step,prologue`; FK_TRACE_PROLOGUE in gemv_stream.cu),
+    /// so the difference of two timelines is the prologue.
+    Prologue,
+    /// Thread 0 at point N of the Q8_0 prologue (`step,at=N`, 1-3: activations loaded, the
+    /// norm's sum reduced, codes stored; FK_TRACE_POINT in gemv_acts.cu).
+    At(u32),
+}
+
+fn mode() -> Option<Released> {
+    static ON: std::sync::OnceLock<Option<Released>> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| parse_mode(std::env::var("FLEXKERN_CUDA_TRACE").ok().as_deref()))
+}
+
+fn parse_mode(v: Option<&str>) -> Option<Released> {
+    match v? {
+        "step" => Some(Released::Wait),
+        "step,prologue" => Some(Released::Prologue),
+        s => match s.strip_prefix("step,at=")?.parse() {
+            Ok(n @ 1..=3) => Some(Released::At(n)),
+            _ => None,
+        },
+    }
 }
 
 /// A traced module: its name, the hash of its source, its kernels by the first line of each.
@@ -49,10 +66,10 @@ pub fn defines(buf: u64, name: &str, source: &str) -> String {
             m.len() - 1
         }
     };
-    let prologue = if mode() == Some(true) {
-        "#define FK_TRACE_PROLOGUE 1\n"
-    } else {
-        ""
+    let prologue = match mode() {
+        Some(Released::Prologue) => "#define FK_TRACE_PROLOGUE 1\n".to_string(),
+        Some(Released::At(n)) => format!("#define FK_TRACE_AT {n}\n"),
+        _ => String::new(),
     };
     format!(
         "#define FK_STEP_TRACE 0x{buf:x}ull\n#define FK_STEP_TRACE_N {RECORDS}\n#define FK_TRACE_MODULE {number}\n{prologue}"
@@ -371,6 +388,17 @@ fn summary_named(blocks: &[Block], name: impl Fn(u32, u32) -> String) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trace_modes_parse() {
+        assert_eq!(parse_mode(None), None);
+        assert_eq!(parse_mode(Some("step")), Some(Released::Wait));
+        assert_eq!(parse_mode(Some("step,prologue")), Some(Released::Prologue));
+        assert_eq!(parse_mode(Some("step,at=2")), Some(Released::At(2)));
+        for bad in ["step,at=0", "step,at=4", "step,at=x", "steps", "1"] {
+            assert_eq!(parse_mode(Some(bad)), None, "{bad}");
+        }
+    }
 
     fn b(start: u64, released: u64, end: u64, module: u32, grid: u64) -> Block {
         Block {
