@@ -298,8 +298,7 @@ impl Stream {
             Mode::Stack => self,
             _ => self.with_bulk(f, n, k, matrices, dev),
         };
-        st.with_cluster(mode == Mode::Plain, k, dev)
-            .with_lanes(mode == Mode::Plain, k)
+        st.with_cluster(mode == Mode::Plain, k, dev).with_lanes(k)
     }
 
     /// On a device with bulk copies, the pipelined batches through rings of bulk copies
@@ -396,12 +395,15 @@ impl Stream {
     /// each, session 24): Q8_0 14336 x 4096 85.0-85.5 / 83.5-83.7, 4096 x 4096 64.5-65.2 /
     /// 62.6; Q4_0 4096 x 4096 43.2-43.7 / 42.1-42.2; k 14336 (one lane planned either way)
     /// equal; 8B Q4_0 step: gate/up 19.7 / 20.8 us, Q, K, V 9.0 / 10.1, wo 6.5 / 7.1. Plain
-    /// launches on the bulk ring keep one lane: Q4_0 14336 x 4096 lost 63.3-63.7 / 67.5-67.9
-    /// with two. Shares of more 32-blocks than half the threads take two (session 26: k 14336
+    /// launches on the bulk ring too (they kept one lane from session 24 to 37): H200,
+    /// session 38 call e, two lanes / one, Q4_0 14336 x 4096 76.2-76.9 / 70.4-71.1, 49152 x 4096
+    /// 90.5-90.7 / 86.3-86.7, 4096 x 14336 67.5 / 64.0-64.1 (four: 75.4, 89.2, 67.4); call d's
+    /// trace put 1.5-2 us between a block's first activation load and its codes stored with one
+    /// lane. Shares of more 32-blocks than half the threads take two (session 26: k 14336
     /// on a pair of eight-warp blocks; plain rows that long now run sixteen warps a block,
     /// which their share fits). Eight lanes lost everywhere. `FLEXKERN_GEMV_LANES=1|2|4|8`
     /// overrides.
-    pub fn with_lanes(self, plain: bool, k: usize) -> Stream {
+    pub fn with_lanes(self, k: usize) -> Stream {
         if self.acts != StreamActs::Q8_0 {
             return self;
         }
@@ -413,8 +415,6 @@ impl Stream {
             // 4096 x 14336 on eight warps: Q4_0 59.5-59.6 against 56.6-56.8 % of copy, Q8_0
             // 79.9-80.9 against 77.3; four lanes 57.2-57.5 / 74.4-75.4; session 26 call k).
             2
-        } else if plain && self.bulk > 0 {
-            1
         } else {
             1 << fit.ilog2().min(2)
         };

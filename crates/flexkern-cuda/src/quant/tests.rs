@@ -656,8 +656,8 @@ fn q6_k_rows_stream_in_pipelined_batches() {
 
 /// Q8_0 activations are quantized by the lanes that spread a block's share of the row over
 /// its threads (at most four): 2 a 32-block at k 4096, 4 for a pair's half of it, 2 where a
-/// share has more 32-blocks than half the threads (gate and up at k 14336, bulk ring or not);
-/// plain launches on the bulk ring keep one otherwise, Q8_K and f32 activations have none. The
+/// share has more 32-blocks than half the threads (gate and up at k 14336, bulk ring or not),
+/// plain launches on the bulk ring alike; Q8_K and f32 activations have none. The
 /// module says `FK_SQL` and is named `_l<lanes>`.
 #[test]
 fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
@@ -677,9 +677,9 @@ fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
         (Format::Q4_0, 4096, 4096, Mode::Plain, 4),   // pairs
         (Format::Q8_0, 14336, 4096, Mode::Plain, 4),  // pairs
         (Format::Q4_0, 4096, 14336, Mode::GateUp, 2), // pairs of 8 warps: 224 32-blocks a half
-        (Format::Q4_0, 4096, 14336, Mode::Plain, 1),  // 16 warps, plain on the bulk ring
+        (Format::Q4_0, 4096, 14336, Mode::Plain, 2),  // 16 warps, plain on the bulk ring
         (Format::Q8_0, 4096, 14336, Mode::Plain, 2),  // 16 warps: 224 for 512 threads
-        (Format::Q4_0, 14336, 4096, Mode::Plain, 1),  // plain on the bulk ring
+        (Format::Q4_0, 14336, 4096, Mode::Plain, 2),  // plain on the bulk ring
         (Format::Q4K, 14336, 4096, Mode::Plain, 1),   // Q8_K activations
         (Format::Q4_1, 4096, 4096, Mode::Plain, 1),   // f32 activations
     ] {
