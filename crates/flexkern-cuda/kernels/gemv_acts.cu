@@ -333,7 +333,9 @@ __device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, const f
       v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w;
       v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
     }
+    FK_TRACE_POINT(1, ss);
     const float ns = fk_snorm_total(ss, k, eps, part);
+    FK_TRACE_POINT(2, ns);
 #pragma unroll
     for (int i = 0; i < 2; ++i)
       if (g[i] < s.u1) {
@@ -346,14 +348,18 @@ __device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, const f
 #pragma unroll
     for (int i = 0; i < 2; ++i)
       if (g[i] < s.u1) fk_squant_k_item(v[i], g[i], lane, xq, xd, xs16);
+    FK_TRACE_POINT(3, 0);
     return;
   }
   const float ns = fk_snorm_scale(X, NW, k, eps, part, 64 * s.u0, FK_SCL == 1 ? k / 4 : 64 * s.u1);
+  FK_TRACE_POINT(2, ns);
   for (i64 g = s.u0 + warp; g < s.u1; g += FK_SNW) {  // warp-uniform
     const float4 a = fk_sx4(X, NW, ns, g * 256 + 8 * lane);
     const float4 b = fk_sx4(X, NW, ns, g * 256 + 8 * lane + 4);
     const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    FK_TRACE_POINT(1, v[0]);
     fk_squant_k_item(v, g, lane, xq, xd, xs16);
   }
+  FK_TRACE_POINT(3, 0);
 }
 #endif

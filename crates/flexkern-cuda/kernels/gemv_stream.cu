@@ -341,8 +341,8 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
 #ifdef FK_TRACE_PROLOGUE
   FK_TRACE_RELEASED();  // FLEXKERN_CUDA_TRACE=step,prologue: "released" after the prologue
 #endif
-#if defined(FK_STEP_TRACE) && defined(FK_TRACE_AT) && FK_DP4A == 1
-  fk_step_trace.t1 = *fk_trace_at_slot();  // step,at=N: thread 0's point N of the Q8_0 prologue
+#if defined(FK_STEP_TRACE) && defined(FK_TRACE_AT) && FK_DP4A != 0
+  fk_step_trace.t1 = *fk_trace_at_slot();  // step,at=N: thread 0's point N of the prologue
 #endif
 
   // Q8_0 activations serve only the planar formats, which take the batches below.

@@ -27,8 +27,9 @@ enum Released {
     /// After its activation prologue (`step,prologue`; FK_TRACE_PROLOGUE in gemv_stream.cu),
     /// so the difference of two timelines is the prologue.
     Prologue,
-    /// Thread 0 at point N of the Q8_0 prologue (`step,at=N`, 1-3: activations loaded, the
-    /// norm's sum reduced, codes stored; FK_TRACE_POINT in gemv_acts.cu).
+    /// Thread 0 at point N of the quantizing prologue, Q8_0 or Q8_K (`step,at=N`, 1-3:
+    /// activations loaded, the norm's sum reduced, codes stored; FK_TRACE_POINT in
+    /// gemv_acts.cu).
     At(u32),
 }
 
