@@ -75,6 +75,16 @@ __device__ __forceinline__ void fk_scl_store(T* p, T v) {
 #endif
 }
 
+// The weights the launch asks for after its activations (FK_SLATE, gemv_stream.cu), called where
+// this thread's first activation loads are issued: the compiler barrier keeps those loads
+// ahead of the weights', which would otherwise queue in front of them (the activations are
+// L2 hits; in session 38's trace they arrived 1.4-3 us after the wait behind the weights).
+template <class Late>
+__device__ __forceinline__ void fk_late(Late& late) {
+  asm volatile("" ::: "memory");
+  late();
+}
+
 // This block's share [u0, u1) of `n` units of the row.
 struct FkSShare {
   i64 u0, u1;
@@ -222,8 +232,9 @@ __device__ __forceinline__ void fk_squant_item(float4 (&x)[8 / FK_SQL], bool liv
 // registers: one trip to L2 after the wait, not two (H200, 8B Q4_0 decode 526-527 against
 // 519-520 tok/s). The loops are warp-uniform (shuffles).
 // The caller's arrive / wait publishes the codes.
+template <class Late>
 __device__ __forceinline__ void fk_squant(const float* __restrict__ X, const float* NW, float eps,
-                                          signed char* xq, float2* xd, i64 k, double* part) {
+                                          signed char* xq, float2* xd, i64 k, double* part, Late late) {
   constexpr int L = FK_SQL, NF = 8 / L;  // lanes a block, float4s a lane
   fk_scl_opened();
   const FkSShare s = fk_sshare(k / 32);
@@ -233,12 +244,12 @@ __device__ __forceinline__ void fk_squant(const float* __restrict__ X, const flo
     const i64 t = t0 + threadIdx.x;
     const bool live = t < t1;
     const i64 at = t / L * 32 + (t % L) * 4 * NF;
+#pragma unroll
+    for (int j = 0; j < NF; ++j) x[j] = live ? *(const float4*)(X + at + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+    fk_late(late);
     double ss = 0.0;
 #pragma unroll
-    for (int j = 0; j < NF; ++j) {
-      x[j] = live ? *(const float4*)(X + at + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
-      ss += fk_ss4(x[j]);
-    }
+    for (int j = 0; j < NF; ++j) ss += fk_ss4(x[j]);
     FK_TRACE_POINT(1, ss);  // the activations loaded
     const float ns = fk_snorm_total(ss, k, eps, part);
     FK_TRACE_POINT(2, ns);  // the norm's sum reduced
@@ -258,15 +269,19 @@ __device__ __forceinline__ void fk_squant(const float* __restrict__ X, const flo
   }
   const float ns = fk_snorm_scale(X, NW, k, eps, part, 8 * s.u0, FK_SCL == 1 ? k / 4 : 8 * s.u1);
   FK_TRACE_POINT(2, ns);
-  for (i64 base = t0 + (threadIdx.x & ~31); base < t1; base += FK_SNT) {
+  bool asked = NW != nullptr;  // the norm's pass asked for the activations first
+  if (asked) fk_late(late);
+  for (i64 base = t0 + (threadIdx.x & ~31); base < t1; base += FK_SNT) {  // warp-uniform
     const i64 t = base + (threadIdx.x & 31);
     const bool live = t < t1;
     const i64 at = t / L * 32 + (t % L) * 4 * NF;
 #pragma unroll
     for (int j = 0; j < NF; ++j) x[j] = live ? fk_sx4(X, NW, ns, at + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+    if (!asked) fk_late(late), asked = true;
     FK_TRACE_POINT(1, x[0].x);
     fk_squant_item(x, live, t, xq, xd);
   }
+  if (!asked) fk_late(late);  // a warp without activations to quantize
   FK_TRACE_POINT(3, 0);
 }
 #elif FK_DP4A == 2
@@ -315,23 +330,29 @@ __device__ __forceinline__ void fk_squant_k_item(const float (&v)[8], i64 g, int
 // loads both blocks' activations once and sums their squares from registers (one trip to L2,
 // not two; H200, 8B Q4_K_M step: Q, K, V 7.6 against 8.3 us). Plain launches lost with that
 // form (Q4_K 4096 x 4096 35.3 against 36.9 % of copy): they keep the loop.
+template <class Late>
 __device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, const float* NW, float eps,
                                             signed char* xq, float* xd, int* xs16, i64 k, int warp, int lane,
-                                            double* part) {
+                                            double* part, Late late) {
   fk_scl_opened();
   const FkSShare s = fk_sshare(k / 256);
   if (NW != nullptr && s.u1 - s.u0 <= 2 * FK_SNW) {
     const i64 g[2] = {s.u0 + warp, s.u0 + warp + FK_SNW};
     float v[2][8];
-    double ss = 0.0;
+    float4 a[2], b[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const bool live = g[i] < s.u1;  // warp-uniform
-      const float4 a = live ? *(const float4*)(X + g[i] * 256 + 8 * lane) : make_float4(0.f, 0.f, 0.f, 0.f);
-      const float4 b = live ? *(const float4*)(X + g[i] * 256 + 8 * lane + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
-      ss += fk_ss4(a) + fk_ss4(b);
-      v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w;
-      v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
+      a[i] = live ? *(const float4*)(X + g[i] * 256 + 8 * lane) : make_float4(0.f, 0.f, 0.f, 0.f);
+      b[i] = live ? *(const float4*)(X + g[i] * 256 + 8 * lane + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    fk_late(late);
+    double ss = 0.0;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      ss += fk_ss4(a[i]) + fk_ss4(b[i]);
+      v[i][0] = a[i].x, v[i][1] = a[i].y, v[i][2] = a[i].z, v[i][3] = a[i].w;
+      v[i][4] = b[i].x, v[i][5] = b[i].y, v[i][6] = b[i].z, v[i][7] = b[i].w;
     }
     FK_TRACE_POINT(1, ss);
     const float ns = fk_snorm_total(ss, k, eps, part);
@@ -353,13 +374,17 @@ __device__ __forceinline__ void fk_squant_k(const float* __restrict__ X, const f
   }
   const float ns = fk_snorm_scale(X, NW, k, eps, part, 64 * s.u0, FK_SCL == 1 ? k / 4 : 64 * s.u1);
   FK_TRACE_POINT(2, ns);
+  bool asked = NW != nullptr;  // the norm's pass asked for the activations first
+  if (asked) fk_late(late);
   for (i64 g = s.u0 + warp; g < s.u1; g += FK_SNW) {  // warp-uniform
     const float4 a = fk_sx4(X, NW, ns, g * 256 + 8 * lane);
     const float4 b = fk_sx4(X, NW, ns, g * 256 + 8 * lane + 4);
+    if (!asked) fk_late(late), asked = true;
     const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
     FK_TRACE_POINT(1, v[0]);
     fk_squant_k_item(v, g, lane, xq, xd, xs16);
   }
+  if (!asked) fk_late(late);
   FK_TRACE_POINT(3, 0);
 }
 #endif

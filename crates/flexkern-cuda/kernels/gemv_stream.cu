@@ -68,6 +68,13 @@ static_assert(!FK_SROPE || FK_MODE == 3, "RoPE in the epilogue of the stacked Q,
 #ifndef FK_SBULK
 #define FK_SBULK 0
 #endif
+// FK_SLATE: of the weights a warp asks for before the wait (the bulk ring's FK_SBULK stages, or
+// the first register batch), the last FK_SLATE wait instead until its block's first activation
+// loads are issued (gemv_acts.cu, fk_late), so that those loads do not queue behind them.
+#ifndef FK_SLATE
+#define FK_SLATE 0
+#endif
+static_assert(FK_SLATE <= (FK_SBULK ? FK_SBULK : FK_SPIPE ? 1 : 0), "late stages of those planned");
 static_assert(!FK_SBULK || (FK_SREG && FK_SPIPE), "the bulk ring feeds the pipelined batches");
 
 #if FK_SREG && FK_SBULK
@@ -248,15 +255,22 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
     }
     if ((iu += 32 * FK_SUN) >= units) iu = 0, ++irow;
   };
-  // The ring fills before the wait below (weights never depend on the previous kernel).
+  // The ring fills before the wait below (weights never depend on the previous kernel), but
+  // for FK_SLATE stages, which follow the activations' loads.
   if (lane == 0) {
 #pragma unroll
     for (int s = 0; s < FK_SBULK; ++s) fk_bar_init(bars + 8 * s, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 #pragma unroll
-    for (int s = 0; s < FK_SBULK; ++s) issue(s);
+    for (int s = 0; s < FK_SBULK - FK_SLATE; ++s) issue(s);
   }
   __syncwarp();
+  auto late = [&] {
+    if (FK_SLATE > 0 && lane == 0) {
+#pragma unroll
+      for (int s = FK_SBULK - FK_SLATE; s < FK_SBULK; ++s) issue(s);
+    }
+  };
 #elif FK_SPIPE
   // A batch: FK_SUN consecutive units of this lane (32 apart) of each matrix, as the format's
   // raw words (F::Raw), loaded before any is used. The warp's first batch is loaded before
@@ -281,7 +295,12 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
     else units_of(FkBool<true>{});
   };
   Batch first;
-  if (r0 < r1) load(first, fk_srow(a, b, st, Y, r0), lane);
+  if (!FK_SLATE && r0 < r1) load(first, fk_srow(a, b, st, Y, r0), lane);
+  auto late = [&] {
+    if (FK_SLATE && r0 < r1) load(first, fk_srow(a, b, st, Y, r0), lane);
+  };
+#else
+  auto late = [] {};
 #endif
 #else
   const u32 ring = (u32)__cvta_generic_to_shared(fk_sm) + warp * FK_RING;
@@ -298,6 +317,7 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
   };
 #pragma unroll
   for (int s = 0; s < FK_SS - 1; ++s) issue(s);
+  auto late = [] {};
 #endif
   fk_sprefetch_nw(NW, k);
 #if __CUDA_ARCH__ >= 900
@@ -322,14 +342,15 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
 #if FK_DP4A == 1
   signed char* const xq = (signed char*)acts;
   float2* const xd = (float2*)(acts + k);
-  fk_squant(X, NW, eps, xq, xd, k, (double*)acts);
+  fk_squant(X, NW, eps, xq, xd, k, (double*)acts, late);
 #elif FK_DP4A == 2
   signed char* const xq = (signed char*)acts;
   int* const xs16 = (int*)(acts + k);  // 16-byte aligned: k is a multiple of 256
   float* const xd = (float*)(acts + k + k / 4);
-  fk_squant_k(X, NW, eps, xq, xd, xs16, k, warp, lane, (double*)acts);
+  fk_squant_k(X, NW, eps, xq, xd, xs16, k, warp, lane, (double*)acts, late);
 #else
   static_assert(FK_SCL == 1, "clusters share quantized activations only");
+  (void)late;  // float activations take no batches
   const float ns = fk_snorm_scale(X, NW, k, eps, (double*)acts, 0, k / 4);
   float* const xs = (float*)acts;
 #pragma unroll 4

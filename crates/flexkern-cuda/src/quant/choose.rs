@@ -226,8 +226,12 @@ pub(super) struct Knobs {
     /// `FLEXKERN_GEMV_PIPE=0`: Q8_K activations (Q4_K) unroll a row's units instead of the
     /// pipelined batches (Q8_0 activations have only the latter).
     pub(super) pipe: Option<bool>,
-    /// `FLEXKERN_GEMV_BULK`: `=0` keeps the register batches; `=n` forces an n-stage bulk ring.
-    pub(super) bulk: Option<usize>,
+    /// `FLEXKERN_GEMV_BULK`: `=0` keeps the register batches; `=n` forces an n-stage bulk ring
+    /// (scoped: `gateup:3,4096x4096:2`).
+    pub(super) bulk: Scoped,
+    /// `FLEXKERN_GEMV_LATE`: weights asked for after the activations' loads (`Stream::with_late`;
+    /// scoped as `FLEXKERN_GEMV_BULK`).
+    pub(super) late: Scoped,
     /// `FLEXKERN_GEMV_CLUSTER`: blocks a cluster shares its activation prologue among (1: none).
     pub(super) cluster: Option<usize>,
     /// `FLEXKERN_GEMV_LANES`: lanes a 32-block of Q8_0 activations is quantized by.
@@ -240,6 +244,42 @@ pub(super) struct Knobs {
     dunroll: Option<usize>,
     /// `FLEXKERN_GEMV_DXS=0`: the direct kernel reads MLX activations from global memory.
     dxs: Option<bool>,
+}
+
+/// An A/B knob's values, each for every launch or for one mode (`plain`, `gateup`, `stack`) or
+/// shape (`NxK`): `3`, `gateup:3`, `gateup:3,4096x4096:2`. The first entry that applies wins.
+#[derive(Debug, Default)]
+pub(super) struct Scoped(Vec<(Option<String>, usize)>);
+
+impl Scoped {
+    /// Entries whose value is at most `max`; the others are dropped.
+    pub(super) fn parse(v: Option<&str>, max: usize) -> Scoped {
+        let entry = |e: &str| {
+            let (scope, value) = match e.split_once(':') {
+                Some((s, v)) => (Some(s.trim().to_string()), v),
+                None => (None, e),
+            };
+            let value = value.trim().parse::<usize>().ok().filter(|&x| x <= max)?;
+            Some((scope, value))
+        };
+        Scoped(v.map_or(Vec::new(), |v| v.split(',').filter_map(entry).collect()))
+    }
+
+    /// The value for a launch of `mode` over [n, k] matrices.
+    pub(super) fn get(&self, mode: Mode, n: usize, k: usize) -> Option<usize> {
+        let shape = format!("{n}x{k}");
+        self.0
+            .iter()
+            .find(|(s, _)| s.as_deref().is_none_or(|s| s == mode.name() || s == shape))
+            .map(|&(_, v)| v)
+    }
+
+    /// Whether any entry applies to launches of `mode` (any shape).
+    pub(super) fn names(&self, mode: Mode) -> bool {
+        self.0
+            .iter()
+            .any(|(s, _)| s.as_deref() == Some(mode.name()))
+    }
 }
 
 pub(super) fn knobs() -> &'static Knobs {
@@ -270,9 +310,8 @@ pub(super) fn knobs() -> &'static Knobs {
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|r| (1..=16).contains(r)),
             pipe: var("FLEXKERN_GEMV_PIPE").map(|v| v != "0"),
-            bulk: var("FLEXKERN_GEMV_BULK")
-                .and_then(|v| v.parse::<usize>().ok())
-                .filter(|&b| b <= 8),
+            bulk: Scoped::parse(var("FLEXKERN_GEMV_BULK").as_deref(), 8),
+            late: Scoped::parse(var("FLEXKERN_GEMV_LATE").as_deref(), 8),
             cluster: var("FLEXKERN_GEMV_CLUSTER")
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|c| matches!(c, 1 | 2 | 4 | 8)),

@@ -109,6 +109,16 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// The mode's name in kernel names and knob scopes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Plain => "plain",
+            Mode::GateUp => "gateup",
+            Mode::DownSwiglu => "downswiglu",
+            Mode::Stack => "stack",
+        }
+    }
+
     /// Weight matrices one launch of this mode reads: gate and up, or one.
     pub fn matrices(self) -> usize {
         if self == Mode::GateUp {
@@ -221,12 +231,7 @@ impl GemvConfig {
 
     pub fn source(&self) -> KernelSource {
         let minb = forced_min_blocks();
-        let mode = match self.mode {
-            Mode::Plain => "plain",
-            Mode::GateUp => "gateup",
-            Mode::DownSwiglu => "downswiglu",
-            Mode::Stack => "stack",
-        };
+        let mode = self.mode.name();
         if let Some(st) = self.stream {
             return KernelSource {
                 name: format!(
@@ -259,11 +264,15 @@ impl GemvConfig {
                     format!("_l{}", st.lanes)
                 } else {
                     String::new()
+                } + &if st.late > 0 {
+                    format!("_e{}", st.late)
+                } else {
+                    String::new()
                 },
                 source: format!(
                     "#define FK_FMT {}\n#define FK_MB 1\n#define FK_R 1\n#define FK_MODE {}\n#define FK_XV 1\n\
                      #define FK_STREAM 1\n#define FK_BB {}\n#define FK_CW {}\n#define FK_SS {}\n\
-                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n#define FK_SREG {}\n#define FK_SUN {}\n#define FK_SPIPE {}\n#define FK_SBULK {}\n#define FK_SROPE {}\n#define FK_SCL {}\n#define FK_SQL {}\n{}\n{}{GEMV}\n{GEMV_ACTS}\n{GEMV_STREAM}",
+                     #define FK_SNW {}\n#define FK_SMINB {}\n#define FK_DP4A {}\n#define FK_ACC {}\n#define FK_SREG {}\n#define FK_SUN {}\n#define FK_SPIPE {}\n#define FK_SBULK {}\n#define FK_SROPE {}\n#define FK_SCL {}\n#define FK_SQL {}\n#define FK_SLATE {}\n{}\n{}{GEMV}\n{GEMV_ACTS}\n{GEMV_STREAM}",
                     self.unit,
                     self.mode as i32,
                     st.block_bytes,
@@ -280,6 +289,7 @@ impl GemvConfig {
                     self.rope as i32,
                     st.cluster,
                     st.lanes,
+                    st.late,
                     prelude(),
                     if self.rope {
                         crate::headers::kv_store() + "\n"

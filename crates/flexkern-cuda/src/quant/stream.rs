@@ -79,6 +79,9 @@ pub struct Stream {
     /// Lanes that quantize one 32-element block of Q8_0 activations together (`FK_SQL`,
     /// `with_lanes`; 1 for Q8_K and f32 activations).
     pub lanes: usize,
+    /// Of the weights asked for before the wait (the bulk ring's stages, or the first register
+    /// batch), how many follow the activations' loads instead (`FK_SLATE`, `with_late`).
+    pub late: usize,
 }
 
 /// The streamed kernel's activations (`FK_DP4A`): f32, or quantized in the kernel as the CPU's
@@ -232,6 +235,7 @@ impl Stream {
                 bulk_stage: 0,
                 cluster: 1,
                 lanes: 1,
+                late: 0,
             };
             let limit = smem_per_sm.saturating_sub(1024 * st.blocks) / st.blocks;
             return (st.smem_bytes(matrices, k) <= limit).then_some(st);
@@ -275,6 +279,7 @@ impl Stream {
                     bulk_stage: 0,
                     cluster: 1,
                     lanes: 1,
+                    late: 0,
                 }
             })
             .find(|s| s.smem_bytes(matrices, k) <= limit)
@@ -294,11 +299,39 @@ impl Stream {
         matrices: usize,
         dev: &GemvTarget,
     ) -> Stream {
-        let st = match mode {
-            Mode::Stack => self,
-            _ => self.with_bulk(f, n, k, matrices, dev),
+        // Stacked launches keep the register batches but for A/B runs that name them.
+        let st = if mode == Mode::Stack && !knobs().bulk.names(Mode::Stack) {
+            self
+        } else {
+            self.with_bulk(f, mode, n, k, matrices, dev)
         };
-        st.with_cluster(mode == Mode::Plain, k, dev).with_lanes(k)
+        st.with_cluster(mode == Mode::Plain, k, dev)
+            .with_lanes(k)
+            .with_late(mode, n, k)
+    }
+
+    /// The weights asked for after the activations' loads rather than before the wait
+    /// (`FK_SLATE`, gemv_acts.cu `fk_late`): the second stage of plain launches' two-stage bulk
+    /// rings. Asked for before the wait, it queued the activations' loads behind it (session 38's
+    /// trace: the activations arrived 0.8 us after the wait, their codes stored 1.4 us later);
+    /// after them, they come first and it streams in during the quantization. H200, session 39
+    /// call b, `bench gemv --graph`, % of copy, one late stage / none: Q4_0 14336 x 4096
+    /// 86.2 / 77.9, 85.9 / 77.4; Q4_K 73.9 / 71.6, 72.9 / 71.5. Not elsewhere: both stages
+    /// late lost (Q4_0 75.2-75.4), rings of three stages (the down projection) stayed within
+    /// 0.5, register batches lost 3-11 points (Q4_0 4096 x 4096 51.0 / 40.5, Q8_0 14336 x 4096
+    /// 87.8 / 82.6), and an 8B step's gate and up (the norm fused, blocks started 5 us before
+    /// their wait) took 21.95 us against 19.05. `FLEXKERN_GEMV_LATE=n` (scoped as
+    /// `FLEXKERN_GEMV_BULK`) moves the last n stages, at most the ring's, or the first register
+    /// batch (n >= 1), there (A/B runs).
+    pub fn with_late(self, mode: Mode, n: usize, k: usize) -> Stream {
+        let most = if self.bulk > 0 {
+            self.bulk
+        } else {
+            usize::from(self.pipe)
+        };
+        let planned = usize::from(mode == Mode::Plain && self.bulk == 2);
+        let late = knobs().late.get(mode, n, k).unwrap_or(planned).min(most);
+        Stream { late, ..self }
     }
 
     /// On a device with bulk copies, the pipelined batches through rings of bulk copies
@@ -323,6 +356,7 @@ impl Stream {
     pub fn with_bulk(
         self,
         f: Format,
+        mode: Mode,
         n: usize,
         k: usize,
         matrices: usize,
@@ -335,7 +369,7 @@ impl Stream {
             return self;
         }
         let weights = matrices.max(1) * f.tensor_bytes(n, k).unwrap_or(0);
-        let bulk = match knobs().bulk {
+        let bulk = match knobs().bulk.get(mode, n, k) {
             Some(b) => b,
             // Rows of at least `LONG_ROWS_K` (a down projection, one block of sixteen warps an
             // SM): three stages. H200, 4096 x 14336 against two (Q4_0) or the register batches

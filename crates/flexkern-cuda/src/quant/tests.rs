@@ -354,7 +354,7 @@ fn kernels_compile_with_nvrtc_without_spills() {
                     let plans = crate::quant::Stream::plan(f, k, nm, quantized, 233472).map(|st| {
                         [
                             st,
-                            st.with_bulk(f, 14336, k, nm, &hopper),
+                            st.with_bulk(f, mode, 14336, k, nm, &hopper),
                             st.for_device(f, mode, 14336, k, nm, &hopper),
                         ]
                     });
@@ -698,6 +698,62 @@ fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
             src.name
         );
     }
+}
+
+/// Plain launches on a two-stage bulk ring ask for the second stage after the activations'
+/// loads (`FK_SLATE 1`, named `_e1`); gate/up rings, three-stage rings (the down projection),
+/// register batches and stacked launches ask for everything before the wait.
+#[test]
+fn plain_two_stage_rings_ask_for_their_second_stage_late() {
+    use crate::quant::choose::GemvTarget;
+    if std::env::var("FLEXKERN_GEMV_LATE").is_ok()
+        || std::env::var("FLEXKERN_GEMV_BULK").is_ok()
+        || std::env::var("FLEXKERN_GEMV_STREAM").is_ok()
+    {
+        eprintln!("skipped: FLEXKERN_GEMV_LATE / _BULK / _STREAM set");
+        return;
+    }
+    let h = GemvTarget::hopper();
+    for (f, n, k, mode, late) in [
+        (Format::Q4_0, 14336, 4096, Mode::Plain, 1),
+        (Format::Q4_0, 49152, 4096, Mode::Plain, 1),
+        (Format::Q4K, 14336, 4096, Mode::Plain, 1),
+        (Format::Q4_0, 14336, 4096, Mode::GateUp, 0),
+        (Format::Q4_0, 4096, 14336, Mode::Plain, 0), // three stages
+        (Format::Q4_0, 4096, 4096, Mode::Plain, 0),  // register batches
+        (Format::Q8_0, 14336, 4096, Mode::Plain, 0),
+        (Format::Q4_0, 6144, 4096, Mode::Stack, 0),
+    ] {
+        let st = stream_plan(f, n, k, mode, &h);
+        assert_eq!(st.late, late, "{f} {n} x {k} {mode:?}");
+        let src = GemvConfig::streamed(f, k, mode, Some(st)).unwrap().source();
+        assert!(src.source.contains(&format!("#define FK_SLATE {late}")));
+        assert_eq!(src.name.contains("_e1"), late == 1, "{}", src.name);
+    }
+    let ampere = GemvTarget {
+        bulk_copies: false,
+        ..h
+    };
+    assert_eq!(
+        stream_plan(Format::Q4_0, 14336, 4096, Mode::Plain, &ampere).late,
+        0
+    );
+}
+
+/// The A/B knobs' scoped values: for every launch, or a mode or shape named before a colon;
+/// the first entry that applies wins, and values past the limit are dropped.
+#[test]
+fn scoped_knobs_apply_to_the_launches_they_name() {
+    use crate::quant::choose::Scoped;
+    let k = Scoped::parse(Some("gateup:3, 4096x14336:1,2,stack:9"), 8);
+    assert_eq!(k.get(Mode::GateUp, 14336, 4096), Some(3));
+    assert_eq!(k.get(Mode::Plain, 4096, 14336), Some(1));
+    assert_eq!(k.get(Mode::Plain, 14336, 4096), Some(2));
+    assert_eq!(k.get(Mode::Stack, 6144, 4096), Some(2)); // stack:9 is past the limit
+    assert!(k.names(Mode::GateUp) && !k.names(Mode::Stack) && !k.names(Mode::Plain));
+    let none = Scoped::parse(None, 8);
+    assert_eq!(none.get(Mode::Plain, 1, 1), None);
+    assert_eq!(Scoped::parse(Some("x"), 8).get(Mode::Plain, 1, 1), None);
 }
 
 /// Not a check: writes the streamed single-row GEMV's cubin (plain, Q8_0 or Q8_K activations,
