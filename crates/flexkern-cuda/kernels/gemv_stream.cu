@@ -86,8 +86,9 @@ static_assert(!FK_SBULK || (FK_SREG && FK_SPIPE), "the bulk ring feeds the pipel
 // one or two batches in flight and spend ~15 instructions a unit on 64-bit addresses (ncu,
 // H200: 44 % of DRAM bandwidth for Q4_0 at 14336 x 4096, 12.5 cycles between a warp's
 // instructions); here FK_SBULK - 1 are in flight while one is computed, and lane 0 issues them.
-static_assert(FK_FMT::SH_USB == 0 || FK_FMT::UE == FK_FMT::QK, "a side entry per unit");
-constexpr int FK_BC = 32 * FK_SUN * FK_FMT::SH_UB, FK_BS = 32 * FK_SUN * FK_FMT::SH_USB;
+// A side entry (SH_USB bytes) per SH_UPS units: one a unit (Q4_0, Q8_0), a block (Q6_K), none.
+static_assert((32 * FK_SUN) % FK_FMT::SH_UPS == 0, "a batch of whole side entries");
+constexpr int FK_BC = 32 * FK_SUN * FK_FMT::SH_UB, FK_BS = 32 * FK_SUN / FK_FMT::SH_UPS * FK_FMT::SH_USB;
 constexpr int FK_BST = FK_SNM * (FK_BC + FK_BS);  // one stage
 constexpr int FK_RING = FK_SBULK * FK_BST;        // one warp's ring
 static_assert(FK_BC % 16 == 0 && FK_BS % 16 == 0, "stages of whole 16-byte words");
@@ -244,14 +245,15 @@ extern "C" __global__ void __launch_bounds__(FK_SNW * 32, FK_SMINB) FK_SCLUSTER
     const FkSRow r = fk_srow(a, b, st, Y, irow);
     const int nu = min(32 * FK_SUN, units - iu);
     const u32 bar = bars + 8 * slot;
-    fk_bar_expect(bar, (u32)(FK_SNM * nu * (F::SH_UB + F::SH_USB)));
+    const u32 side = (u32)(nu / F::SH_UPS * F::SH_USB);  // nu: whole side entries (the plan's k)
+    fk_bar_expect(bar, (u32)FK_SNM * ((u32)nu * F::SH_UB + side));
 #pragma unroll
     for (int t = 0; t < FK_SNM; ++t) {
       const FkMat& mt = t == 0 ? r.m : b;
       const u32 dst = ring + slot * FK_BST + t * (FK_BC + FK_BS);
       fk_bulk_g2s(dst, mt.w + r.row * mt.row_bytes + (i64)iu * F::SH_UB, (u32)(nu * F::SH_UB), bar);
       if (F::SH_USB > 0)
-        fk_bulk_g2s(dst + FK_BC, mt.s + (r.row * mt.groups + iu) * F::SH_USB, (u32)(nu * F::SH_USB), bar);
+        fk_bulk_g2s(dst + FK_BC, mt.s + (r.row * mt.groups + iu / F::SH_UPS) * F::SH_USB, side, bar);
     }
     if ((iu += 32 * FK_SUN) >= units) iu = 0, ++irow;
   };

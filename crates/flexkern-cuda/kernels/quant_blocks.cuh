@@ -272,7 +272,7 @@ struct FkQ4_0P {
 #if defined(__CUDACC__)
   // The same from the bulk ring: unit u of a span whose codes start at `w` (SH_UB bytes a
   // unit) and side entries at `s` (SH_USB bytes).
-  static constexpr int SH_UB = FK_Q4_0P_BB, SH_USB = SB;
+  static constexpr int SH_UB = FK_Q4_0P_BB, SH_USB = SB, SH_UPS = 1;
   FK_HD static void load_sh(const u8* w, const u8* s, int u, Raw& r) {
     load_at<true>(w + SH_UB * u, [&] { return s + SH_USB * u; }, r);
   }
@@ -376,7 +376,7 @@ struct FkQ8_0P {
     for (int j = 0; j < 32; ++j) q[j] = fk_u2f_off<128>(fk_byte(r.w, j) ^ 0x80u);  // int8
   }
 #if defined(__CUDACC__)
-  static constexpr int SH_UB = FK_Q8_0P_BB, SH_USB = SB;  // as FkQ4_0P's
+  static constexpr int SH_UB = FK_Q8_0P_BB, SH_USB = SB, SH_UPS = 1;  // as FkQ4_0P's
   FK_HD static void load_sh(const u8* w, const u8* s, int u, Raw& r) {
     load_at<true>(w + SH_UB * u, [&] { return s + SH_USB * u; }, r);
   }
@@ -575,7 +575,7 @@ struct FkQ4K {
 #if defined(__CUDACC__)
   // From the bulk ring (FkQ4_0P::load_sh): no side entries; unit u of the span (its first unit
   // a block's first) in block u / 4.
-  static constexpr int SH_UB = FK_Q4_K_BYTES / 4, SH_USB = 0;
+  static constexpr int SH_UB = FK_Q4_K_BYTES / 4, SH_USB = 0, SH_UPS = 1;
   FK_HD static void load_sh(const u8* w, const u8*, int u, Raw& r) {
     load_at<true>(w + (u >> 2) * FK_Q4_K_BYTES, u & 3, r);
   }
@@ -676,6 +676,21 @@ struct FkQ6KP {
     r.sc = fk_ld16(p + FK_Q6_KP_SCALES + 2 * uu);
     r.d = fk_ld16(m.s + (row * m.groups) * SB + ((u - uu) >> 3) * SB + FK_Q6_KP_D);
   }
+#if defined(__CUDACC__)
+  // From the bulk ring (FkQ4_0P::load_sh): unit u of a span of whole blocks, its codes at `w`
+  // (BB bytes a block), its block's d in the side entries at `s` (one a block).
+  static constexpr int SH_UB = FK_Q6_KP_BB / 8, SH_USB = SB, SH_UPS = 8;
+  FK_HD static void load_sh(const u8* w, const u8* s, int u, Raw& r) {
+    const int uu = u & 7;
+    const u8* p = w + (u >> 3) * FK_Q6_KP_BB;
+    const uint4 q = *(const uint4*)(p + FK_Q6_KP_QL + 16 * uu);
+    const uint2 h = *(const uint2*)(p + FK_Q6_KP_QH + 8 * uu);
+    r.w[0] = q.x, r.w[1] = q.y, r.w[2] = q.z, r.w[3] = q.w;
+    r.h[0] = h.x, r.h[1] = h.y;
+    r.sc = *(const unsigned short*)(p + FK_Q6_KP_SCALES + 2 * uu);
+    r.d = *(const unsigned short*)(s + (u >> 3) * SB + FK_Q6_KP_D);
+  }
+#endif
   // Weight j's high two bits (j < 32).
   FK_HD static u32 high(const Raw& r, int j) { return (r.h[j >> 4] >> (8 * (j & 3) + 2 * ((j >> 2) & 3))) & 3u; }
   FK_HD static void unit(const FkMat& m, i64 row, i64 u, float* q, float* s, float*) {

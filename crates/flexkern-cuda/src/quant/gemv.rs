@@ -141,7 +141,7 @@ pub fn gemv(dev: &Arc<Device>, c: &GemvCall) -> Result<()> {
         // (never one `upload` made) keeps the register batches.
         if let Some(st) = cfg.stream.as_mut() {
             if st.bulk > 0 && !(c.a.bulk_aligned() && c.b.is_none_or(|b| b.bulk_aligned())) {
-                (st.bulk, st.bulk_stage) = (0, 0);
+                (st.bulk, st.bulk_stage, st.late) = (0, 0, 0);
             }
         }
         if cfg.stream.is_none() && c.norm.is_some() {

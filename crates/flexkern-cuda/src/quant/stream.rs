@@ -9,24 +9,36 @@ use flexkern_quant::Format;
 
 /// The weights a launch reads from which Q4_0 and Q4_K take the bulk ring (`Stream::with_bulk`).
 pub const BULK_MIN_BYTES: usize = 24 << 20;
+/// The weights from which Q6_K's short rows keep the register batches (`Stream::with_bulk`).
+pub const BULK_MAX_BYTES_Q6K: usize = 96 << 20;
 /// The rows a Q4_K matrix of short rows needs besides for the bulk ring (4096 x 4096 lost on
 /// it); rows of `LONG_ROWS_K` take a deeper ring instead (`Stream::with_bulk`).
 pub const BULK_MIN_ROWS_Q4K: usize = 8192;
 /// Rows at least this long (activations) stream in one block of sixteen warps an SM.
 pub const LONG_ROWS_K: usize = 8192;
 
-/// The bulk ring's bytes per unit of `f` (`SH_UB`, `SH_USB` in quant_blocks.cuh): its codes in
-/// the device layout and its side entry (planar formats); the formats whose pipelined batches
-/// can take the ring.
-fn bulk_unit_bytes(f: Format) -> Option<(usize, usize)> {
-    let (ue, qk) = (unit_elems(f), f.block_elems());
-    let bb = super::layout::device_block_bytes(f);
+/// The bulk ring's bytes for a batch of `units` units of `f` (whole blocks; `SH_UB`, `SH_USB`
+/// and `SH_UPS` in quant_blocks.cuh): their codes in the device layout and their blocks' side
+/// entries (planar formats); None for formats whose pipelined batches cannot take the ring.
+fn bulk_batch_bytes(f: Format, units: usize) -> Option<usize> {
+    let blocks = units * unit_elems(f) / f.block_elems();
+    let side = super::layout::planar(f).map_or(0, |p| p.side);
     match f {
-        Format::Q4_0 | Format::Q8_0 | Format::Q4K => Some((
-            bb * ue / qk,
-            super::layout::planar(f).map_or(0, |p| p.side * ue / qk),
-        )),
+        Format::Q4_0 | Format::Q8_0 | Format::Q4K | Format::Q6K => {
+            Some(blocks * (super::layout::device_block_bytes(f) + side))
+        }
         _ => None,
+    }
+}
+
+/// The row length whose every batch (a row's last, shorter one too) copies whole 16-byte words
+/// of `f`'s side entries: 256 weights (eight 2-byte entries of 32-weight blocks), Q6_K 2048
+/// (eight of its 256-weight blocks').
+fn bulk_k_multiple(f: Format) -> usize {
+    if f == Format::Q6K {
+        2048
+    } else {
+        256
     }
 }
 
@@ -336,12 +348,13 @@ impl Stream {
 
     /// On a device with bulk copies, the pipelined batches through rings of bulk copies
     /// (kernels/gemv_stream.cu, FK_SBULK) where they win: planar Q4_0 launches of at least
-    /// `BULK_MIN_BYTES` of weights, and Q4_K ones that also have `BULK_MIN_ROWS_Q4K` rows, two
-    /// stages a warp; single matrices of both with rows of `LONG_ROWS_K` or more, three
-    /// (`choose` asks for plain and gate/up launches only). The kernel also
-    /// serves Q8_0, and any depth that fits; every batch's codes and side entries must be 16-byte aligned spans
-    /// (k a multiple of 256: rows of side entries and a row's last, shorter batch end on whole
-    /// words). Else `self`. `FLEXKERN_GEMV_BULK=0` keeps the register batches everywhere, `=n`
+    /// `BULK_MIN_BYTES` of weights, Q4_K ones that also have `BULK_MIN_ROWS_Q4K` rows, and
+    /// single Q6_K matrices below `BULK_MAX_BYTES_Q6K`, two stages a warp; single matrices of
+    /// the three with rows of `LONG_ROWS_K` or more, three (`choose` asks for plain and gate/up
+    /// launches only). The kernel also serves Q8_0, and any depth that fits; every batch's
+    /// codes and side entries must be 16-byte aligned spans (k a multiple of 256, Q6_K's of
+    /// 2048: rows of side entries and a row's last, shorter batch end on whole words). Else
+    /// `self`. `FLEXKERN_GEMV_BULK=0` keeps the register batches everywhere, `=n`
     /// asks for n stages wherever the kernel serves (A/B runs).
     ///
     /// H200, `bench gemv --graph` against the register batches in one call (session 22): Q4_0
@@ -362,10 +375,10 @@ impl Stream {
         matrices: usize,
         dev: &GemvTarget,
     ) -> Stream {
-        let Some((ub, usb)) = bulk_unit_bytes(f) else {
+        let Some(batch) = bulk_batch_bytes(f, 32 * self.unroll) else {
             return self;
         };
-        if !dev.bulk_copies || !self.pipe || !k.is_multiple_of(256) {
+        if !dev.bulk_copies || !self.pipe || !k.is_multiple_of(bulk_k_multiple(f)) {
             return self;
         }
         let weights = matrices.max(1) * f.tensor_bytes(n, k).unwrap_or(0);
@@ -375,7 +388,8 @@ impl Stream {
             // SM): three stages. H200, 4096 x 14336 against two (Q4_0) or the register batches
             // (Q4_K, which took no ring there), session 37 call a: Q4_0 65.4 against 64.0-64.2 %
             // of copy, Q4_K 66.3 against 59.1-59.8; Q8_0 lost (77.1 against 82.8-83.1).
-            None if matches!(f, Format::Q4_0 | Format::Q4K)
+            // Q6_K too (session 39 call d: 67.3 against 66.0-66.3).
+            None if matches!(f, Format::Q4_0 | Format::Q4K | Format::Q6K)
                 && weights >= BULK_MIN_BYTES
                 && k >= LONG_ROWS_K
                 && matrices <= 1 =>
@@ -383,12 +397,19 @@ impl Stream {
                 3
             }
             None if f == Format::Q4_0 && weights >= BULK_MIN_BYTES => 2,
+            // Q6_K (single matrices: its gate/up unrolls rows) below `BULK_MAX_BYTES_Q6K`.
+            // H200, session 39 call d, against the register batches (pairs of blocks), two
+            // rounds: 14336 x 4096 77.4 / 77.1 against 75.4 / 75.9 % of copy, but 49152 x 4096
+            // (the 8B output head) 84.8 / 85.1 against 87.0 / 87.5.
+            None if f == Format::Q6K && (BULK_MIN_BYTES..BULK_MAX_BYTES_Q6K).contains(&weights) => {
+                2
+            }
             None if f == Format::Q4K && weights >= BULK_MIN_BYTES && n >= BULK_MIN_ROWS_Q4K => 2,
             None => 0,
         };
         let st = Stream {
             bulk,
-            bulk_stage: matrices.max(1) * 32 * self.unroll * (ub + usb),
+            bulk_stage: matrices.max(1) * batch,
             ..self
         };
         // The driver reserves 1 KB a block; the stages' mbarriers are static, 8 bytes each.

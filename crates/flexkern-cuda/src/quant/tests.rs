@@ -514,7 +514,11 @@ fn long_q4_0_launches_take_the_bulk_ring() {
     assert_eq!(bulk(Format::Q4K, 2048, 14336, Mode::Plain), 0);
     assert_eq!(bulk(Format::Q4K, 4096, 4096, Mode::Plain), 0);
     assert_eq!(bulk(Format::Q4K, 14336, 4096, Mode::Stack), 0);
-    assert_eq!(bulk(Format::Q6K, 14336, 4096, Mode::Plain), 0);
+    assert_eq!(bulk(Format::Q6K, 14336, 4096, Mode::Plain), 2);
+    assert_eq!(bulk(Format::Q6K, 4096, 4096, Mode::Plain), 0);
+    assert_eq!(bulk(Format::Q6K, 4096, 14336, Mode::Plain), 3);
+    assert_eq!(bulk(Format::Q6K, 49152, 4096, Mode::Plain), 0); // 165 MB: the output head
+    assert_eq!(bulk(Format::Q6K, 14336, 3840, Mode::Plain), 0); // side entries off 16-byte words
     assert_eq!(bulk(Format::Q4_0, 40000, 1568, Mode::Plain), 0);
     let ampere = GemvTarget {
         bulk_copies: false,

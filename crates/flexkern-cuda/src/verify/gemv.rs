@@ -209,8 +209,8 @@ pub fn gemv_cases() -> Vec<GemvCase> {
             });
         }
     }
-    // Hopper's bulk ring (`Stream::with_bulk`): Q4_0 launches of at least 24 MiB of weights
-    // and Q4_K ones of 8192 rows too, plain, gate/up with the fused norm, and the residual
+    // Hopper's bulk ring (`Stream::with_bulk`): Q4_0 and Q6_K launches of at least 24 MiB of
+    // weights and Q4_K ones of 8192 rows too, plain, gate/up with the fused norm, and the residual
     // add; the register batches elsewhere. The last: a down projection's rows of 14336 on the
     // ring in one block of sixteen warps an SM.
     for (f, n, k, mode, accumulate, norm) in [
@@ -221,6 +221,10 @@ pub fn gemv_cases() -> Vec<GemvCase> {
         (Format::Q4K, 8192, 4096, Mode::GateUp, false, true),
         (Format::Q4K, 12288, 4096, Mode::Plain, true, false),
         (Format::Q4_0, 4096, 14336, Mode::Plain, true, false),
+        // Q6_K's ring: a side entry a block, eight units (2048-weight multiples of k).
+        (Format::Q6K, 12288, 4096, Mode::Plain, false, false),
+        (Format::Q6K, 12288, 4096, Mode::Plain, true, false),
+        (Format::Q6K, 4096, 14336, Mode::Plain, true, false),
     ] {
         v.push(GemvCase {
             quantized: true,
