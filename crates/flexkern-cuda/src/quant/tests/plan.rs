@@ -4,6 +4,20 @@
 
 use super::*;
 
+/// Whether any A/B knob `FLEXKERN_GEMV_<name>` of `names` is set: the planner's checks assume
+/// the default plan and skip under a knob, saying which.
+fn knobs_set(names: &[&str]) -> bool {
+    let set: Vec<String> = names
+        .iter()
+        .map(|n| format!("FLEXKERN_GEMV_{n}"))
+        .filter(|v| std::env::var(v).is_ok())
+        .collect();
+    if !set.is_empty() {
+        eprintln!("skipped: {} set", set.join(", "));
+    }
+    !set.is_empty()
+}
+
 /// The streamed plan `choose` makes for one row of an n x k matrix of `f` on `dev`.
 fn stream_plan(
     f: Format,
@@ -34,9 +48,7 @@ fn stream_plan(
 #[test]
 fn long_q4_0_launches_take_the_bulk_ring() {
     use crate::quant::choose::GemvTarget;
-    if std::env::var("FLEXKERN_GEMV_BULK").is_ok() || std::env::var("FLEXKERN_GEMV_STREAM").is_ok()
-    {
-        eprintln!("skipped: FLEXKERN_GEMV_BULK / FLEXKERN_GEMV_STREAM set");
+    if knobs_set(&["BULK", "STREAM"]) {
         return;
     }
     let pick = stream_plan;
@@ -93,10 +105,7 @@ fn long_q4_0_launches_take_the_bulk_ring() {
 #[test]
 fn long_rows_share_the_activation_prologue_in_pairs() {
     use crate::quant::choose::GemvTarget;
-    if std::env::var("FLEXKERN_GEMV_CLUSTER").is_ok()
-        || std::env::var("FLEXKERN_GEMV_STREAM").is_ok()
-    {
-        eprintln!("skipped: FLEXKERN_GEMV_CLUSTER / FLEXKERN_GEMV_STREAM set");
+    if knobs_set(&["CLUSTER", "STREAM"]) {
         return;
     }
     let pick_mode = stream_plan;
@@ -146,8 +155,7 @@ fn long_rows_share_the_activation_prologue_in_pairs() {
 #[test]
 fn long_rows_stream_in_one_block_of_sixteen_warps() {
     use crate::quant::choose::GemvTarget;
-    if std::env::var("FLEXKERN_GEMV_WARPS").is_ok() || std::env::var("FLEXKERN_GEMV_FIT").is_ok() {
-        eprintln!("skipped: FLEXKERN_GEMV_WARPS / _FIT set");
+    if knobs_set(&["WARPS", "FIT"]) {
         return;
     }
     let h = GemvTarget::hopper();
@@ -177,11 +185,7 @@ fn long_rows_stream_in_one_block_of_sixteen_warps() {
 #[test]
 fn q6_k_rows_stream_in_pipelined_batches() {
     use crate::quant::choose::GemvTarget;
-    if std::env::var("FLEXKERN_GEMV_SUN").is_ok()
-        || std::env::var("FLEXKERN_GEMV_STREAM").is_ok()
-        || std::env::var("FLEXKERN_GEMV_PIPE").is_ok()
-    {
-        eprintln!("skipped: FLEXKERN_GEMV_SUN / _STREAM / _PIPE set");
+    if knobs_set(&["SUN", "STREAM", "PIPE"]) {
         return;
     }
     let h = GemvTarget::hopper();
@@ -208,12 +212,7 @@ fn q6_k_rows_stream_in_pipelined_batches() {
 #[test]
 fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
     use crate::quant::choose::GemvTarget;
-    if std::env::var("FLEXKERN_GEMV_LANES").is_ok()
-        || std::env::var("FLEXKERN_GEMV_CLUSTER").is_ok()
-        || std::env::var("FLEXKERN_GEMV_BULK").is_ok()
-        || std::env::var("FLEXKERN_GEMV_STREAM").is_ok()
-    {
-        eprintln!("skipped: FLEXKERN_GEMV_LANES / _CLUSTER / _BULK / _STREAM set");
+    if knobs_set(&["LANES", "CLUSTER", "BULK", "STREAM"]) {
         return;
     }
     let h = GemvTarget::hopper();
@@ -252,11 +251,7 @@ fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
 #[test]
 fn plain_two_stage_rings_ask_for_their_second_stage_late() {
     use crate::quant::choose::GemvTarget;
-    if std::env::var("FLEXKERN_GEMV_LATE").is_ok()
-        || std::env::var("FLEXKERN_GEMV_BULK").is_ok()
-        || std::env::var("FLEXKERN_GEMV_STREAM").is_ok()
-    {
-        eprintln!("skipped: FLEXKERN_GEMV_LATE / _BULK / _STREAM set");
+    if knobs_set(&["LATE", "BULK", "STREAM"]) {
         return;
     }
     let h = GemvTarget::hopper();
@@ -309,9 +304,7 @@ fn scoped_knobs_apply_to_the_launches_they_name() {
 fn gemv_configuration_follows_the_shape_and_format() {
     use crate::quant::choose::{config, staged};
     use crate::quant::Staged;
-    if std::env::var("FLEXKERN_GEMV_ROWS").is_ok() || std::env::var("FLEXKERN_GEMV_STAGED").is_ok()
-    {
-        eprintln!("skipped: FLEXKERN_GEMV_ROWS / FLEXKERN_GEMV_STAGED set");
+    if knobs_set(&["ROWS", "STAGED"]) {
         return;
     }
     let unit = unit_type(Format::Q4_0, 4096).unwrap();
@@ -573,8 +566,7 @@ fn direct_kernel_fusions_are_planned_and_named() {
 #[test]
 fn direct_kernel_unrolls_single_rows_of_16_bit_floats() {
     use crate::quant::choose::{choose, GemvTarget, MatrixTraits};
-    if std::env::var("FLEXKERN_GEMV_DUNROLL").is_ok() {
-        eprintln!("skipped: FLEXKERN_GEMV_DUNROLL set");
+    if knobs_set(&["DUNROLL"]) {
         return;
     }
     let mlx = Format::mlx(4, 64, flexkern_quant::MlxScale::F16).unwrap();
@@ -619,8 +611,7 @@ fn direct_kernel_unrolls_single_rows_of_16_bit_floats() {
 #[test]
 fn direct_kernel_stages_mlx_rows_in_shared_memory() {
     use crate::quant::choose::{choose, direct_stages_x, GemvTarget, MatrixTraits, DXS_MAX_BYTES};
-    if std::env::var("FLEXKERN_GEMV_DXS").is_ok() {
-        eprintln!("skipped: FLEXKERN_GEMV_DXS set");
+    if knobs_set(&["DXS"]) {
         return;
     }
     let mlx = Format::mlx(4, 64, flexkern_quant::MlxScale::F16).unwrap();
