@@ -18,6 +18,52 @@ fn knobs_set(names: &[&str]) -> bool {
     !set.is_empty()
 }
 
+/// What `choose` plans on an H100 / H200 for `m` rows against an n x k matrix of `f`.
+#[allow(clippy::too_many_arguments)]
+fn hopper_choice(
+    f: Format,
+    n: usize,
+    k: usize,
+    m: usize,
+    mode: Mode,
+    quantized_acts: bool,
+    slack: bool,
+) -> GemvConfig {
+    choice_on(
+        &crate::quant::choose::GemvTarget::hopper(),
+        f,
+        n,
+        k,
+        m,
+        mode,
+        quantized_acts,
+        slack,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn choice_on(
+    dev: &crate::quant::choose::GemvTarget,
+    f: Format,
+    n: usize,
+    k: usize,
+    m: usize,
+    mode: Mode,
+    quantized_acts: bool,
+    slack: bool,
+) -> GemvConfig {
+    let unit = unit_type(f, k).unwrap();
+    let t = crate::quant::choose::MatrixTraits {
+        format: f,
+        unit: &unit,
+        n,
+        k,
+        quantized_acts,
+        slack,
+    };
+    crate::quant::choose::choose(dev, mode, &t, m)
+}
+
 /// The streamed plan `choose` makes for one row of an n x k matrix of `f` on `dev`.
 fn stream_plan(
     f: Format,
@@ -26,18 +72,7 @@ fn stream_plan(
     mode: Mode,
     dev: &crate::quant::choose::GemvTarget,
 ) -> crate::quant::Stream {
-    let unit = unit_type(f, k).unwrap();
-    let t = crate::quant::choose::MatrixTraits {
-        format: f,
-        unit: &unit,
-        n,
-        k,
-        quantized_acts: true,
-        slack: true,
-    };
-    crate::quant::choose::choose(dev, mode, &t, 1)
-        .stream
-        .unwrap()
+    choice_on(dev, f, n, k, 1, mode, true, true).stream.unwrap()
 }
 
 /// Hopper's bulk ring (`Stream::with_bulk`): plain and gate/up Q4_0 launches (and Q4_K ones of
@@ -453,32 +488,11 @@ fn stream_plan_fits_its_blocks_per_sm() {
 /// matrices without 16 bytes of slack do not.
 #[test]
 fn single_rows_of_block_formats_stream() {
-    use crate::quant::choose::{choose, MatrixTraits};
     use crate::quant::StreamActs;
-    if [
-        "FLEXKERN_GEMV_STREAM",
-        "FLEXKERN_GEMV_STAGED",
-        "FLEXKERN_GEMV_DP4A",
-        "FLEXKERN_GEMV_ROWS",
-    ]
-    .iter()
-    .any(|v| std::env::var(v).is_ok())
-    {
-        eprintln!("skipped: a FLEXKERN_GEMV_* switch is set");
+    if knobs_set(&["STREAM", "STAGED", "DP4A", "ROWS"]) {
         return;
     }
-    let pick = |f: Format, n, k, m, mode, quantized_acts, slack| {
-        let unit = unit_type(f, k).unwrap();
-        let t = MatrixTraits {
-            format: f,
-            unit: &unit,
-            n,
-            k,
-            quantized_acts,
-            slack,
-        };
-        choose(&crate::quant::choose::GemvTarget::hopper(), mode, &t, m)
-    };
+    let pick = hopper_choice;
     let acts = |c: &GemvConfig| c.stream.map(|s| s.acts);
     let q = |f, mode| pick(f, 4096, 4096, 1, mode, true, true);
     assert_eq!(acts(&q(Format::Q4_0, Mode::Plain)), Some(StreamActs::Q8_0));
@@ -565,7 +579,6 @@ fn direct_kernel_fusions_are_planned_and_named() {
 /// dot streams); the module says so.
 #[test]
 fn direct_kernel_unrolls_single_rows_of_16_bit_floats() {
-    use crate::quant::choose::{choose, GemvTarget, MatrixTraits};
     if knobs_set(&["DUNROLL"]) {
         return;
     }
@@ -579,16 +592,7 @@ fn direct_kernel_unrolls_single_rows_of_16_bit_floats() {
         (mlx, 1, Mode::Plain, 1),
         (Format::Q4_0, 1, Mode::Plain, 1),
     ] {
-        let unit = unit_type(f, 4096).unwrap();
-        let t = MatrixTraits {
-            format: f,
-            unit: &unit,
-            n: 14336,
-            k: 4096,
-            quantized_acts: f != mlx,
-            slack: true,
-        };
-        let c = choose(&GemvTarget::hopper(), mode, &t, m);
+        let c = hopper_choice(f, 14336, 4096, m, mode, f != mlx, true);
         assert_eq!(c.unroll, want, "{f:?} m {m} {mode:?}");
         let src = GemvConfig {
             norm: m == 1 && mode != Mode::GateUp && c.stream.is_none(),
@@ -610,7 +614,7 @@ fn direct_kernel_unrolls_single_rows_of_16_bit_floats() {
 /// formats do not, and the module says so.
 #[test]
 fn direct_kernel_stages_mlx_rows_in_shared_memory() {
-    use crate::quant::choose::{choose, direct_stages_x, GemvTarget, MatrixTraits, DXS_MAX_BYTES};
+    use crate::quant::choose::{direct_stages_x, DXS_MAX_BYTES};
     if knobs_set(&["DXS"]) {
         return;
     }
@@ -626,16 +630,7 @@ fn direct_kernel_stages_mlx_rows_in_shared_memory() {
         (Format::F16, 1, Mode::Plain, false),
         (Format::Q4_0, 1, Mode::Plain, false),
     ] {
-        let unit = unit_type(f, 4096).unwrap();
-        let t = MatrixTraits {
-            format: f,
-            unit: &unit,
-            n: 4096,
-            k: 4096,
-            quantized_acts: false,
-            slack: false,
-        };
-        let c = choose(&GemvTarget::hopper(), mode, &t, m);
+        let c = hopper_choice(f, 4096, 4096, m, mode, false, false);
         assert_eq!(c.xs, want, "{f:?} m {m} {mode:?}");
         let src = GemvConfig {
             norm: m == 1 && mode == Mode::Plain,
