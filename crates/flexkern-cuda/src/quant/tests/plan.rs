@@ -3,6 +3,7 @@
 //! with the module names and defines that follow from it.
 
 use super::*;
+use crate::quant::choose::GemvTarget;
 
 /// Whether any A/B knob `FLEXKERN_GEMV_<name>` of `names` is set: the planner's checks assume
 /// the default plan and skip under a knob, saying which.
@@ -18,29 +19,7 @@ fn knobs_set(names: &[&str]) -> bool {
     !set.is_empty()
 }
 
-/// What `choose` plans on an H100 / H200 for `m` rows against an n x k matrix of `f`.
-#[allow(clippy::too_many_arguments)]
-fn hopper_choice(
-    f: Format,
-    n: usize,
-    k: usize,
-    m: usize,
-    mode: Mode,
-    quantized_acts: bool,
-    slack: bool,
-) -> GemvConfig {
-    choice_on(
-        &crate::quant::choose::GemvTarget::hopper(),
-        f,
-        n,
-        k,
-        m,
-        mode,
-        quantized_acts,
-        slack,
-    )
-}
-
+/// What `choose` plans on `dev` for `m` rows against an n x k matrix of `f`.
 #[allow(clippy::too_many_arguments)]
 fn choice_on(
     dev: &crate::quant::choose::GemvTarget,
@@ -82,7 +61,6 @@ fn stream_plan(
 /// bulk copies keep the register batches.
 #[test]
 fn long_q4_0_launches_take_the_bulk_ring() {
-    use crate::quant::choose::GemvTarget;
     if knobs_set(&["BULK", "STREAM"]) {
         return;
     }
@@ -139,7 +117,6 @@ fn long_q4_0_launches_take_the_bulk_ring() {
 /// activations and devices without clusters keep one block.
 #[test]
 fn long_rows_share_the_activation_prologue_in_pairs() {
-    use crate::quant::choose::GemvTarget;
     if knobs_set(&["CLUSTER", "STREAM"]) {
         return;
     }
@@ -189,7 +166,6 @@ fn long_rows_share_the_activation_prologue_in_pairs() {
 /// sixteen warps an SM; shorter rows, and two matrices, in two blocks of eight.
 #[test]
 fn long_rows_stream_in_one_block_of_sixteen_warps() {
-    use crate::quant::choose::GemvTarget;
     if knobs_set(&["WARPS", "FIT"]) {
         return;
     }
@@ -219,7 +195,6 @@ fn long_rows_stream_in_one_block_of_sixteen_warps() {
 /// never span rows; gate and up unroll a row's units, in rounds that divide a lane's share.
 #[test]
 fn q6_k_rows_stream_in_pipelined_batches() {
-    use crate::quant::choose::GemvTarget;
     if knobs_set(&["SUN", "STREAM", "PIPE"]) {
         return;
     }
@@ -246,7 +221,6 @@ fn q6_k_rows_stream_in_pipelined_batches() {
 /// module says `FK_SQL` and is named `_l<lanes>`.
 #[test]
 fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
-    use crate::quant::choose::GemvTarget;
     if knobs_set(&["LANES", "CLUSTER", "BULK", "STREAM"]) {
         return;
     }
@@ -285,7 +259,6 @@ fn q8_0_activations_are_quantized_by_the_lanes_that_fill_the_block() {
 /// register batches and stacked launches ask for everything before the wait.
 #[test]
 fn plain_two_stage_rings_ask_for_their_second_stage_late() {
-    use crate::quant::choose::GemvTarget;
     if knobs_set(&["LATE", "BULK", "STREAM"]) {
         return;
     }
@@ -492,7 +465,8 @@ fn single_rows_of_block_formats_stream() {
     if knobs_set(&["STREAM", "STAGED", "DP4A", "ROWS"]) {
         return;
     }
-    let pick = hopper_choice;
+    let h = crate::quant::choose::GemvTarget::hopper();
+    let pick = |f, n, k, m, mode, q, slack| choice_on(&h, f, n, k, m, mode, q, slack);
     let acts = |c: &GemvConfig| c.stream.map(|s| s.acts);
     let q = |f, mode| pick(f, 4096, 4096, 1, mode, true, true);
     assert_eq!(acts(&q(Format::Q4_0, Mode::Plain)), Some(StreamActs::Q8_0));
@@ -592,7 +566,16 @@ fn direct_kernel_unrolls_single_rows_of_16_bit_floats() {
         (mlx, 1, Mode::Plain, 1),
         (Format::Q4_0, 1, Mode::Plain, 1),
     ] {
-        let c = hopper_choice(f, 14336, 4096, m, mode, f != mlx, true);
+        let c = choice_on(
+            &GemvTarget::hopper(),
+            f,
+            14336,
+            4096,
+            m,
+            mode,
+            f != mlx,
+            true,
+        );
         assert_eq!(c.unroll, want, "{f:?} m {m} {mode:?}");
         let src = GemvConfig {
             norm: m == 1 && mode != Mode::GateUp && c.stream.is_none(),
@@ -630,7 +613,7 @@ fn direct_kernel_stages_mlx_rows_in_shared_memory() {
         (Format::F16, 1, Mode::Plain, false),
         (Format::Q4_0, 1, Mode::Plain, false),
     ] {
-        let c = hopper_choice(f, 4096, 4096, m, mode, false, false);
+        let c = choice_on(&GemvTarget::hopper(), f, 4096, 4096, m, mode, false, false);
         assert_eq!(c.xs, want, "{f:?} m {m} {mode:?}");
         let src = GemvConfig {
             norm: m == 1 && mode == Mode::Plain,
